@@ -1,0 +1,61 @@
+"""The chat-completions path through the gateway: route to a pool and replica, call the worker, relay the answer."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from functions.gateway_metrics import GatewayMetrics
+from functions.routing import PoolRouter, resolve_pool
+from functions.worker_client import UpstreamStream, WorkerClient
+from shared.errors import FleetchatError
+from shared.schemas import ChatCompletionRequest
+from shared.storage.base import Tenant
+
+# Extension fields the gateway reads itself; workers (and vLLM) never see them.
+GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id"})
+
+
+@dataclass
+class RoutedRequest:
+    pool: str
+    replicas: list[str]
+    body: dict[str, Any]
+
+
+class ChatService:
+    def __init__(self, router: PoolRouter, workers: WorkerClient, metrics: GatewayMetrics) -> None:
+        self.router = router
+        self.workers = workers
+        self.metrics = metrics
+
+    def route(self, tenant: Tenant, request: ChatCompletionRequest, session_id: str | None) -> RoutedRequest:
+        pool = resolve_pool(tenant.tier, request.model, self.router.pools)
+        body = request.model_dump(exclude_none=True, exclude=set(GATEWAY_ONLY_FIELDS))
+        if request.stream:
+            # Always ask the worker for usage: the gateway needs real token counts even if the client did not ask.
+            body["stream_options"] = {"include_usage": True}
+        return RoutedRequest(pool, self.router.candidates(pool, session_id), body)
+
+    async def complete(self, routed: RoutedRequest) -> dict[str, Any]:
+        start = time.perf_counter()
+        try:
+            _, payload = await self.workers.complete(routed.replicas, routed.body)
+        except FleetchatError as exc:
+            self.metrics.requests.labels(routed.pool, str(exc.status_code)).inc()
+            raise
+        self.metrics.upstream_ttfb.labels(routed.pool).observe(time.perf_counter() - start)
+        self.metrics.requests.labels(routed.pool, "200").inc()
+        return payload
+
+    async def open_stream(self, routed: RoutedRequest, client_wants_usage: bool) -> UpstreamStream:
+        start = time.perf_counter()
+        try:
+            upstream = await self.workers.open_stream(routed.replicas, routed.body, strip_usage=not client_wants_usage)
+        except FleetchatError as exc:
+            self.metrics.requests.labels(routed.pool, str(exc.status_code)).inc()
+            raise
+        self.metrics.upstream_ttfb.labels(routed.pool).observe(time.perf_counter() - start)
+        self.metrics.requests.labels(routed.pool, "200").inc()
+        return upstream

@@ -1,0 +1,101 @@
+"""The `fleetchat` command: run the stack, a single worker or gateway, and the benchmark."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    help="fleetchat: an OpenAI-compatible chat service that runs on one laptop and deploys to Modal unchanged.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def up(
+    port: Annotated[int, typer.Option(help="Gateway port on 127.0.0.1.")] = 8000,
+    replicas: Annotated[int, typer.Option(help="Worker processes per model pool.")] = 1,
+    data_dir: Annotated[Path | None, typer.Option(help="Where the database, key file and logs live.")] = None,
+) -> None:
+    """Start the whole local stack: a worker per pool replica, then the gateway. Prints the URL and API key."""
+    from functions.launcher import run_local_stack
+    from shared.settings import Settings
+
+    overrides: dict[str, object] = {"port": port, "replicas_per_pool": replicas}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    run_local_stack(Settings(**overrides))
+
+
+@app.command()
+def worker(
+    pool: Annotated[str, typer.Option(help="Model pool to serve (mini or flagship); also the served model name.")],
+    port: Annotated[int, typer.Option(help="Port on the host.")] = 8100,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    kv_cache_tokens: Annotated[int, typer.Option(help="Paged KV-cache capacity in tokens.")] = 32_768,
+    max_model_len: Annotated[int | None, typer.Option(help="Cap on prompt + completion tokens.")] = None,
+    no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable block sharing.")] = False,
+    from_hub: Annotated[bool, typer.Option("--from-hub", help="Load the pool's hub model, not the packaged GGUF.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Only warnings in the log.")] = False,
+) -> None:
+    """Serve one model pool with the embedded transformers engine (OpenAI protocol, /health, /metrics)."""
+    from gpu_workers.registry import EngineOptions
+    from gpu_workers.worker_main import run_worker
+
+    options = EngineOptions(
+        kv_cache_tokens=kv_cache_tokens,
+        max_model_len=max_model_len,
+        prefix_caching=not no_prefix_caching,
+        from_hub=from_hub,
+    )
+    run_worker(pool, host, port, options, log_level="warning" if quiet else "info")
+
+
+@app.command()
+def gateway(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,
+    data_dir: Annotated[Path | None, typer.Option(help="Where the database lives.")] = None,
+) -> None:
+    """Serve only the gateway, against workers already running (FLEETCHAT_WORKER_URLS or the local ports)."""
+    import uvicorn
+
+    from functions.app import create_app
+    from shared.settings import Settings
+
+    overrides: dict[str, object] = {"port": port}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    settings = Settings(**overrides)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+
+
+@app.command()
+def bench(
+    base_url: Annotated[str, typer.Option(help="Gateway base URL.")] = "http://127.0.0.1:8000",
+    model: Annotated[str, typer.Option(help="Model (pool) to drive.")] = "mini",
+    api_key: Annotated[str | None, typer.Option(help="API key; default: the local key file.")] = None,
+    out_dir: Annotated[Path, typer.Option(help="Where the JSON and markdown reports go.")] = Path("bench-results"),
+    max_tokens: Annotated[int, typer.Option(help="Completion tokens per request.")] = 64,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer requests per level (smoke run).")] = False,
+) -> None:
+    """Drive the running service with the openai async client; write a JSON + markdown report."""
+    from functions.bench.run import BenchConfig, run_benchmark
+
+    run_benchmark(
+        BenchConfig(
+            base_url=base_url, model=model, api_key=api_key, out_dir=out_dir, max_tokens=max_tokens, quick=quick
+        )
+    )
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app()
+
+
+if __name__ == "__main__":
+    main()

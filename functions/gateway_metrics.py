@@ -1,0 +1,25 @@
+"""The gateway's own Prometheus metrics (requests by outcome, time to the worker's first byte)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from shared import metric_names as names
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            names.GATEWAY_REQUESTS, "Chat requests by model and status.", ["model", "status"], registry=self.registry
+        )
+        self.upstream_ttfb = Histogram(
+            names.GATEWAY_UPSTREAM_LATENCY,
+            "Time from request to the worker's response headers.",
+            ["model"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,49 @@
+"""`GET /healthz` (the gateway and each worker's health) and `GET /metrics` (Prometheus)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+router = APIRouter(tags=["health"])
+
+
+class ReplicaHealth(BaseModel):
+    pool: str
+    replica: int
+    healthy: bool
+
+
+class GatewayHealth(BaseModel):
+    status: str
+    replicas: list[ReplicaHealth]
+
+
+async def _probe(client: httpx.AsyncClient, url: str) -> bool:
+    try:
+        response = await client.get(f"{url}/health", timeout=2.0)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200
+
+
+@router.get("/healthz")
+async def healthz(request: Request) -> JSONResponse:
+    """200 when every pool has at least one healthy replica, 503 otherwise (worker URLs are not disclosed)."""
+    urls: dict[str, list[str]] = request.app.state.worker_urls
+    client: httpx.AsyncClient = request.app.state.http
+    flat = [(pool, i, url) for pool, replicas in urls.items() for i, url in enumerate(replicas)]
+    results = await asyncio.gather(*(_probe(client, url) for _, _, url in flat))
+    replicas = [ReplicaHealth(pool=p, replica=i, healthy=ok) for (p, i, _), ok in zip(flat, results, strict=True)]
+    ok = all(any(r.healthy for r in replicas if r.pool == pool) for pool in urls)
+    body = GatewayHealth(status="ok" if ok else "degraded", replicas=replicas)
+    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

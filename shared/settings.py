@@ -1,0 +1,59 @@
+"""Runtime settings, read once from the environment (`FLEETCHAT_*`) or a `.env` file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.tiers import Tier
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FLEETCHAT_", env_file=".env", env_ignore_empty=True, extra="ignore")
+
+    environment: Literal["local", "deployed"] = "local"
+    data_dir: Path = Path(".fleetchat")
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # Local workers listen on consecutive ports from here: one per pool replica.
+    worker_base_port: int = 8100
+    replicas_per_pool: int = Field(default=1, ge=1, le=8)
+    pools: list[str] = ["mini", "flagship"]
+    # Deployed: pool name -> list of worker base URLs (Modal web_server URLs). Empty means local workers.
+    worker_urls: dict[str, list[str]] = {}
+    local_tenant_tier: Tier = Tier.PLUS
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    worker_timeout_s: float = 600.0
+    worker_connect_timeout_s: float = 5.0
+    admin_key: str | None = None
+
+    @model_validator(mode="after")
+    def _deployed_needs_workers(self) -> Settings:
+        if self.environment == "deployed" and not self.worker_urls:
+            raise ValueError("FLEETCHAT_WORKER_URLS must name the worker URLs when deployed")
+        return self
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "fleetchat.db"
+
+    @property
+    def local_key_path(self) -> Path:
+        return self.data_dir / "local_api_key"
+
+    def local_worker_urls(self) -> dict[str, list[str]]:
+        """The loopback URLs `fleetchat up` starts its workers on, pool by pool."""
+        urls: dict[str, list[str]] = {}
+        port = self.worker_base_port
+        for pool in self.pools:
+            urls[pool] = []
+            for _ in range(self.replicas_per_pool):
+                urls[pool].append(f"http://127.0.0.1:{port}")
+                port += 1
+        return urls
+
+    def resolved_worker_urls(self) -> dict[str, list[str]]:
+        return self.worker_urls or self.local_worker_urls()

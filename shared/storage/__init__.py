@@ -1,0 +1,1 @@
+"""Storage: the protocols in `base`, one module per backend beside it."""
