@@ -13,6 +13,9 @@ from shared.errors import FleetchatError
 from shared.schemas import ChatCompletionRequest
 from shared.storage.base import Tenant
 
+# Modal routes requests carrying the same session id to the same container (the deployed sticky replica).
+MODAL_SESSION_HEADER = "Modal-Session-ID"
+
 # Extension fields the gateway reads itself; workers (and vLLM) never see them.
 GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id"})
 
@@ -22,6 +25,7 @@ class RoutedRequest:
     pool: str
     replicas: list[str]
     body: dict[str, Any]
+    headers: dict[str, str]
 
 
 class ChatService:
@@ -36,12 +40,13 @@ class ChatService:
         if request.stream:
             # Always ask the worker for usage: the gateway needs real token counts even if the client did not ask.
             body["stream_options"] = {"include_usage": True}
-        return RoutedRequest(pool, self.router.candidates(pool, session_id), body)
+        headers = {MODAL_SESSION_HEADER: session_id} if session_id else {}
+        return RoutedRequest(pool, self.router.candidates(pool, session_id), body, headers)
 
     async def complete(self, routed: RoutedRequest) -> dict[str, Any]:
         start = time.perf_counter()
         try:
-            _, payload = await self.workers.complete(routed.replicas, routed.body)
+            _, payload = await self.workers.complete(routed.replicas, routed.body, routed.headers)
         except FleetchatError as exc:
             self.metrics.requests.labels(routed.pool, str(exc.status_code)).inc()
             raise
@@ -52,7 +57,9 @@ class ChatService:
     async def open_stream(self, routed: RoutedRequest, client_wants_usage: bool) -> UpstreamStream:
         start = time.perf_counter()
         try:
-            upstream = await self.workers.open_stream(routed.replicas, routed.body, strip_usage=not client_wants_usage)
+            upstream = await self.workers.open_stream(
+                routed.replicas, routed.body, routed.headers, strip_usage=not client_wants_usage
+            )
         except FleetchatError as exc:
             self.metrics.requests.labels(routed.pool, str(exc.status_code)).inc()
             raise

@@ -39,7 +39,9 @@ def worker(
     kv_cache_tokens: Annotated[int, typer.Option(help="Paged KV-cache capacity in tokens.")] = 32_768,
     max_model_len: Annotated[int | None, typer.Option(help="Cap on prompt + completion tokens.")] = None,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable block sharing.")] = False,
-    from_hub: Annotated[bool, typer.Option("--from-hub", help="Load the pool's hub model, not the packaged GGUF.")] = False,
+    from_hub: Annotated[
+        bool, typer.Option("--from-hub", help="Load the pool's hub model, not the packaged GGUF.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="Only warnings in the log.")] = False,
 ) -> None:
     """Serve one model pool with the embedded transformers engine (OpenAI protocol, /health, /metrics)."""

@@ -39,8 +39,12 @@ def start_workers(settings: Settings, log_dir: Path) -> list[subprocess.Popen[by
 def wait_healthy(urls: list[str], procs: list[subprocess.Popen[bytes]], timeout_s: float = 600) -> None:
     deadline = time.monotonic() + timeout_s
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=console,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
     ) as progress:
         task = progress.add_task("loading models in the workers", total=len(urls))
         pending = set(urls)

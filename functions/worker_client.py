@@ -67,8 +67,10 @@ class WorkerClient:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self._client = client
 
-    async def complete(self, replicas: list[str], body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        replica, response = await self._first_answer(replicas, body)
+    async def complete(
+        self, replicas: list[str], body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[str, dict[str, Any]]:
+        replica, response = await self._first_answer(replicas, body, headers)
         try:
             await response.aread()
             payload = response.json()
@@ -78,15 +80,19 @@ class WorkerClient:
             await response.aclose()
         return replica, payload
 
-    async def open_stream(self, replicas: list[str], body: dict[str, Any], *, strip_usage: bool) -> UpstreamStream:
-        replica, response = await self._first_answer(replicas, body)
+    async def open_stream(
+        self, replicas: list[str], body: dict[str, Any], headers: dict[str, str], *, strip_usage: bool
+    ) -> UpstreamStream:
+        replica, response = await self._first_answer(replicas, body, headers)
         return UpstreamStream(replica, response, strip_usage)
 
-    async def _first_answer(self, replicas: list[str], body: dict[str, Any]) -> tuple[str, httpx.Response]:
+    async def _first_answer(
+        self, replicas: list[str], body: dict[str, Any], headers: dict[str, str]
+    ) -> tuple[str, httpx.Response]:
         """Send to the first replica that answers; a 4xx/5xx answer is the final word (never retried elsewhere)."""
         last_error: Exception | None = None
         for replica in replicas:
-            request = self._client.build_request("POST", f"{replica}/v1/chat/completions", json=body)
+            request = self._client.build_request("POST", f"{replica}/v1/chat/completions", json=body, headers=headers)
             try:
                 response = await self._client.send(request, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:

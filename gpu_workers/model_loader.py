@@ -47,11 +47,16 @@ def load_model_and_tokenizer(source: ModelSource, *, show_progress: bool = True)
         kwargs["revision"] = source.revision
     dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), disable=not show_progress, transient=False
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        disable=not show_progress,
+        transient=False,
     ) as progress:
         task = progress.add_task(f"loading tokenizer from {source.gguf_file or source.path_or_repo}", total=3)
         tokenizer = AutoTokenizer.from_pretrained(source.path_or_repo, **kwargs)
-        progress.update(task, advance=1, description="loading weights (GGUF is dequantized)" if source.gguf_file else "loading weights")
+        step = "loading weights (GGUF is dequantized)" if source.gguf_file else "loading weights"
+        progress.update(task, advance=1, description=step)
         model = AutoModelForCausalLM.from_pretrained(
             source.path_or_repo, dtype=dtype, attn_implementation="sdpa", **kwargs
         )

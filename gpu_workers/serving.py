@@ -121,11 +121,12 @@ class ChatServing:
 
         async def collect() -> tuple[str, str | None, int, int]:
             parts: list[str] = []
-            finish, generated, cached = None, 0, 0
+            last: tuple[str | None, int, int] = (None, 0, 0)
             async with contextlib.aclosing(self._run(prepared)) as run:
-                async for text, finish, generated, cached in run:
+                async for text, *progress in run:
                     parts.append(text)
-            return "".join(parts), finish, generated, cached
+                    last = (progress[0], progress[1], progress[2])
+            return "".join(parts), *last
 
         task = asyncio.create_task(collect())
         while not task.done():
@@ -165,7 +166,8 @@ class ChatServing:
         generated = cached = 0
         try:
             async with contextlib.aclosing(self._run(prepared)) as run:
-                async for text, finish, generated, cached in run:
+                async for text, finish, generated_so_far, cached_so_far in run:
+                    generated, cached = generated_so_far, cached_so_far
                     yield chunk(DeltaMessage(content=text) if text else DeltaMessage(), finish)
         except EngineError as exc:
             yield sse_error(UpstreamError(f"generation failed: {exc}"))

@@ -62,7 +62,9 @@ class TransformersEngine:
             allow_block_sharing=prefix_caching,
             per_request_processors=True,
         )
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), disable=not show_progress) as p:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), disable=not show_progress
+        ) as p:
             task = p.add_task("allocating paged KV cache and starting the batching thread", total=1)
             self._manager = model.init_continuous_batching(
                 generation_config=generation_config, continuous_batching_config=cb_config

@@ -55,7 +55,11 @@ class WorkerMetrics:
             names.INTER_TOKEN_LATENCY, "Inter-token latency.", labels, buckets=ITL_BUCKETS, registry=self.registry
         )
         self.e2e = Histogram(
-            names.E2E_REQUEST_LATENCY, "End-to-end request latency.", labels, buckets=E2E_BUCKETS, registry=self.registry
+            names.E2E_REQUEST_LATENCY,
+            "End-to-end request latency.",
+            labels,
+            buckets=E2E_BUCKETS,
+            registry=self.registry,
         )
         self.prompt_tokens = Counter(names.PROMPT_TOKENS, "Prefill tokens processed.", labels, registry=self.registry)
         self.generation_tokens = Counter(

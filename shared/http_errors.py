@@ -37,7 +37,8 @@ def validation_to_error(exc: RequestValidationError) -> InvalidRequestError:
     if kind == "missing":
         if param is None:
             return InvalidRequestError("The request body is empty; a JSON object is required.", code="invalid_json")
-        return InvalidRequestError(f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
+        message = f"Missing required parameter: '{param}'."
+        return InvalidRequestError(message, param=param, code="missing_required_parameter")
     message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     return InvalidRequestError(f"Invalid value for '{param}': {message}", param=param, code="invalid_value")
 
@@ -62,7 +63,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
-        body = ErrorResponse(error=ErrorInfo(message="The server had an error processing your request.", type="server_error"))
+        info = ErrorInfo(message="The server had an error processing your request.", type="server_error")
+        body = ErrorResponse(error=info)
         return JSONResponse(body.model_dump(), status_code=500)
 
 

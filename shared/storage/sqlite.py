@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,30 +12,27 @@ from shared.storage.base import ApiKeyRecord, Tenant
 from shared.tiers import Tier
 
 
-def _migrate_v1(db: sqlite3.Connection) -> None:
-    db.executescript(
-        """
-        CREATE TABLE tenants (
+# Append-only: migration N+1 runs on a database at version N. Never edit a shipped migration.
+# Statements run one by one inside one transaction (executescript would commit half-way).
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE tenants (
             id TEXT PRIMARY KEY,
             name TEXT NOT NULL,
             tier TEXT NOT NULL,
             created_at TEXT NOT NULL
-        );
-        CREATE TABLE api_keys (
+        )""",
+        """CREATE TABLE api_keys (
             id TEXT PRIMARY KEY,
             tenant_id TEXT NOT NULL REFERENCES tenants(id),
             key_hash TEXT NOT NULL UNIQUE,
             label TEXT NOT NULL,
             created_at TEXT NOT NULL,
             revoked_at TEXT
-        );
-        CREATE INDEX api_keys_tenant ON api_keys(tenant_id);
-        """
-    )
-
-
-# Append-only: migration N+1 runs on a database at version N. Never edit a shipped migration.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_migrate_v1]
+        )""",
+        "CREATE INDEX api_keys_tenant ON api_keys(tenant_id)",
+    ],
+]
 
 
 def _now() -> datetime:
@@ -66,8 +62,9 @@ class SQLiteStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 version = self.schema_version
-                for number, migration in enumerate(MIGRATIONS[version:], start=version + 1):
-                    migration(self._db)
+                for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+                    for statement in statements:
+                        self._db.execute(statement)
                     self._db.execute(f"PRAGMA user_version={number}")
                 self._db.execute("COMMIT")
             except BaseException:

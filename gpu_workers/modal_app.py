@@ -1,0 +1,275 @@
+"""The Modal app: the one module that wires fleetchat onto Modal (GPU worker classes per pool, the gateway function).
+
+Everything deployment-specific is derived from `shared/pools.py`; nothing here runs at import except definitions, so
+`import gpu_workers.modal_app` works offline and without Modal credentials. Deploy with
+`modal deploy -m gpu_workers.modal_app`.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import modal
+
+from shared.pools import POOLS, ModelPool
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+APP_NAME = "fleetchat"
+MINUTES = 60  # seconds
+VLLM_PORT = 8000
+
+# First start of a pool downloads its weights into the HF cache volume (~30 GB for the flagship) and compiles
+# kernels; later starts read both from the volumes.
+WORKER_STARTUP_TIMEOUT = 20 * MINUTES
+# One input is one HTTP request to vLLM, so this bounds the longest stream; matches the gateway's worker timeout.
+WORKER_REQUEST_TIMEOUT = 10 * MINUTES
+
+# Streams are proxied, not computed, so the gateway's own timeout must outlast the longest worker stream.
+GATEWAY_TIMEOUT = WORKER_REQUEST_TIMEOUT + 5 * MINUTES
+# One open SSE stream is one input; stay under the gateway's httpx pool (512 connections) so no stream queues there.
+GATEWAY_MAX_INPUTS = 500
+# The API's front door never waits for a cold start.
+GATEWAY_MIN_CONTAINERS = 1
+# Gateway containers are cheap CPU; keep one around a while after a burst instead of re-importing FastAPI.
+GATEWAY_SCALEDOWN_WINDOW = 5 * MINUTES
+
+# The gateway's runtime dependencies: the project's own (pyproject.toml) minus the local-only transformers engine.
+GATEWAY_PACKAGES = (
+    "fastapi>=0.115",
+    "uvicorn>=0.30",
+    "httpx>=0.27,<1",
+    "pydantic>=2.7",
+    "pydantic-settings>=2.3",
+    "prometheus-client>=0.20",
+    "typer>=0.12",
+    "rich>=13",
+    "openai>=1.40",
+)
+# Pinned so an image rebuild cannot change the engine under a running service.
+VLLM_PACKAGE = "vllm==0.33.0"
+
+HF_CACHE_PATH = "/root/.cache/huggingface"
+VLLM_CACHE_PATH = "/root/.cache/vllm"
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one pool's GPU class is deployed with, read from its `DeployedModel`."""
+
+    pool: str
+    class_name: str
+    gpu: str
+    min_containers: int
+    max_containers: int
+    scaledown_window: int
+    max_concurrent_inputs: int
+
+
+def worker_class_name(pool_name: str) -> str:
+    """`"mini"` -> `"MiniWorker"`, `"code-mini"` -> `"CodeMiniWorker"`: the Modal class name serving a pool."""
+    name = "".join(part.capitalize() for part in re.split(r"[^0-9A-Za-z]+", pool_name) if part) + "Worker"
+    if not name.isidentifier():
+        raise ValueError(f"pool name {pool_name!r} does not make a class name")
+    return name
+
+
+def worker_class_names() -> dict[str, str]:
+    """Pool name -> the Modal class that serves it."""
+    return {name: worker_class_name(name) for name in POOLS}
+
+
+def worker_spec(pool: ModelPool) -> WorkerSpec:
+    deployed = pool.deployed
+    return WorkerSpec(
+        pool=pool.name,
+        class_name=worker_class_name(pool.name),
+        gpu=deployed.gpu,
+        min_containers=deployed.min_containers,
+        max_containers=deployed.max_containers,
+        scaledown_window=deployed.scaledown_window_s,
+        max_concurrent_inputs=deployed.max_concurrent_inputs,
+    )
+
+
+WORKER_SPECS: dict[str, WorkerSpec] = {name: worker_spec(pool) for name, pool in POOLS.items()}
+
+
+def vllm_serve_command(pool: ModelPool) -> list[str]:
+    """The `vllm serve` command line for a pool: OpenAI-compatible HTTP on VLLM_PORT, served under the pool's name."""
+    deployed = pool.deployed
+    return [
+        "vllm",
+        "serve",
+        deployed.hf_repo,
+        # A pinned revision means a hub push cannot change what serves.
+        "--revision",
+        deployed.revision,
+        # Clients ask for the pool name as `model`; the gateway forwards it unchanged.
+        "--served-model-name",
+        pool.name,
+        # Modal's web_server proxy connects on the container's external interface, not loopback.
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(VLLM_PORT),
+        # Bounds the KV cache per sequence and rejects longer prompts with a 400 instead of an OOM.
+        "--max-model-len",
+        str(deployed.max_model_len),
+        # Multi-turn chat re-sends the same history: reuse its KV blocks instead of recomputing the prefill.
+        "--enable-prefix-caching",
+        # Long prompts are prefilled in chunks between decode steps, so one big prompt does not stall every stream.
+        "--enable-chunked-prefill",
+    ]
+
+
+def wait_until_healthy(process: subprocess.Popen[bytes], url: str, timeout_s: float, poll_s: float = 2.0) -> None:
+    """Block until `url` answers 200; fail at once if the process dies, instead of waiting out the startup timeout."""
+    started = time.monotonic()
+    last_report = started
+    while True:
+        code = process.poll()
+        if code is not None:
+            raise RuntimeError(f"vllm serve exited with code {code} before it became healthy")
+        try:
+            with urllib.request.urlopen(url, timeout=poll_s) as response:
+                if response.status == 200:
+                    print(f"vllm healthy after {time.monotonic() - started:.0f}s", flush=True)
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        now = time.monotonic()
+        if now - started > timeout_s:
+            raise TimeoutError(f"vllm serve not healthy after {timeout_s:.0f}s")
+        if now - last_report >= 30:  # model loads take minutes: show they are progressing
+            print(f"waiting for vllm ({now - started:.0f}s)", flush=True)
+            last_report = now
+        time.sleep(poll_s)
+
+
+# ## Images
+
+# The gateway is CPU-only: no torch, no transformers, just the request path.
+gateway_image = (
+    modal.Image.debian_slim(python_version="3.11")
+    .pip_install(*GATEWAY_PACKAGES)
+    .add_local_python_source("functions", "gpu_workers", "shared")
+)
+
+# vllm 0.33 needs huggingface_hub>=1.31, which downloads through hf_xet (hf_transfer and its
+# HF_HUB_ENABLE_HF_TRANSFER switch are gone from huggingface_hub 1.x); high-performance mode uses every core.
+vllm_image = (
+    modal.Image.debian_slim(python_version="3.12")
+    .pip_install(VLLM_PACKAGE)
+    .env({"HF_XET_HIGH_PERFORMANCE": "1"})
+    # The worker class imports this module, which reads the pool table.
+    .add_local_python_source("gpu_workers", "shared")
+)
+
+# ## Volumes
+
+# Weights are downloaded once per model and shared by every replica, so a cold start reads them from the volume.
+hf_cache_volume = modal.Volume.from_name("fleetchat-hf-cache", create_if_missing=True)
+# vLLM's torch.compile and CUDA graph artifacts, so later cold starts skip recompiling.
+vllm_cache_volume = modal.Volume.from_name("fleetchat-vllm-cache", create_if_missing=True)
+WORKER_VOLUMES: dict[str, modal.Volume] = {HF_CACHE_PATH: hf_cache_volume, VLLM_CACHE_PATH: vllm_cache_volume}
+
+app = modal.App(APP_NAME)
+
+
+# ## GPU workers: one class per pool
+
+
+class VllmServer:
+    """A warm `vllm serve` process for one pool; Modal proxies its OpenAI-compatible HTTP API, /health and /metrics."""
+
+    pool_name: ClassVar[str]
+    _process: subprocess.Popen[bytes]
+
+    @modal.enter()
+    def start_engine(self) -> None:
+        command = vllm_serve_command(POOLS[self.pool_name])
+        print(*command, flush=True)
+        self._process = subprocess.Popen(command)
+        wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
+
+    # The server is already up (start_engine waited for /health); Modal only needs the port to proxy to.
+    @modal.web_server(port=VLLM_PORT, startup_timeout=WORKER_STARTUP_TIMEOUT)
+    def serve(self) -> None:
+        pass
+
+    @modal.exit()
+    def stop_engine(self) -> None:
+        # SIGTERM lets vLLM drain and release the GPU; kill only if it hangs.
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+
+
+def define_worker(app: modal.App, spec: WorkerSpec) -> modal.Cls:
+    """Register the GPU class serving `spec.pool` on `app`."""
+    # A module-level class named `spec.class_name`: Modal's container finds it again with getattr(module, name).
+    user_cls = type(
+        spec.class_name,
+        (VllmServer,),
+        {"__module__": __name__, "__qualname__": spec.class_name, "pool_name": spec.pool},
+    )
+    # vLLM batches continuously: one replica serves many streams, up to what its KV cache holds.
+    concurrent_cls = modal.concurrent(max_inputs=spec.max_concurrent_inputs)(user_cls)
+    return app.cls(
+        image=vllm_image,
+        gpu=spec.gpu,
+        volumes=dict(WORKER_VOLUMES),
+        min_containers=spec.min_containers,  # warm replicas: cold starts cost minutes of model load
+        max_containers=spec.max_containers,  # the cost ceiling for the pool
+        scaledown_window=spec.scaledown_window,  # how long an idle replica keeps its warm engine and prefix cache
+        timeout=WORKER_REQUEST_TIMEOUT,  # the longest one stream may run
+        startup_timeout=WORKER_STARTUP_TIMEOUT,  # start_engine blocks until the model is loaded
+    )(concurrent_cls)
+
+
+WORKERS: dict[str, modal.Cls] = {name: define_worker(app, spec) for name, spec in WORKER_SPECS.items()}
+# MiniWorker, FlagshipWorker, ...: module globals, so `modal deploy` and the containers find each class by name.
+globals().update({WORKER_SPECS[name].class_name: cls for name, cls in WORKERS.items()})
+
+
+# ## Gateway
+
+
+def resolve_worker_urls() -> dict[str, list[str]]:
+    """Pool -> [its GPU class's web URL], looked up in the deployed app (Modal load-balances across replicas)."""
+    urls: dict[str, list[str]] = {}
+    for pool, class_name in worker_class_names().items():
+        worker = modal.Cls.from_name(APP_NAME, class_name)()
+        url = worker.serve.get_web_url()
+        if not url:
+            raise RuntimeError(f"{class_name}.serve has no web URL: is {APP_NAME!r} deployed?")
+        urls[pool] = [url]
+    return urls
+
+
+@app.function(
+    image=gateway_image,
+    # FLEETCHAT_* settings and service credentials (admin key, AWS, Stripe) come from this secret.
+    secrets=[modal.Secret.from_name("fleetchat-secrets")],
+    min_containers=GATEWAY_MIN_CONTAINERS,
+    scaledown_window=GATEWAY_SCALEDOWN_WINDOW,
+    timeout=GATEWAY_TIMEOUT,
+)
+# The gateway is async and I/O-bound: one container multiplexes many streams on its event loop.
+@modal.concurrent(max_inputs=GATEWAY_MAX_INPUTS)
+@modal.asgi_app()
+def gateway() -> FastAPI:
+    from functions.app import create_app
+    from shared.settings import Settings
+
+    return create_app(Settings(environment="deployed", worker_urls=resolve_worker_urls()))

@@ -1,0 +1,67 @@
+"""Shared fixtures: one real stack per test session (two SmolLM2 workers + a gateway process) and API keys."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.api_keys import hash_api_key, new_api_key
+from shared.storage.sqlite import SQLiteStore
+from shared.tiers import Tier
+from tests.support.processes import ProcessGroup, free_port, start_gateway, start_worker
+
+
+@dataclass
+class Stack:
+    gateway_url: str
+    worker_urls: dict[str, list[str]]
+    data_dir: Path
+
+    def new_key(self, tier: Tier, name: str = "test") -> str:
+        store = SQLiteStore(self.data_dir / "fleetchat.db")
+        try:
+            tenant = store.create_tenant(name, tier)
+            key = new_api_key()
+            store.add_api_key(tenant.id, hash_api_key(key), label=name)
+            return key
+        finally:
+            store.close()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("stack")
+    group = ProcessGroup(root / "logs")
+    try:
+        starting = {pool: start_worker(group, pool, free_port()) for pool in ("mini", "flagship")}
+        worker_urls = {pool: [w.wait()] for pool, w in starting.items()}
+        gateway = start_gateway(group, root / "data", worker_urls, free_port())
+        yield Stack(gateway, worker_urls, root / "data")
+    finally:
+        group.stop()
+
+
+@pytest.fixture(scope="session")
+def plus_key(stack: Stack) -> str:
+    return stack.new_key(Tier.PLUS, "plus-tenant")
+
+
+@pytest.fixture(scope="session")
+def free_key(stack: Stack) -> str:
+    return stack.new_key(Tier.FREE, "free-tenant")
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Any:
+    """The same tokenizer the worker uses, to check usage counts independently."""
+    from transformers import AutoTokenizer
+
+    from gpu_workers.model_loader import packaged_gguf_source
+    from shared.pools import LocalModel
+
+    source = packaged_gguf_source(LocalModel())
+    return AutoTokenizer.from_pretrained(source.path_or_repo, gguf_file=source.gguf_file)

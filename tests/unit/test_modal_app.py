@@ -1,0 +1,187 @@
+"""The Modal app's wiring matches the pool and tier config (offline: no Modal account, no GPU, no network)."""
+
+from __future__ import annotations
+
+import tomllib
+import warnings
+from pathlib import Path
+from typing import Any
+
+import modal
+import pytest
+from modal.exception import DeprecationError
+
+from gpu_workers import modal_app
+from gpu_workers.modal_app import (
+    GATEWAY_MAX_INPUTS,
+    GATEWAY_PACKAGES,
+    HF_CACHE_PATH,
+    VLLM_CACHE_PATH,
+    VLLM_PORT,
+    WORKER_SPECS,
+    WORKERS,
+    WorkerSpec,
+    define_worker,
+    vllm_serve_command,
+    wait_until_healthy,
+    worker_class_name,
+    worker_class_names,
+)
+from shared.pools import POOLS
+from shared.tiers import TIER_TABLE
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# The transformers engine runs only locally; the gateway never imports it.
+ENGINE_ONLY_PACKAGES = {"torch", "transformers", "gguf", "accelerate"}
+
+
+def _registered(attribute: str) -> Any:
+    # modal 1.6.4 has no public offline listing of an App's members: `app.info()` needs a deployed app, and
+    # `registered_*` warn (modal's DeprecationError is a UserWarning) with removal announced for modal 1.7.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationError)
+        return getattr(modal_app.app, attribute)
+
+
+def _service_info(pool: str) -> Any:
+    # A Cls exposes its resources only through its (private) class service function's public `info()`.
+    return WORKERS[pool]._get_class_service_function().info()
+
+
+def test_app_registers_one_gpu_class_per_pool_and_the_gateway() -> None:
+    expected_classes = {worker_class_name(pool) for pool in POOLS}
+    assert modal_app.app.name == modal_app.APP_NAME
+    assert set(_registered("registered_classes")) == expected_classes
+    assert set(_registered("registered_functions")) == {f"{name}.*" for name in expected_classes} | {"gateway"}
+    assert set(_registered("registered_web_endpoints")) == {f"{name}.serve" for name in expected_classes} | {"gateway"}
+
+
+def test_worker_classes_are_module_globals_named_by_pool() -> None:
+    # Modal's container finds a class again with getattr(module, class_name).
+    assert worker_class_names() == {"mini": "MiniWorker", "flagship": "FlagshipWorker"}
+    assert set(WORKERS) == set(POOLS)
+    for pool, class_name in worker_class_names().items():
+        worker = getattr(modal_app, class_name)
+        assert worker is WORKERS[pool]
+        assert isinstance(worker, modal.Cls)
+        assert worker._get_user_cls().pool_name == pool
+    assert isinstance(modal_app.gateway, modal.Function)
+
+
+def test_worker_class_name_handles_separators() -> None:
+    assert worker_class_name("code-mini") == "CodeMiniWorker"
+    assert worker_class_name("long_context") == "LongContextWorker"
+
+
+def test_worker_specs_are_exactly_the_pools_deployment_config() -> None:
+    assert set(WORKER_SPECS) == set(POOLS)
+    for name, pool in POOLS.items():
+        deployed = pool.deployed
+        assert WORKER_SPECS[name] == WorkerSpec(
+            pool=name,
+            class_name=worker_class_name(name),
+            gpu=deployed.gpu,
+            min_containers=deployed.min_containers,
+            max_containers=deployed.max_containers,
+            scaledown_window=deployed.scaledown_window_s,
+            max_concurrent_inputs=deployed.max_concurrent_inputs,
+        )
+
+
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_registered_gpu_class_uses_the_pools_gpu_concurrency_and_cache_volumes(pool: str) -> None:
+    info = _service_info(pool)
+    deployed = POOLS[pool].deployed
+    assert info.gpus == [(deployed.gpu, 1)]
+    assert info.concurrency_info is not None
+    assert info.concurrency_info.max_inputs == deployed.max_concurrent_inputs
+    assert {path: mount.name for path, mount in info.volumes.items()} == {
+        HF_CACHE_PATH: "fleetchat-hf-cache",
+        VLLM_CACHE_PATH: "fleetchat-vllm-cache",
+    }
+    assert info.method_names == ["serve"]
+    assert info.method_details is not None and set(info.method_details) == {"serve"}
+
+
+class _RecordingApp:
+    """Stands in for `modal.App` to capture what `define_worker` asks for (the autoscaler knobs are not readable back
+    from a registered Cls)."""
+
+    def __init__(self) -> None:
+        self.kwargs: dict[str, Any] = {}
+
+    def cls(self, **kwargs: Any) -> Any:
+        self.kwargs = kwargs
+        return lambda user_cls: user_cls
+
+
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_define_worker_passes_the_pools_autoscaling_knobs(pool: str) -> None:
+    recorder = _RecordingApp()
+    define_worker(recorder, WORKER_SPECS[pool])  # type: ignore[arg-type]
+    deployed = POOLS[pool].deployed
+    assert recorder.kwargs["gpu"] == deployed.gpu
+    assert recorder.kwargs["min_containers"] == deployed.min_containers
+    assert recorder.kwargs["max_containers"] == deployed.max_containers
+    assert recorder.kwargs["scaledown_window"] == deployed.scaledown_window_s
+    assert recorder.kwargs["image"] is modal_app.vllm_image
+    assert set(recorder.kwargs["volumes"]) == {HF_CACHE_PATH, VLLM_CACHE_PATH}
+
+
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_vllm_serve_command_serves_the_pinned_model_under_the_pool_name(pool: str) -> None:
+    deployed = POOLS[pool].deployed
+    command = vllm_serve_command(POOLS[pool])
+
+    def value_of(flag: str) -> str:
+        assert command.count(flag) == 1, f"{flag} missing or repeated in {command}"
+        return command[command.index(flag) + 1]
+
+    assert command[:3] == ["vllm", "serve", deployed.hf_repo]
+    assert value_of("--revision") == deployed.revision
+    assert value_of("--served-model-name") == pool
+    assert value_of("--max-model-len") == str(deployed.max_model_len)
+    assert value_of("--port") == str(VLLM_PORT)
+    assert value_of("--host") == "0.0.0.0"
+    assert "--enable-prefix-caching" in command
+    assert "--enable-chunked-prefill" in command
+    # The model's own chat template (vLLM's default) renders the prompt: no override.
+    assert "--chat-template" not in command
+
+
+def test_every_tiers_pools_have_a_gpu_class() -> None:
+    names = worker_class_names()
+    for policy in TIER_TABLE.values():
+        for pool in (*policy.pools, policy.default_pool):
+            assert pool in WORKERS, f"tier {policy.tier} routes to {pool!r}, which has no GPU class"
+            assert names[pool] in _registered("registered_classes")
+
+
+def test_gateway_is_a_concurrent_asgi_app_with_the_service_secret() -> None:
+    info = modal_app.gateway.info()
+    assert info.gpus == []
+    assert info.web_info is not None
+    assert info.concurrency_info is not None and info.concurrency_info.max_inputs == GATEWAY_MAX_INPUTS
+    assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
+    # A stream through the gateway must be able to last as long as the worker stream behind it.
+    assert info.timeout > modal_app.WORKER_REQUEST_TIMEOUT
+
+
+def test_gateway_image_installs_the_projects_runtime_dependencies() -> None:
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    runtime = {
+        dep
+        for dep in pyproject["project"]["dependencies"]
+        if dep.split(">")[0].split("<")[0].split("=")[0].strip() not in ENGINE_ONLY_PACKAGES
+    }
+    assert set(GATEWAY_PACKAGES) == runtime
+
+
+class _DeadProcess:
+    def poll(self) -> int:
+        return 1
+
+
+def test_wait_until_healthy_fails_at_once_when_vllm_exits() -> None:
+    with pytest.raises(RuntimeError, match="exited with code 1"):
+        wait_until_healthy(_DeadProcess(), "http://127.0.0.1:9/health", timeout_s=60)  # type: ignore[arg-type]
