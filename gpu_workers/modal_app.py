@@ -127,6 +127,9 @@ def vllm_serve_command(pool: ModelPool) -> list[str]:
         "--enable-prefix-caching",
         # Long prompts are prefilled in chunks between decode steps, so one big prompt does not stall every stream.
         "--enable-chunked-prefill",
+        # Neutral sampling defaults (temperature 1, top_p 1) as the local engine has, not the repo's own defaults.
+        "--generation-config",
+        "vllm",
     ]
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from shared.storage.base import ApiKeyRecord, Tenant
 from shared.tiers import Tier
 
-
 # Append-only: migration N+1 runs on a database at version N. Never edit a shipped migration.
 # Statements run one by one inside one transaction (executescript would commit half-way).
 MIGRATIONS: list[list[str]] = [

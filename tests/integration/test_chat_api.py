@@ -171,9 +171,10 @@ def test_client_disconnect_aborts_generation(stack: Stack, plus_key: str) -> Non
         "stream": True,
     }
     headers = {"authorization": f"Bearer {plus_key}"}
-    with httpx.Client(timeout=60) as http, http.stream(
-        "POST", f"{stack.gateway_url}/v1/chat/completions", json=body, headers=headers
-    ) as response:
+    with (
+        httpx.Client(timeout=60) as http,
+        http.stream("POST", f"{stack.gateway_url}/v1/chat/completions", json=body, headers=headers) as response,
+    ):
         assert response.status_code == 200
         seen = 0
         for line in response.iter_lines():
