@@ -1,0 +1,1 @@
+"""The benchmark: load, prefix-cache and gateway-overhead measurements against a running fleetchat."""

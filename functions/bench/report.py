@@ -1,0 +1,170 @@
+"""Render a benchmark result as markdown tables and write bench.json + bench.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from functions.bench.results import BenchResult, Check, LevelStats
+
+MISSING = "—"
+
+
+def fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    if value is None:
+        return MISSING
+    return f"{value:,.{digits}f}{suffix}"
+
+
+def mark(passed: bool | None) -> str:
+    if passed is None:
+        return "n/a (not measured)"
+    return "✅ pass" if passed else "❌ fail"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _check_rows(checks: list[Check]) -> list[list[str]]:
+    rows = []
+    for check in checks:
+        digits = 0 if check.unit == "" else 2
+        rows.append([check.name, fmt(check.value, digits, check.unit), check.target, mark(check.passed)])
+    return rows
+
+
+def _level_row(level: LevelStats, first: str) -> list[str]:
+    return [
+        first,
+        str(level.requests),
+        str(level.errors),
+        fmt(level.ttft_p50_ms),
+        fmt(level.ttft_p95_ms),
+        fmt(level.itl_p50_ms),
+        fmt(level.itl_p95_ms),
+        fmt(level.output_tok_s),
+        fmt(level.per_stream_tok_s_p50),
+        str(level.output_tokens),
+        fmt(level.wall_s, 2),
+    ]
+
+
+LEVEL_HEADER = [
+    "concurrency",
+    "requests",
+    "errors",
+    "TTFT p50 ms",
+    "TTFT p95 ms",
+    "ITL p50 ms",
+    "ITL p95 ms",
+    "aggregate tok/s",
+    "per-stream tok/s p50",
+    "output tokens",
+    "wall s",
+]
+
+
+def _effective_max_tokens(cfg: dict[str, Any]) -> object:
+    plan = cfg.get("plan")
+    return plan.get("max_tokens") if isinstance(plan, dict) else cfg.get("max_tokens")
+
+
+def render_markdown(result: BenchResult) -> str:
+    cfg = result.config
+    machine = result.machine
+    lines = [
+        "# fleetchat benchmark",
+        "",
+        f"- started {result.started_at}, took {result.duration_s:.0f} s",
+        f"- target: `{result.target_url}`; worker (direct): `{result.worker_url or MISSING}`",
+        f"- model `{cfg.get('model')}`, max_tokens {_effective_max_tokens(cfg)}, quick={cfg.get('quick')}",
+        f"- machine: {machine.get('cpu_count')} CPUs ({machine.get('usable_cpus')} usable), "
+        f"python {machine.get('python')}, torch {machine.get('torch') or MISSING}, "
+        f"transformers {machine.get('transformers') or MISSING}",
+    ]
+    lines += [f"- note: {note}" for note in result.notes]
+    lines += ["", "## Targets", ""]
+    lines += _table(["check", "value", "target", "result"], _check_rows(result.checks))
+
+    if result.levels:
+        lines += ["", "## Load (streaming, include_usage)", ""]
+        lines += _table(LEVEL_HEADER, [_level_row(level, str(level.concurrency)) for level in result.levels])
+        lines += ["", f"8-stream / 1-stream aggregate throughput: **{fmt(result.scaling_8_over_1, 2, 'x')}**"]
+
+    if result.prefix is not None:
+        prefix = result.prefix
+        warm_cached = ", ".join(MISSING if c is None else str(c) for c in prefix.warm_cached_tokens) or MISSING
+        rows = [
+            ["system prompt tokens (cold request's prompt_tokens)", fmt(prefix.system_prompt_tokens, 0)],
+            ["cold TTFT ms", fmt(prefix.cold_ttft_ms)],
+            ["warm TTFT ms (median)", fmt(prefix.warm_ttft_ms)],
+            ["warm TTFT ms (each)", ", ".join(fmt(v) for v in prefix.warm_ttft_ms_all) or MISSING],
+            ["warm / cold", fmt(prefix.warm_over_cold, 3)],
+            ["cached_tokens (cold)", fmt(prefix.cold_cached_tokens, 0)],
+            ["cached_tokens (warm)", warm_cached],
+            [
+                "worker prefix-cache hit rate (this phase)",
+                fmt(None if prefix.worker_hit_rate is None else prefix.worker_hit_rate * 100, 1, " %"),
+            ],
+            [
+                "worker hits / queries delta (tokens)",
+                f"{fmt(prefix.worker_hits_delta, 0)} / {fmt(prefix.worker_queries_delta, 0)}",
+            ],
+            ["errors", str(prefix.errors)],
+        ]
+        lines += ["", "## Prefix cache (shared ~1k-token system prompt)", ""]
+        lines += _table(["measure", "value"], rows)
+        if prefix.metrics_note:
+            lines += ["", prefix.metrics_note]
+
+    if result.overhead is not None:
+        overhead = result.overhead
+        lines += ["", f"## Gateway overhead (c={overhead.concurrency}, {overhead.rounds} interleaved round(s))", ""]
+        lines += _table(
+            ["path", *LEVEL_HEADER[1:]],
+            [_level_row(overhead.gateway, "gateway"), _level_row(overhead.direct, "direct to worker")],
+        )
+        rows = [
+            ["throughput gateway / direct", fmt(overhead.throughput_ratio, 3, "x")],
+            ["TTFT p50 gateway - direct (under load)", fmt(overhead.ttft_p50_diff_ms, 1, " ms")],
+            [
+                "TTFT p50 one at a time, max_tokens=1 (gateway / direct)",
+                f"{fmt(overhead.unloaded_ttft_p50_gateway_ms)} / {fmt(overhead.unloaded_ttft_p50_direct_ms)} ms",
+            ],
+            ["TTFT p50 gateway - direct (one at a time)", fmt(overhead.unloaded_ttft_p50_diff_ms, 1, " ms")],
+            [
+                "GET /v1/models p50 (gateway / direct)",
+                f"{fmt(overhead.models_p50_gateway_ms, 2)} / {fmt(overhead.models_p50_direct_ms, 2)} ms",
+            ],
+            ["GET /v1/models p50 gateway - direct (no model work)", fmt(overhead.models_p50_diff_ms, 2, " ms")],
+        ]
+        lines += [""]
+        lines += _table(["measure", "value"], rows)
+
+    samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
+    if result.prefix is not None:
+        samples += [("prefix", e) for e in result.prefix.error_samples]
+    if samples:
+        lines += ["", "## Error samples", ""]
+        lines += [f"- {label}: `{error}`" for label, error in samples]
+    return "\n".join(lines) + "\n"
+
+
+def _all_levels(result: BenchResult) -> list[LevelStats]:
+    levels = list(result.levels)
+    if result.overhead is not None:
+        levels += [result.overhead.gateway, result.overhead.direct]
+    return levels
+
+
+def write_reports(result: BenchResult, out_dir: Path) -> tuple[Path, Path]:
+    """Write out_dir/bench.json and out_dir/bench.md; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "bench.json"
+    md_path = out_dir / "bench.md"
+    json_path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    md_path.write_text(render_markdown(result), encoding="utf-8")
+    return json_path, md_path

@@ -1,0 +1,87 @@
+"""The benchmark's result schema: what bench.json holds and bench.md renders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class LevelStats(BaseModel):
+    """One batch of streaming requests at a fixed concurrency, aggregated."""
+
+    label: str
+    concurrency: int
+    requests: int
+    errors: int
+    error_samples: list[str] = Field(default_factory=list)
+    wall_s: float
+    output_tokens: int
+    output_tok_s: float
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    itl_p50_ms: float | None
+    itl_p95_ms: float | None
+    per_stream_tok_s_p50: float | None
+
+
+class PrefixStats(BaseModel):
+    """Cold vs warm time to first token for requests sharing a long system prompt."""
+
+    system_prompt_tokens: int | None
+    cold_ttft_ms: float | None
+    warm_ttft_ms: float | None  # median over the warm requests
+    warm_ttft_ms_all: list[float]
+    warm_over_cold: float | None
+    cold_cached_tokens: int | None
+    warm_cached_tokens: list[int | None]
+    worker_hit_rate: float | None  # delta hits / delta queries over the phase, from the worker's /metrics
+    worker_hits_delta: float | None
+    worker_queries_delta: float | None
+    metrics_note: str = ""
+    errors: int = 0
+    error_samples: list[str] = Field(default_factory=list)
+
+
+class OverheadStats(BaseModel):
+    """The same load through the gateway and straight to the worker."""
+
+    concurrency: int
+    rounds: int
+    gateway: LevelStats
+    direct: LevelStats
+    throughput_ratio: float | None  # gateway tok/s / direct tok/s
+    ttft_p50_diff_ms: float | None  # gateway p50 - direct p50, under load
+    unloaded_ttft_p50_gateway_ms: float | None
+    unloaded_ttft_p50_direct_ms: float | None
+    unloaded_ttft_p50_diff_ms: float | None  # one request at a time, max_tokens=1
+    models_p50_gateway_ms: float | None  # GET /v1/models: no model work, auth + routing + HTTP only
+    models_p50_direct_ms: float | None
+    models_p50_diff_ms: float | None
+
+
+class Check(BaseModel):
+    """One target and whether the run met it (None: not measured)."""
+
+    name: str
+    value: float | None
+    unit: str
+    target: str
+    passed: bool | None
+
+
+class BenchResult(BaseModel):
+    started_at: str
+    finished_at: str
+    duration_s: float
+    config: dict[str, Any]
+    machine: dict[str, Any]
+    target_url: str
+    worker_url: str | None
+    started_stack: bool
+    notes: list[str] = Field(default_factory=list)
+    levels: list[LevelStats] = Field(default_factory=list)
+    scaling_8_over_1: float | None = None
+    prefix: PrefixStats | None = None
+    overhead: OverheadStats | None = None
+    checks: list[Check] = Field(default_factory=list)

@@ -1,0 +1,57 @@
+"""The benchmark's targets and the pass/fail checks computed from a result."""
+
+from __future__ import annotations
+
+from functions.bench.results import BenchResult, Check
+
+SCALING_MIN = 4.0  # 8-stream aggregate tok/s over single-stream tok/s
+PREFIX_WARM_OVER_COLD_MAX = 0.2
+GATEWAY_THROUGHPUT_RATIO_MIN = 0.95
+GATEWAY_TTFT_DIFF_MAX_MS = 10.0
+
+
+def _at_least(name: str, value: float | None, minimum: float, unit: str) -> Check:
+    passed = None if value is None else value >= minimum
+    return Check(name=name, value=value, unit=unit, target=f">= {minimum:g}{unit}", passed=passed)
+
+
+def _at_most(name: str, value: float | None, maximum: float, unit: str) -> Check:
+    passed = None if value is None else value <= maximum
+    return Check(name=name, value=value, unit=unit, target=f"<= {maximum:g}{unit}", passed=passed)
+
+
+def evaluate(result: BenchResult) -> list[Check]:
+    """Every target the run could measure; a check whose value is None was not measured (neither pass nor fail)."""
+    checks = [
+        _at_least("8-stream / 1-stream aggregate tok/s", result.scaling_8_over_1, SCALING_MIN, "x"),
+    ]
+    if result.levels:
+        errors = float(sum(level.errors for level in result.levels))
+        checks.append(_at_most("failed requests in the load levels", errors, 0, ""))
+    if result.prefix is not None:
+        checks.append(
+            _at_most("prefix cache: warm / cold TTFT", result.prefix.warm_over_cold, PREFIX_WARM_OVER_COLD_MAX, "x")
+        )
+    if result.overhead is not None:
+        overhead = result.overhead
+        checks += [
+            _at_least(
+                f"gateway / direct tok/s (c={overhead.concurrency})",
+                overhead.throughput_ratio,
+                GATEWAY_THROUGHPUT_RATIO_MIN,
+                "x",
+            ),
+            _at_most(
+                f"gateway - direct TTFT p50 (c={overhead.concurrency})",
+                overhead.ttft_p50_diff_ms,
+                GATEWAY_TTFT_DIFF_MAX_MS,
+                " ms",
+            ),
+            _at_most(
+                "gateway - direct TTFT p50 (one at a time)",
+                overhead.unloaded_ttft_p50_diff_ms,
+                GATEWAY_TTFT_DIFF_MAX_MS,
+                " ms",
+            ),
+        ]
+    return checks
