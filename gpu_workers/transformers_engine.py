@@ -34,6 +34,7 @@ class TransformersEngine:
         page_size: int = 16,
         max_batch_tokens: int = 512,
         prefix_caching: bool = True,
+        skip_noop_top_p: bool = True,
         show_progress: bool = True,
     ) -> None:
         from transformers import GenerationConfig
@@ -51,6 +52,7 @@ class TransformersEngine:
             # kwargs then override them row by row.
             temperature=0.7,
             top_p=0.95,
+            top_k=None,  # OpenAI has no top-k; a default of 50 would silently truncate every distribution
             max_new_tokens=256,
             eos_token_id=sorted(self._eos_ids),
             pad_token_id=tokenizer.pad_token_id,
@@ -69,6 +71,8 @@ class TransformersEngine:
             self._manager = model.init_continuous_batching(
                 generation_config=generation_config, continuous_batching_config=cb_config
             )
+            if skip_noop_top_p:
+                _skip_top_p_when_unused(self._manager.logit_processor.logits_processor)
             self._manager.start()
             deadline = time.monotonic() + 120
             while self._manager.batch_processor is None:
@@ -185,6 +189,28 @@ class TransformersEngine:
     def shutdown(self) -> None:
         with contextlib.suppress(Exception):
             self._manager.stop(block=True, timeout=10)
+
+
+def _skip_top_p_when_unused(processors: list[Any]) -> None:
+    """Give the per-request top-p warper a fast path: when no row in the batch asks for top_p < 1 it is a no-op,
+    yet it would still sort the whole vocabulary for every row on every step."""
+    import torch
+    from transformers.generation.continuous_batching.cb_logits_processors import (
+        ContinuousBatchingTopPLogitsWarper,
+    )
+
+    class TopPWhenAsked(ContinuousBatchingTopPLogitsWarper):
+        def __call__(self, scores: torch.Tensor, tensor_arg: torch.Tensor) -> torch.Tensor:
+            top_p = tensor_arg[: scores.size(0)].view(dtype=torch.float32)
+            if bool((top_p >= 1.0).all()):
+                return scores
+            return super().__call__(scores, tensor_arg)
+
+    for i, processor in enumerate(processors):
+        if type(processor) is ContinuousBatchingTopPLogitsWarper:
+            fast = TopPWhenAsked.__new__(TopPWhenAsked)
+            fast.__dict__.update(processor.__dict__)
+            processors[i] = fast
 
 
 def _as_list(value: Any) -> list[Any]:
