@@ -44,7 +44,7 @@ GATEWAY_SCALEDOWN_WINDOW = 5 * MINUTES
 # The gateway's runtime dependencies: the project's own (pyproject.toml) minus the local-only transformers engine.
 GATEWAY_PACKAGES = (
     "fastapi>=0.115",
-    "uvicorn>=0.30",
+    "uvicorn[standard]>=0.30",
     "httpx>=0.27,<1",
     "pydantic>=2.7",
     "pydantic-settings>=2.3",
