@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +15,7 @@ from shared.errors import FleetchatError
 from shared.schemas import ChatCompletionRequest
 from shared.storage.base import Tenant
 
-# Modal routes requests carrying the same session id to the same container (the deployed sticky replica).
+# The design's deployed sticky-replica hint, forwarded as-is (workers that do not know it ignore it).
 MODAL_SESSION_HEADER = "Modal-Session-ID"
 
 # Extension fields the gateway reads itself; workers (and vLLM) never see them.
@@ -43,26 +45,25 @@ class ChatService:
         headers = {MODAL_SESSION_HEADER: session_id} if session_id else {}
         return RoutedRequest(pool, self.router.candidates(pool, session_id), body, headers)
 
-    async def complete(self, routed: RoutedRequest) -> dict[str, Any]:
+    @contextlib.contextmanager
+    def _observed(self, pool: str) -> Iterator[None]:
+        """Count the outcome and time the worker's answer (headers for a stream, the whole body otherwise)."""
         start = time.perf_counter()
         try:
-            _, payload = await self.workers.complete(routed.replicas, routed.body, routed.headers)
+            yield
         except FleetchatError as exc:
-            self.metrics.requests.labels(routed.pool, str(exc.status_code)).inc()
+            self.metrics.requests.labels(pool, str(exc.status_code)).inc()
             raise
-        self.metrics.upstream_ttfb.labels(routed.pool).observe(time.perf_counter() - start)
-        self.metrics.requests.labels(routed.pool, "200").inc()
+        self.metrics.upstream_ttfb.labels(pool).observe(time.perf_counter() - start)
+        self.metrics.requests.labels(pool, "200").inc()
+
+    async def complete(self, routed: RoutedRequest) -> dict[str, Any]:
+        with self._observed(routed.pool):
+            _, payload = await self.workers.complete(routed.replicas, routed.body, routed.headers)
         return payload
 
     async def open_stream(self, routed: RoutedRequest, client_wants_usage: bool) -> UpstreamStream:
-        start = time.perf_counter()
-        try:
-            upstream = await self.workers.open_stream(
+        with self._observed(routed.pool):
+            return await self.workers.open_stream(
                 routed.replicas, routed.body, routed.headers, strip_usage=not client_wants_usage
             )
-        except FleetchatError as exc:
-            self.metrics.requests.labels(routed.pool, str(exc.status_code)).inc()
-            raise
-        self.metrics.upstream_ttfb.labels(routed.pool).observe(time.perf_counter() - start)
-        self.metrics.requests.labels(routed.pool, "200").inc()
-        return upstream

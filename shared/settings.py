@@ -28,7 +28,6 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     worker_timeout_s: float = 600.0
     worker_connect_timeout_s: float = 5.0
-    admin_key: str | None = None
 
     @model_validator(mode="after")
     def _deployed_needs_workers(self) -> Settings:

@@ -45,7 +45,7 @@ class BenchConfig(BaseModel):
     requests_per_stream: int = Field(default=3, ge=1)  # requests per level = this x concurrency ...
     min_requests: int = Field(default=4, ge=1)  # ... but at least this many
     overhead_concurrency: int = Field(default=8, ge=1)
-    overhead_rounds: int = Field(default=2, ge=1)
+    overhead_rounds: int = Field(default=4, ge=1)  # interleaved A/B rounds: 2 cores make single rounds noisy
     prefix_warm_requests: int = Field(default=4, ge=1)
     prefix_max_tokens: int = Field(default=8, ge=1)
     prefix_system_words: int = Field(default=640, ge=50)  # about 1,000 tokens
