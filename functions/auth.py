@@ -26,11 +26,11 @@ def bearer_token(request: Request) -> str:
 
 def authenticate(store: TenantStore, key: str) -> Tenant:
     digest = hash_api_key(key)
-    record = store.find_key(digest)
-    if record is None or not hashes_match(record.key_hash, digest) or record.revoked_at is not None:
+    found = store.find_key_with_tenant(digest)
+    if found is None:
         raise AuthenticationError("Incorrect API key provided.")
-    tenant = store.get_tenant(record.tenant_id)
-    if tenant is None:
+    record, tenant = found
+    if not hashes_match(record.key_hash, digest) or record.revoked_at is not None:
         raise AuthenticationError("Incorrect API key provided.")
     return tenant
 

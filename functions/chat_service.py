@@ -59,8 +59,7 @@ class ChatService:
 
     async def complete(self, routed: RoutedRequest) -> dict[str, Any]:
         with self._observed(routed.pool):
-            _, payload = await self.workers.complete(routed.replicas, routed.body, routed.headers)
-        return payload
+            return await self.workers.complete(routed.replicas, routed.body, routed.headers)
 
     async def open_stream(self, routed: RoutedRequest, client_wants_usage: bool) -> UpstreamStream:
         with self._observed(routed.pool):

@@ -67,10 +67,8 @@ class WorkerClient:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self._client = client
 
-    async def complete(
-        self, replicas: list[str], body: dict[str, Any], headers: dict[str, str]
-    ) -> tuple[str, dict[str, Any]]:
-        replica, response = await self._first_answer(replicas, body, headers)
+    async def complete(self, replicas: list[str], body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        _, response = await self._first_answer(replicas, body, headers)
         try:
             await response.aread()
             payload = response.json()
@@ -78,7 +76,7 @@ class WorkerClient:
             raise UpstreamError("The model worker returned an unreadable response.") from exc
         finally:
             await response.aclose()
-        return replica, payload
+        return payload
 
     async def open_stream(
         self, replicas: list[str], body: dict[str, Any], headers: dict[str, str], *, strip_usage: bool

@@ -165,9 +165,6 @@ class TransformersEngine:
                 self._prefix_queries += len(prompt_ids)
                 self._prefix_hits += cached
 
-    def is_eos(self, token_id: int) -> bool:
-        return token_id in self._eos_ids
-
     # -- observability ------------------------------------------------------------------------------------------
 
     def stats(self) -> EngineStats:

@@ -100,6 +100,24 @@ class SQLiteStore:
             row = self._db.execute("SELECT * FROM api_keys WHERE key_hash = ?", (key_hash,)).fetchone()
         return None if row is None else ApiKeyRecord(**dict(row))
 
+    def find_key_with_tenant(self, key_hash: str) -> tuple[ApiKeyRecord, Tenant] | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT k.*, t.name AS t_name, t.tier AS t_tier, t.created_at AS t_created_at"
+                " FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.key_hash = ?",
+                (key_hash,),
+            ).fetchone()
+        if row is None:
+            return None
+        fields = dict(row)
+        tenant = Tenant(
+            id=fields["tenant_id"],
+            name=fields.pop("t_name"),
+            tier=fields.pop("t_tier"),
+            created_at=fields.pop("t_created_at"),
+        )
+        return ApiKeyRecord(**fields), tenant
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
