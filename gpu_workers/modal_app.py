@@ -52,6 +52,8 @@ GATEWAY_PACKAGES = (
     "typer>=0.12",
     "rich>=13",
     "openai>=1.40",
+    "boto3>=1.40",
+    "tenacity>=8.2",
 )
 # Pinned so an image rebuild cannot change the engine under a running service.
 VLLM_PACKAGE = "vllm==0.33.0"

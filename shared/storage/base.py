@@ -15,6 +15,9 @@ class Tenant(BaseModel):
     name: str
     tier: Tier
     created_at: datetime
+    # Retention override in days of inactivity (None: the tier's default) and legal hold (never swept while set).
+    retention_days: int | None = None
+    legal_hold: bool = False
 
 
 class ApiKeyRecord(BaseModel):
@@ -32,6 +35,10 @@ class TenantStore(Protocol):
     def create_tenant(self, name: str, tier: Tier) -> Tenant: ...
 
     def get_tenant(self, tenant_id: str) -> Tenant | None: ...
+
+    def set_retention(self, tenant_id: str, *, retention_days: int | None, legal_hold: bool) -> Tenant | None:
+        """Set a tenant's retention override and legal hold; None if there is no such tenant."""
+        ...
 
     def add_api_key(self, tenant_id: str, key_hash: str, label: str) -> ApiKeyRecord: ...
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from functions.local_tenant import ensure_local_key
 from shared.api_keys import hash_api_key
-from shared.storage.sqlite import MIGRATIONS, SQLiteStore
+from shared.storage.sqlite import SQLiteStore
+from shared.storage.sqlite_db import MIGRATIONS
 from shared.tiers import Tier
 
 

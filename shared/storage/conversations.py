@@ -1,0 +1,215 @@
+"""The conversation storage contract: records, errors and the `ConversationStore` protocol both adapters implement.
+
+Versioning: a conversation's `version` counts its appended turns. `append_turn(expected_version=0)` creates it;
+every later append must name the version it read, so two concurrent writers can never lose a turn — the loser
+gets `VersionConflictError` and retries on top of the winner.
+
+Retention: each record carries `expires_at` (inactivity deadline, None = kept until deleted) and `deleted_at`
+(soft delete). Reads hide both. `sweep_at` is when the retention sweep should look at the record: the earlier of
+`expires_at` and `deleted_at + PURGE_AFTER`.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailableError
+
+PURGE_AFTER = timedelta(days=30)
+CONVERSATION_ID_RE = re.compile(r"^conv_[0-9a-f]{32}$")
+MAX_TITLE_CHARS = 200
+
+StoredRole = Literal["system", "developer", "user", "assistant"]
+
+
+def new_conversation_id() -> str:
+    return f"conv_{uuid.uuid4().hex}"
+
+
+def check_conversation_id(value: str, param: str = "conversation_id") -> str:
+    """A well-formed id or a 400 — never a lookup with a malformed key."""
+    if not CONVERSATION_ID_RE.fullmatch(value):
+        message = f"'{value[:80]}' is not a valid conversation id (conv_ + 32 hex digits)."
+        raise InvalidRequestError(message, param=param)
+    return value
+
+
+class StoredMessage(BaseModel):
+    role: StoredRole
+    content: str
+    created_at: datetime
+
+
+class ConversationMeta(BaseModel):
+    id: str
+    tenant_id: str
+    title: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    version: int = Field(ge=1)
+    message_count: int = Field(ge=0)
+    render_version: int = Field(ge=1)
+    expires_at: datetime | None = None
+    deleted_at: datetime | None = None
+
+    def visible_at(self, now: datetime) -> bool:
+        return self.deleted_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class Conversation(ConversationMeta):
+    messages: list[StoredMessage]
+
+    @property
+    def complete(self) -> bool:
+        """False when the stored body holds fewer messages than the record says (a torn or stale read)."""
+        return len(self.messages) == self.message_count
+
+
+class ConversationPage(BaseModel):
+    items: list[ConversationMeta]
+    next_cursor: str | None = None
+
+
+class SweepReason(StrEnum):
+    EXPIRED = "expired"
+    PURGED = "purged"
+
+
+class SweepCandidate(BaseModel):
+    tenant_id: str
+    conversation_id: str
+    updated_at: datetime
+    expires_at: datetime | None
+    deleted_at: datetime | None
+
+    def reason(self, now: datetime) -> SweepReason:
+        if self.deleted_at is not None and self.deleted_at + PURGE_AFTER <= now:
+            return SweepReason.PURGED
+        return SweepReason.EXPIRED
+
+
+class AuditRecord(BaseModel):
+    """Who removed what and when. Never content, never titles."""
+
+    at: datetime
+    actor: str
+    action: str
+    tenant_id: str
+    conversation_id: str | None = None
+    detail: str = ""
+
+
+def sweep_time(expires_at: datetime | None, deleted_at: datetime | None) -> datetime | None:
+    """When the sweep must next look at a record (None: never, until something changes)."""
+    times = [t for t in (expires_at, None if deleted_at is None else deleted_at + PURGE_AFTER) if t is not None]
+    return min(times) if times else None
+
+
+class ConversationNotFoundError(FleetchatError):
+    status_code = 404
+    error_type = "invalid_request_error"
+    default_code = "conversation_not_found"
+
+    def __init__(self, conversation_id: str) -> None:
+        super().__init__(f"No conversation found with id '{conversation_id}'.", param="conversation_id")
+
+
+class VersionConflictError(FleetchatError):
+    status_code = 409
+    error_type = "invalid_request_error"
+    default_code = "conversation_conflict"
+
+    def __init__(self, conversation_id: str, expected_version: int) -> None:
+        super().__init__(
+            f"Conversation '{conversation_id}' changed since version {expected_version}; reload and retry.",
+            param="conversation_id",
+        )
+        self.expected_version = expected_version
+
+
+class StoreUnavailableError(ServiceUnavailableError):
+    """The backing store cannot be reached (after retries). Never raised for a bad request."""
+
+    def __init__(self, message: str = "Conversation storage is unavailable right now.") -> None:
+        super().__init__(message, retry_after_s=5, code="store_unavailable")
+
+
+class ConversationStore(Protocol):
+    """Tenant-scoped conversation storage. Every method takes the tenant id; another tenant's id finds nothing.
+
+    `now` parameters exist so tests and the sweep can move time; they default to the wall clock.
+    Adapters raise `StoreUnavailableError` when the backend is down and never for bad input.
+    """
+
+    def append_turn(
+        self,
+        tenant_id: str,
+        conversation_id: str,
+        *,
+        expected_version: int,
+        messages: list[StoredMessage],
+        expires_at: datetime | None,
+        render_version: int,
+        title: str | None = None,
+        now: datetime | None = None,
+    ) -> ConversationMeta:
+        """Append `messages` durably and return the new record (version = expected_version + 1).
+
+        expected_version=0 creates the conversation (`title` and `render_version` are used only then).
+        Raises VersionConflictError when the stored version is not `expected_version` (or the id exists on create),
+        ConversationNotFoundError when it does not exist, is deleted or has expired (expected_version > 0).
+        """
+        ...
+
+    def get(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> Conversation | None:
+        """The live conversation with its messages; None if unknown, another tenant's, deleted or expired."""
+        ...
+
+    def list(
+        self, tenant_id: str, *, limit: int = 20, cursor: str | None = None, now: datetime | None = None
+    ) -> ConversationPage:
+        """Live conversations, most recently updated first; `next_cursor` continues the listing."""
+        ...
+
+    def rename(
+        self, tenant_id: str, conversation_id: str, title: str, *, now: datetime | None = None
+    ) -> ConversationMeta | None:
+        """Set the title of a live conversation; None if it is not visible to this tenant."""
+        ...
+
+    def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:
+        """Hide a live conversation now; the sweep purges it PURGE_AFTER later. False if it was not visible."""
+        ...
+
+    def reschedule(self, tenant_id: str, conversation_id: str, expires_at: datetime | None) -> None:
+        """Move a record's expiry (the sweep does this when a tenant's retention policy changed)."""
+        ...
+
+    def sweep_candidates(self, now: datetime) -> Iterator[SweepCandidate]:
+        """Every record, of any tenant, whose sweep time has come (expired or due for purge)."""
+        ...
+
+    def hard_delete(self, tenant_id: str, conversation_id: str, audit: AuditRecord) -> bool:
+        """Remove the record and every stored object of it, then keep `audit`. Idempotent: False if already gone."""
+        ...
+
+    def erase_tenant(self, tenant_id: str, audit: AuditRecord) -> int:
+        """Remove every conversation of the tenant (live, deleted, expired) and all objects; returns how many."""
+        ...
+
+    def export_tenant(self, tenant_id: str, *, now: datetime | None = None) -> Iterator[Conversation]:
+        """Every live conversation of the tenant with its messages, most recently updated first."""
+        ...
+
+    def audit_log(self, *, limit: int = 100) -> list[AuditRecord]:
+        """The most recent audit records, newest first."""
+        ...
+
+    def close(self) -> None: ...

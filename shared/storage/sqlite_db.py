@@ -1,0 +1,145 @@
+"""The embedded SQLite database: one WAL-mode file, its versioned schema migrations, and its transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from shared.storage.conversations import StoreUnavailableError
+
+# The error codes that mean "the store cannot serve now" (503), as opposed to a bug in our SQL.
+_UNAVAILABLE_CODES = frozenset(
+    getattr(sqlite3, name)
+    for name in ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_CANTOPEN", "SQLITE_READONLY")
+)
+
+
+def _unavailable(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and (code & 0xFF) in _UNAVAILABLE_CODES
+
+
+# Append-only: migration N+1 runs on a database at version N. Never edit a shipped migration.
+# Statements run one by one inside one transaction (executescript would commit half-way).
+MIGRATIONS: list[list[str]] = [
+    [
+        """CREATE TABLE tenants (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE api_keys (
+            id TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL REFERENCES tenants(id),
+            key_hash TEXT NOT NULL UNIQUE,
+            label TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        )""",
+        "CREATE INDEX api_keys_tenant ON api_keys(tenant_id)",
+    ],
+    [
+        # Enterprise retention: days of inactivity (NULL = the tier's default) and legal hold.
+        "ALTER TABLE tenants ADD COLUMN retention_days INTEGER",
+        "ALTER TABLE tenants ADD COLUMN legal_hold INTEGER NOT NULL DEFAULT 0",
+        """CREATE TABLE conversations (
+            id TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL,
+            title TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            message_count INTEGER NOT NULL,
+            render_version INTEGER NOT NULL,
+            expires_at TEXT,
+            deleted_at TEXT,
+            sweep_at TEXT
+        )""",
+        "CREATE INDEX conversations_by_updated ON conversations(tenant_id, updated_at DESC, id DESC)",
+        "CREATE INDEX conversations_by_sweep ON conversations(sweep_at) WHERE sweep_at IS NOT NULL",
+        """CREATE TABLE messages (
+            conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (conversation_id, seq)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE retention_audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            at TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            conversation_id TEXT,
+            detail TEXT NOT NULL
+        )""",
+    ],
+]
+
+
+class SQLiteDatabase:
+    """Thread-safe: one connection guarded by a lock; WAL lets other processes read while one writes.
+
+    `synchronous=FULL`: a committed transaction survives a power cut, not only a killed process.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        with self.write() as db:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+                for statement in statements:
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version={number}")
+
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (taken at once, so concurrent writers queue instead of deadlocking)."""
+        with self._transaction("BEGIN IMMEDIATE") as db:
+            yield db
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One consistent snapshot for several SELECTs."""
+        with self._transaction("BEGIN") as db:
+            yield db
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute(begin)
+            except sqlite3.Error as exc:
+                if _unavailable(exc):
+                    raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
+                raise
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error) and _unavailable(exc):
+                    raise StoreUnavailableError(f"SQLite store unavailable: {exc}") from exc
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
