@@ -19,7 +19,7 @@ from shared.storage.base import Tenant
 MODAL_SESSION_HEADER = "Modal-Session-ID"
 
 # Extension fields the gateway reads itself; workers (and vLLM) never see them.
-GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id"})
+GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id", "store"})
 
 
 @dataclass

@@ -52,6 +52,9 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    # OpenAI's `store`: keep this exchange as a new conversation. `conversation_id` (extension): continue one.
+    store: bool | None = None
+    conversation_id: str | None = Field(default=None, max_length=64)
 
     @field_validator("n")
     @classmethod

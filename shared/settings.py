@@ -28,6 +28,13 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
     worker_timeout_s: float = 600.0
     worker_connect_timeout_s: float = 5.0
+    # Conversation storage: the local SQLite file, or DynamoDB + S3 (deployed; any endpoint, e.g. moto, for tests).
+    conversation_store: Literal["sqlite", "aws"] = "sqlite"
+    aws_region: str = "us-east-1"
+    aws_endpoint_url: str | None = None
+    conversations_table: str = "fleetchat-conversations"
+    conversations_bucket: str = "fleetchat-conversations"
+    conversations_kms_key_id: str | None = None
 
     @model_validator(mode="after")
     def _deployed_needs_workers(self) -> Settings:

@@ -1,7 +1,8 @@
-"""`POST /v1/chat/completions`: validate, route, and answer as JSON or as an SSE stream."""
+"""`POST /v1/chat/completions`: validate, attach the conversation, route, and answer as JSON or as an SSE stream."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
@@ -9,7 +10,10 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from functions.auth import CurrentTenant
 from functions.chat_service import ChatService
+from functions.conversation_turns import STORED_HEADER, ConversationTurns, Turn
+from functions.stream_capture import StreamCapture, answer_text
 from shared.schemas import ChatCompletionRequest
+from shared.sse import DONE
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
@@ -20,13 +24,40 @@ async def chat_completions(
     tenant: CurrentTenant,
     request: Request,
     x_session_id: Annotated[str | None, Header(max_length=256)] = None,
+    x_conversation_id: Annotated[str | None, Header(max_length=64)] = None,
 ) -> Response:
     service: ChatService = request.app.state.chat
-    routed = service.route(tenant, body, x_session_id)
+    turns: ConversationTurns = request.app.state.turns
+    turn = await turns.begin(tenant, body, x_conversation_id)
+    if turn is not None:
+        body = turn.apply(body)
+    # A conversation sticks to one replica (its KV blocks live there) unless the client names a session itself.
+    routed = service.route(tenant, body, x_session_id or (turn.conversation_id if turn else None))
+    extra_headers = turn.headers() if turn else {}
     if body.stream:
         wants_usage = bool(body.stream_options and body.stream_options.include_usage)
         upstream = await service.open_stream(routed, wants_usage)
+        events = upstream.events() if turn is None else _persisting(upstream.events(), turns, turn)
         return StreamingResponse(
-            upstream.events(), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+            events, media_type="text/event-stream", headers={"cache-control": "no-cache", **extra_headers}
         )
-    return JSONResponse(await service.complete(routed))
+    completion = await service.complete(routed)
+    if turn is not None:
+        text, finish_reason = answer_text(completion)
+        stored, version = await turns.finish(turn, text) if finish_reason else (False, None)
+        completion["conversation"] = turn.summary(stored, version)
+        extra_headers[STORED_HEADER] = str(stored).lower()
+    return JSONResponse(completion, headers=extra_headers)
+
+
+async def _persisting(events: AsyncIterator[bytes], turns: ConversationTurns, turn: Turn) -> AsyncIterator[bytes]:
+    """Relay the stream; once the answer is complete, save the turn, then say whether it was saved, then [DONE]."""
+    capture = StreamCapture()
+    async for event in events:
+        if event == DONE:
+            stored, version = await turns.finish(turn, capture.text) if capture.completed else (False, None)
+            yield capture.closing_chunk(turn.summary(stored, version))
+            yield DONE
+            return
+        capture.observe(event)
+        yield event

@@ -60,8 +60,13 @@ def test_append_moves_version_and_keeps_order(conversation_store: ConversationSt
     meta = create(conversation_store)
     later = T0 + timedelta(minutes=5)
     new = conversation_store.append_turn(
-        TENANT, meta.id, expected_version=1, messages=msgs(("user", "again"), ("assistant", "sure"), at=later),
-        expires_at=later + timedelta(days=30), render_version=1, now=later,
+        TENANT,
+        meta.id,
+        expected_version=1,
+        messages=msgs(("user", "again"), ("assistant", "sure"), at=later),
+        expires_at=later + timedelta(days=30),
+        render_version=1,
+        now=later,
     )
     assert (new.version, new.message_count, new.updated_at, new.title) == (2, 4, later, "greeting")
     got = conversation_store.get(TENANT, meta.id, now=later)
@@ -96,7 +101,11 @@ def test_creating_an_existing_id_is_a_conflict(conversation_store: ConversationS
 def test_append_to_unknown_conversation_is_not_found(conversation_store: ConversationStore) -> None:
     with pytest.raises(ConversationNotFoundError):
         conversation_store.append_turn(
-            TENANT, new_conversation_id(), expected_version=1, messages=msgs(("user", "x")), expires_at=None,
+            TENANT,
+            new_conversation_id(),
+            expected_version=1,
+            messages=msgs(("user", "x")),
+            expires_at=None,
             render_version=1,
         )
 
@@ -127,8 +136,13 @@ def test_list_is_newest_first_and_pages(conversation_store: ConversationStore) -
     assert [c.id for c in third.items] == [ids[0]] and third.next_cursor is None
     # A new turn moves a conversation to the top.
     conversation_store.append_turn(
-        TENANT, ids[0], expected_version=1, messages=msgs(("user", "bump"), at=now), expires_at=None,
-        render_version=1, now=now,
+        TENANT,
+        ids[0],
+        expected_version=1,
+        messages=msgs(("user", "bump"), at=now),
+        expires_at=None,
+        render_version=1,
+        now=now,
     )
     assert conversation_store.list(TENANT, limit=1, now=now).items[0].id == ids[0]
 
@@ -156,7 +170,12 @@ def test_expired_records_are_hidden_before_the_sweep_runs(conversation_store: Co
     assert conversation_store.list(TENANT, now=late).items == []
     with pytest.raises(ConversationNotFoundError):
         conversation_store.append_turn(
-            TENANT, meta.id, expected_version=1, messages=msgs(("user", "x")), expires_at=None, render_version=1,
+            TENANT,
+            meta.id,
+            expected_version=1,
+            messages=msgs(("user", "x")),
+            expires_at=None,
+            render_version=1,
             now=late,
         )
 
@@ -221,11 +240,16 @@ def test_export_lists_live_conversations_with_messages(conversation_store: Conve
 
 
 def test_content_round_trips_byte_for_byte(conversation_store: ConversationStore) -> None:
-    tricky = "  leading and trailing  \n\ttabs\r\nCRLF — ünïcødé 🚀 {\"json\": [1,2]} \\ backslash \u0000nul"
+    tricky = '  leading and trailing  \n\ttabs\r\nCRLF — ünïcødé 🚀 {"json": [1,2]} \\ backslash \u0000nul'
     conv_id = new_conversation_id()
     conversation_store.append_turn(
-        TENANT, conv_id, expected_version=0, messages=msgs(("system", "be brief"), ("user", tricky)),
-        expires_at=None, render_version=1, now=T0,
+        TENANT,
+        conv_id,
+        expected_version=0,
+        messages=msgs(("system", "be brief"), ("user", tricky)),
+        expires_at=None,
+        render_version=1,
+        now=T0,
     )
     got = conversation_store.get(TENANT, conv_id, now=T0)
     assert got is not None and got.messages[1].content == tricky and got.messages[0].role == "system"
@@ -244,8 +268,13 @@ def test_concurrent_writers_never_lose_a_turn(conversation_store: ConversationSt
                     assert current is not None
                     try:
                         conversation_store.append_turn(
-                            TENANT, meta.id, expected_version=current.version,
-                            messages=msgs(("user", f"w{n}-{i}")), expires_at=None, render_version=1, now=T0,
+                            TENANT,
+                            meta.id,
+                            expected_version=current.version,
+                            messages=msgs(("user", f"w{n}-{i}")),
+                            expires_at=None,
+                            render_version=1,
+                            now=T0,
                         )
                         break
                     except VersionConflictError:

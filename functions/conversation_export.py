@@ -1,0 +1,33 @@
+"""Conversation exports: one conversation as JSON or Markdown, a whole account as a streamed JSON document."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+
+from starlette.concurrency import iterate_in_threadpool
+
+from shared.conversation_api import ConversationDetail
+from shared.storage.conversations import Conversation
+from shared.storage.timestamps import to_iso, utc_now
+
+ROLE_HEADINGS = {"system": "System", "developer": "Developer", "user": "User", "assistant": "Assistant"}
+
+
+def to_markdown(conversation: Conversation) -> str:
+    lines = [f"# {conversation.title or 'Untitled conversation'}", ""]
+    lines.append(f"_Conversation `{conversation.id}`, exported {to_iso(utc_now())}._")
+    for message in conversation.messages:
+        lines += ["", f"## {ROLE_HEADINGS.get(message.role, message.role)}", "", message.content]
+    return "\n".join(lines) + "\n"
+
+
+async def account_export_json(tenant_id: str, conversations: Iterator[Conversation]) -> AsyncIterator[bytes]:
+    """`{"object": "account.export", ..., "conversations": [...]}`, one conversation at a time (constant memory)."""
+    head = {"object": "account.export", "tenant_id": tenant_id, "exported_at": int(utc_now().timestamp())}
+    yield json.dumps(head)[:-1].encode() + b', "conversations": ['
+    first = True
+    async for conversation in iterate_in_threadpool(conversations):
+        yield (b"" if first else b",") + ConversationDetail.of(conversation).model_dump_json().encode()
+        first = False
+    yield b"]}"
