@@ -50,9 +50,9 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
 
 
 class SQLiteConversationStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, busy_timeout_s: float = 5.0) -> None:
         self.path = path
-        self._database = SQLiteDatabase(path)
+        self._database = SQLiteDatabase(path, busy_timeout_s=busy_timeout_s)
 
     def append_turn(
         self,

@@ -88,11 +88,12 @@ class SQLiteDatabase:
     `synchronous=FULL`: a committed transaction survives a power cut, not only a killed process.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, busy_timeout_s: float = 5.0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        # How long to wait for another process's write lock before the store counts as unavailable.
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=busy_timeout_s)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")

@@ -85,8 +85,18 @@ def start_worker(group: ProcessGroup, pool: str, port: int, kv_cache_tokens: int
     return StartingWorker(f"http://127.0.0.1:{port}", proc, group.logs / f"{name}.log")
 
 
-def start_gateway(group: ProcessGroup, data_dir: Path, worker_urls: dict[str, list[str]], port: int) -> str:
-    env = {"FLEETCHAT_WORKER_URLS": json.dumps(worker_urls), "FLEETCHAT_POOLS": json.dumps(list(worker_urls))}
+def start_gateway(
+    group: ProcessGroup,
+    data_dir: Path,
+    worker_urls: dict[str, list[str]],
+    port: int,
+    extra_env: dict[str, str] | None = None,
+) -> str:
+    env = {
+        "FLEETCHAT_WORKER_URLS": json.dumps(worker_urls),
+        "FLEETCHAT_POOLS": json.dumps(list(worker_urls)),
+        **(extra_env or {}),
+    }
     proc = group.spawn(f"gateway-{port}", ["gateway", "--port", str(port), "--data-dir", str(data_dir)], env=env)
     url = f"http://127.0.0.1:{port}"
     wait_http_ok(f"{url}/metrics", proc, group.logs / f"gateway-{port}.log", timeout_s=60)
