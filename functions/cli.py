@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -73,6 +74,32 @@ def gateway(
         overrides["data_dir"] = data_dir
     settings = Settings(**overrides)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+
+
+@app.command()
+def sweep(
+    data_dir: Annotated[Path | None, typer.Option(help="Where the database lives.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Report what would be deleted; change nothing.")] = False,
+    as_of: Annotated[
+        datetime | None, typer.Option(help="Sweep as if it were this UTC time (ISO 8601); default: now.")
+    ] = None,
+) -> None:
+    """Delete expired and purge-due conversations from the configured stores, with an audit record each."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from functions.jobs.retention_sweep import sweep_from_settings
+    from shared.settings import Settings
+
+    settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
+    now = None if as_of is None else as_of.replace(tzinfo=as_of.tzinfo or UTC)
+    report = sweep_from_settings(settings, now=now, dry_run=dry_run)
+    table = Table(title="retention sweep" + (" (dry run)" if dry_run else ""))
+    for name in ("examined", "expired", "purged", "held", "rescheduled", "unknown_tenant", "already_gone", "failed"):
+        table.add_row(name.replace("_", " "), str(getattr(report, name)))
+    Console().print(table)
+    if report.failed:
+        raise typer.Exit(code=1)
 
 
 @app.command()

@@ -1,9 +1,16 @@
-"""Open the conversation store the settings name (SQLite locally, DynamoDB + S3 when deployed)."""
+"""Open the stores the settings name (SQLite locally; conversations in DynamoDB + S3 when deployed)."""
 
 from __future__ import annotations
 
 from shared.settings import Settings
+from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
+
+
+def open_tenant_store(settings: Settings) -> TenantStore:
+    from shared.storage.sqlite import SQLiteStore
+
+    return SQLiteStore(settings.db_path)
 
 
 def open_conversation_store(settings: Settings) -> ConversationStore:

@@ -1,0 +1,157 @@
+"""The retention sweep against both stores: tier expiry, enterprise retention, legal hold, purge, resume, dry run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from functions.jobs.retention_sweep import SWEEP_ACTOR, run_sweep
+from functions.retention import expiry_for
+from shared.storage.base import Tenant
+from shared.storage.conversations import ConversationStore, StoredMessage, StoreUnavailableError, new_conversation_id
+from shared.storage.sqlite import SQLiteStore
+from shared.storage.sqlite_conversations import SQLiteConversationStore
+from shared.tiers import Tier
+
+T0 = datetime(2026, 6, 1, tzinfo=UTC)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tenant(name: str, tier: Tier, **kwargs) -> Tenant:
+    return Tenant(id=f"ten_{name}", name=name, tier=tier, created_at=T0, **kwargs)
+
+
+def chat(store: ConversationStore, owner: Tenant, at: datetime = T0) -> str:
+    conversation_id = new_conversation_id()
+    store.append_turn(
+        owner.id,
+        conversation_id,
+        expected_version=0,
+        messages=[StoredMessage(role="user", content="secret plans", created_at=at)],
+        expires_at=expiry_for(owner, at),
+        render_version=1,
+        now=at,
+    )
+    return conversation_id
+
+
+def test_sweep_applies_each_tiers_retention(conversation_store: ConversationStore) -> None:
+    free, plus = tenant("free", Tier.FREE), tenant("plus", Tier.PLUS)
+    enterprise = tenant("corp", Tier.ENTERPRISE, retention_days=365)
+    forever = tenant("forever", Tier.ENTERPRISE)
+    tenants = {t.id: t for t in (free, plus, enterprise, forever)}
+    ids = {t.id: chat(conversation_store, t) for t in tenants.values()}
+    now = T0 + timedelta(days=31)
+
+    report = run_sweep(conversation_store, tenants.get, now=now, show_progress=False)
+    assert (report.examined, report.expired) == (1, 1)
+    assert conversation_store.get(free.id, ids[free.id], now=T0) is None, "gone from the store, not only hidden"
+    for kept in (plus, enterprise, forever):
+        assert conversation_store.get(kept.id, ids[kept.id], now=now) is not None
+    audit = conversation_store.audit_log()[0]
+    assert (audit.actor, audit.action, audit.conversation_id) == (SWEEP_ACTOR, "expire", ids[free.id])
+    assert "secret" not in audit.model_dump_json()
+
+    late = T0 + timedelta(days=366)
+    report = run_sweep(conversation_store, tenants.get, now=late, show_progress=False)
+    assert report.expired == 2  # plus after 90 days, enterprise after its own 365
+    assert conversation_store.get(forever.id, ids[forever.id], now=late) is not None
+
+    again = run_sweep(conversation_store, tenants.get, now=late, show_progress=False)
+    assert again.examined == 0, "a second run finds nothing left to do"
+
+
+def test_legal_hold_is_never_swept(conversation_store: ConversationStore) -> None:
+    corp = tenant("corp", Tier.ENTERPRISE, retention_days=30)
+    expiring, deleted = chat(conversation_store, corp), chat(conversation_store, corp)
+    conversation_store.soft_delete(corp.id, deleted, now=T0)
+    held = corp.model_copy(update={"legal_hold": True})
+    report = run_sweep(conversation_store, {corp.id: held}.get, now=T0 + timedelta(days=400), show_progress=False)
+    assert (report.held, report.expired, report.purged) == (2, 0, 0)
+    assert conversation_store.get(corp.id, expiring, now=T0) is not None
+    assert conversation_store.audit_log() == []
+
+
+def test_an_upgrade_extends_expiry_instead_of_deleting(conversation_store: ConversationStore) -> None:
+    was_free = tenant("upgraded", Tier.FREE)
+    conversation_id = chat(conversation_store, was_free)
+    now_plus = was_free.model_copy(update={"tier": Tier.PLUS})
+    now = T0 + timedelta(days=31)
+    report = run_sweep(conversation_store, {was_free.id: now_plus}.get, now=now, show_progress=False)
+    assert (report.rescheduled, report.expired) == (1, 0)
+    kept = conversation_store.get(was_free.id, conversation_id, now=now)
+    assert kept is not None and kept.expires_at == T0 + timedelta(days=90)
+
+
+def test_soft_deleted_conversations_are_purged_after_30_days(conversation_store: ConversationStore) -> None:
+    plus = tenant("plus", Tier.PLUS)
+    conversation_id = chat(conversation_store, plus)
+    conversation_store.soft_delete(plus.id, conversation_id, now=T0 + timedelta(days=1))
+    early = run_sweep(conversation_store, {plus.id: plus}.get, now=T0 + timedelta(days=30), show_progress=False)
+    assert early.examined == 0
+    report = run_sweep(conversation_store, {plus.id: plus}.get, now=T0 + timedelta(days=32), show_progress=False)
+    assert report.purged == 1 and conversation_store.audit_log()[0].action == "purge"
+
+
+def test_unknown_tenants_and_dry_runs_change_nothing(conversation_store: ConversationStore) -> None:
+    free = tenant("free", Tier.FREE)
+    conversation_id = chat(conversation_store, free)
+    now = T0 + timedelta(days=31)
+    assert run_sweep(conversation_store, {}.get, now=now, show_progress=False).unknown_tenant == 1
+    dry = run_sweep(conversation_store, {free.id: free}.get, now=now, dry_run=True, show_progress=False)
+    assert dry.expired == 1
+    assert [c.conversation_id for c in conversation_store.sweep_candidates(now)] == [conversation_id]
+
+
+class FlakyStore:
+    """Fails the first `failures` hard deletes as an unreachable store would."""
+
+    def __init__(self, inner: ConversationStore, failures: int) -> None:
+        self.inner, self.failures = inner, failures
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def hard_delete(self, *args, **kwargs) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise StoreUnavailableError()
+        return self.inner.hard_delete(*args, **kwargs)
+
+
+def test_an_interrupted_sweep_is_finished_by_the_next_run(conversation_store: ConversationStore) -> None:
+    free = tenant("free", Tier.FREE)
+    ids = [chat(conversation_store, free) for _ in range(3)]
+    now = T0 + timedelta(days=31)
+    first = run_sweep(FlakyStore(conversation_store, failures=2), {free.id: free}.get, now=now, show_progress=False)  # type: ignore[arg-type]
+    assert (first.failed, first.expired) == (2, 1)
+    second = run_sweep(conversation_store, {free.id: free}.get, now=now, show_progress=False)
+    assert second.expired == 2
+    assert all(conversation_store.get(free.id, i, now=T0) is None for i in ids)
+    assert sorted(a.conversation_id for a in conversation_store.audit_log()) == sorted(ids)
+
+
+def test_fleetchat_sweep_cli(tmp_path: Path) -> None:
+    tenants = SQLiteStore(tmp_path / "fleetchat.db")
+    free = tenants.create_tenant("free", Tier.FREE)
+    tenants.close()
+    conversations = SQLiteConversationStore(tmp_path / "fleetchat.db")
+    conversation_id = chat(conversations, free, at=T0)
+    conversations.close()
+
+    def sweep(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "functions.cli", "sweep", "--data-dir", str(tmp_path), *args]
+        env = {**os.environ, "COLUMNS": "200"}
+        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+
+    dry = sweep("--dry-run", "--as-of", (T0 + timedelta(days=31)).isoformat())
+    assert dry.returncode == 0 and "dry run" in dry.stdout
+    done = sweep("--as-of", (T0 + timedelta(days=31)).isoformat())
+    assert done.returncode == 0, done.stderr
+    assert any(line.split() == ["│", "expired", "│", "1", "│"] for line in done.stdout.splitlines()), done.stdout
+    conversations = SQLiteConversationStore(tmp_path / "fleetchat.db")
+    assert conversations.get(free.id, conversation_id, now=T0) is None
+    conversations.close()
