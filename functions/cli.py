@@ -94,10 +94,12 @@ def sweep(
     settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
     now = None if as_of is None else as_of.replace(tzinfo=as_of.tzinfo or UTC)
     report = sweep_from_settings(settings, now=now, dry_run=dry_run)
-    table = Table(title="retention sweep" + (" (dry run)" if dry_run else ""))
+    table = Table("outcome", "conversations")
     for name in ("examined", "expired", "purged", "held", "rescheduled", "unknown_tenant", "already_gone", "failed"):
         table.add_row(name.replace("_", " "), str(getattr(report, name)))
-    Console().print(table)
+    console = Console()
+    console.print("retention sweep" + (" (dry run: nothing changed)" if dry_run else ""))
+    console.print(table)
     if report.failed:
         raise typer.Exit(code=1)
 

@@ -178,6 +178,9 @@ class FaultProxy:
 
     def fail(self, failures: int, fault: tuple[int, dict[str, str], str]) -> None:
         self.failures, self.fault = failures, fault
+        self.reset()
+
+    def reset(self) -> None:
         self.seen.clear()
 
     def count(self, operation: str) -> int:
@@ -257,7 +260,7 @@ def test_5xx_and_throttling_are_retried_until_they_pass(proxied, proxy) -> None:
 
 def test_failed_conditions_are_tried_exactly_once(proxied, proxy) -> None:
     meta = create(proxied)
-    proxy.fail(0, UNAVAILABLE)
+    proxy.reset()
     with pytest.raises(VersionConflictError):  # 1.json exists: S3 answers 412
         proxied.append_turn(
             TENANT, meta.id, expected_version=0, messages=msgs(("user", "x")), expires_at=None, render_version=1
@@ -265,7 +268,7 @@ def test_failed_conditions_are_tried_exactly_once(proxied, proxy) -> None:
     assert proxy.count("S3 PUT") == 1
 
     append(proxied, meta.id, 1, "second")  # 1.json is deleted once version 2 is committed
-    proxy.fail(0, UNAVAILABLE)
+    proxy.reset()
     with pytest.raises(VersionConflictError):  # the body lands, the transaction's condition fails
         proxied.append_turn(
             TENANT, meta.id, expected_version=0, messages=msgs(("user", "x")), expires_at=None, render_version=1
@@ -273,7 +276,7 @@ def test_failed_conditions_are_tried_exactly_once(proxied, proxy) -> None:
     assert proxy.count("TransactWriteItems") == 1
 
     proxied.soft_delete(TENANT, meta.id, now=T0)
-    proxy.fail(0, UNAVAILABLE)
+    proxy.reset()
     assert proxied.rename(TENANT, meta.id, "nope", now=T0) is None
     assert proxy.count("UpdateItem") == 1
 

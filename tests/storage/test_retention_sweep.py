@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -144,8 +143,7 @@ def test_fleetchat_sweep_cli(tmp_path: Path) -> None:
 
     def sweep(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "functions.cli", "sweep", "--data-dir", str(tmp_path), *args]
-        env = {**os.environ, "COLUMNS": "200"}
-        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
 
     dry = sweep("--dry-run", "--as-of", (T0 + timedelta(days=31)).isoformat())
     assert dry.returncode == 0 and "dry run" in dry.stdout
