@@ -249,6 +249,9 @@ globals().update({WORKER_SPECS[name].class_name: cls for name, cls in WORKERS.it
 
 # ## Gateway
 
+# Containers come and go: everything durable lives in DynamoDB + S3 (table, bucket, KMS key: infra/terraform).
+DEPLOYED_STORES: dict[str, str] = {"conversation_store": "aws"}
+
 
 def resolve_worker_urls() -> dict[str, list[str]]:
     """Pool -> [its GPU class's web URL], looked up in the deployed app (Modal load-balances across replicas)."""
@@ -277,4 +280,27 @@ def gateway() -> FastAPI:
     from functions.app import create_app
     from shared.settings import Settings
 
-    return create_app(Settings(environment="deployed", worker_urls=resolve_worker_urls()))
+    return create_app(Settings(environment="deployed", worker_urls=resolve_worker_urls(), **DEPLOYED_STORES))
+
+
+# ## Scheduled jobs
+
+# Hourly, off the top of the hour. DynamoDB's TTL is only a backstop (it lags by days and never touches S3),
+# so this sweep is what actually deletes expired and purged conversations; each run resumes where the last stopped.
+RETENTION_SWEEP_SCHEDULE = modal.Cron("17 * * * *")
+RETENTION_SWEEP_TIMEOUT = 30 * MINUTES
+
+
+@app.function(
+    image=gateway_image,
+    secrets=[modal.Secret.from_name("fleetchat-secrets")],
+    schedule=RETENTION_SWEEP_SCHEDULE,
+    timeout=RETENTION_SWEEP_TIMEOUT,
+)
+def retention_sweep() -> dict[str, int]:
+    from functions.jobs.retention_sweep import sweep_from_settings
+    from shared.settings import Settings
+
+    report = sweep_from_settings(Settings(**DEPLOYED_STORES))
+    print(report.model_dump_json(), flush=True)
+    return report.model_dump(exclude={"dry_run"})

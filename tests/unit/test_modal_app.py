@@ -52,7 +52,8 @@ def test_app_registers_one_gpu_class_per_pool_and_the_gateway() -> None:
     expected_classes = {worker_class_name(pool) for pool in POOLS}
     assert modal_app.app.name == modal_app.APP_NAME
     assert set(_registered("registered_classes")) == expected_classes
-    assert set(_registered("registered_functions")) == {f"{name}.*" for name in expected_classes} | {"gateway"}
+    functions = {f"{name}.*" for name in expected_classes} | {"gateway", "retention_sweep"}
+    assert set(_registered("registered_functions")) == functions
     assert set(_registered("registered_web_endpoints")) == {f"{name}.serve" for name in expected_classes} | {"gateway"}
 
 
@@ -185,3 +186,12 @@ class _DeadProcess:
 def test_wait_until_healthy_fails_at_once_when_vllm_exits() -> None:
     with pytest.raises(RuntimeError, match="exited with code 1"):
         wait_until_healthy(_DeadProcess(), "http://127.0.0.1:9/health", timeout_s=60)  # type: ignore[arg-type]
+
+
+def test_retention_sweep_runs_hourly_against_the_deployed_stores() -> None:
+    info = modal_app.retention_sweep.info()
+    assert info.gpus == [] and info.web_info is None
+    assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
+    assert info.schedule == "Cron('17 * * * *', UTC)"
+    assert info.timeout == modal_app.RETENTION_SWEEP_TIMEOUT
+    assert modal_app.DEPLOYED_STORES == {"conversation_store": "aws"}
