@@ -77,6 +77,33 @@ def gateway(
 
 
 @app.command()
+def retention(
+    tenant_id: Annotated[str, typer.Argument(help="The tenant (ten_...).")],
+    days: Annotated[
+        int | None, typer.Option(min=1, help="Days of inactivity before a conversation expires; omit for the tier's.")
+    ] = None,
+    legal_hold: Annotated[
+        bool, typer.Option("--legal-hold/--no-legal-hold", help="Keep everything: the sweep never deletes.")
+    ] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="Where the database lives.")] = None,
+) -> None:
+    """Set a tenant's retention (enterprise contracts) and legal hold. Takes effect at the next sweep and write."""
+    from shared.settings import Settings
+    from shared.storage.factory import open_tenant_store
+
+    settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
+    store = open_tenant_store(settings)
+    try:
+        tenant = store.set_retention(tenant_id, retention_days=days, legal_hold=legal_hold)
+    finally:
+        store.close()
+    if tenant is None:
+        typer.echo(f"no tenant {tenant_id!r}", err=True)
+        raise typer.Exit(code=1)
+    typer.echo(f"{tenant.id}: retention {tenant.retention_days or 'tier default'} days, legal hold {tenant.legal_hold}")
+
+
+@app.command()
 def sweep(
     data_dir: Annotated[Path | None, typer.Option(help="Where the database lives.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Report what would be deleted; change nothing.")] = False,

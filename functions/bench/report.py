@@ -144,6 +144,36 @@ def render_markdown(result: BenchResult) -> str:
         lines += [""]
         lines += _table(["measure", "value"], rows)
 
+    if result.conversation is not None:
+        conversation = result.conversation
+        lines += ["", f"## Multi-turn conversation ({len(conversation.turns)} turns through the gateway)", ""]
+        lines += _table(
+            ["turn", "prompt tokens", "cached tokens", "previous prompt", "cached / previous", "latency ms"],
+            [
+                [
+                    str(t.turn),
+                    str(t.prompt_tokens),
+                    str(t.cached_tokens),
+                    fmt(t.previous_prompt_tokens, 0),
+                    fmt(t.reuse, 3),
+                    fmt(t.latency_ms),
+                ]
+                for t in conversation.turns
+            ],
+        )
+        hit_rate = None if conversation.hit_rate is None else conversation.hit_rate * 100
+        lines += ["", f"Prefix hit rate over turns 2-{len(conversation.turns)}: **{fmt(hit_rate, 1, ' %')}**"]
+
+    if result.store_appends:
+        lines += ["", "## Conversation store: append a turn (user + assistant message)", ""]
+        lines += _table(
+            ["store", "appends", "p50 ms", "p99 ms", "max ms"],
+            [
+                [s.store, str(s.appends), fmt(s.p50_ms, 2), fmt(s.p99_ms, 2), fmt(s.max_ms, 2)]
+                for s in result.store_appends
+            ],
+        )
+
     samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
     if result.prefix is not None:
         samples += [("prefix", e) for e in result.prefix.error_samples]

@@ -60,6 +60,33 @@ class OverheadStats(BaseModel):
     models_p50_diff_ms: float | None
 
 
+class TurnStats(BaseModel):
+    turn: int
+    prompt_tokens: int
+    cached_tokens: int
+    previous_prompt_tokens: int | None
+    reuse: float | None  # cached_tokens / previous_prompt_tokens
+    latency_ms: float
+
+
+class ConversationStats(BaseModel):
+    """A scripted multi-turn conversation through the gateway (store: true, then conversation_id)."""
+
+    turns: list[TurnStats]
+    min_reuse: float | None  # the worst turn's cached / previous prompt
+    hit_rate: float | None  # cached / prompt tokens over turns 2..N
+
+
+class StoreAppendStats(BaseModel):
+    """append_turn latency of one conversation-store adapter."""
+
+    store: str
+    appends: int
+    p50_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+
+
 class Check(BaseModel):
     """One target and whether the run met it (None: not measured)."""
 
@@ -84,4 +111,6 @@ class BenchResult(BaseModel):
     scaling_8_over_1: float | None = None
     prefix: PrefixStats | None = None
     overhead: OverheadStats | None = None
+    conversation: ConversationStats | None = None
+    store_appends: list[StoreAppendStats] = Field(default_factory=list)
     checks: list[Check] = Field(default_factory=list)

@@ -18,12 +18,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from functions.bench import prompts, stats
+from functions.bench.conversation_phase import multi_turn
 from functions.bench.load import make_client, run_level, stream_chat, timed_get
 from functions.bench.machine import machine_info
 from functions.bench.prom import hit_rate, scrape_prefix_counters
 from functions.bench.report import fmt, mark, write_reports
 from functions.bench.results import BenchResult, LevelStats, OverheadStats, PrefixStats
 from functions.bench.stack import LocalStack, gateway_reachable, start_local_stack, wait_healthy
+from functions.bench.store_append import store_append_phase
 from functions.bench.targets import evaluate
 
 console = Console(stderr=True)
@@ -51,6 +53,9 @@ class BenchConfig(BaseModel):
     prefix_system_words: int = Field(default=640, ge=50)  # about 1,000 tokens
     probe_pairs: int = Field(default=10, ge=1)  # one-at-a-time max_tokens=1 requests per path
     models_probe_requests: int = Field(default=50, ge=1)
+    conversation_turns: int = Field(default=10, ge=2, le=10)
+    conversation_max_tokens: int = Field(default=32, ge=1)
+    store_appends: int = Field(default=300, ge=10)
     temperature: float = 0.0
     request_timeout_s: float = 300.0
 
@@ -325,6 +330,13 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
             result.prefix = await phases.prefix()
             if phases.direct_client is not None:
                 result.overhead = await phases.overhead()
+            if not targets.direct:
+                result.conversation = await multi_turn(
+                    phases.client, cfg.model, cfg.conversation_max_tokens, progress, cfg.conversation_turns
+                )
+            appends = min(cfg.store_appends, 60) if cfg.quick else cfg.store_appends
+            result.store_appends, notes = await asyncio.to_thread(store_append_phase, appends, progress)
+            result.notes += notes
         finally:
             await phases.close()
 

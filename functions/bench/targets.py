@@ -8,6 +8,8 @@ SCALING_MIN = 4.0  # 8-stream aggregate tok/s over single-stream tok/s
 PREFIX_WARM_OVER_COLD_MAX = 0.2
 GATEWAY_THROUGHPUT_RATIO_MIN = 0.95
 GATEWAY_TTFT_DIFF_MAX_MS = 10.0
+CONVERSATION_REUSE_MIN = 0.9  # turn N's cached tokens over turn N-1's whole prompt
+SQLITE_APPEND_P99_MAX_MS = 50.0
 
 
 def _at_least(name: str, value: float | None, minimum: float, unit: str) -> Check:
@@ -54,4 +56,16 @@ def evaluate(result: BenchResult) -> list[Check]:
                 " ms",
             ),
         ]
+    if result.conversation is not None:
+        checks.append(
+            _at_least(
+                "multi-turn: worst turn's cached / previous prompt",
+                result.conversation.min_reuse,
+                CONVERSATION_REUSE_MIN,
+                "x",
+            )
+        )
+    for store in result.store_appends:
+        if store.store.startswith("sqlite"):
+            checks.append(_at_most("append a turn p99 (sqlite)", store.p99_ms, SQLITE_APPEND_P99_MAX_MS, " ms"))
     return checks

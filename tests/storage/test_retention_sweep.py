@@ -153,3 +153,21 @@ def test_fleetchat_sweep_cli(tmp_path: Path) -> None:
     conversations = SQLiteConversationStore(tmp_path / "fleetchat.db")
     assert conversations.get(free.id, conversation_id, now=T0) is None
     conversations.close()
+
+
+def test_fleetchat_retention_cli_sets_a_tenants_policy(tmp_path: Path) -> None:
+    tenants = SQLiteStore(tmp_path / "fleetchat.db")
+    corp = tenants.create_tenant("corp", Tier.ENTERPRISE)
+    command = [sys.executable, "-m", "functions.cli", "retention", corp.id, "--days", "400", "--legal-hold"]
+    done = subprocess.run([*command, "--data-dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    updated = tenants.get_tenant(corp.id)
+    assert updated is not None and (updated.retention_days, updated.legal_hold) == (400, True)
+    missing = subprocess.run(
+        [sys.executable, "-m", "functions.cli", "retention", "ten_nobody", "--data-dir", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 1 and "no tenant" in missing.stderr
+    tenants.close()
