@@ -1,37 +1,50 @@
-"""AWS conversation store: records and turn index in one tenant-partitioned DynamoDB table, message bodies in S3.
-
-Layout (single table, string keys `pk`/`sk`)::
-
-    record  pk=TENANT#{tenant}  sk=CONV#{conv}                  metadata + pointer `body_key`, never content
-    turn    pk=TENANT#{tenant}  sk=CONV#{conv}#TURN#{version:08d} created_at, added, message_count
-    audit   pk=AUDIT            sk={at}#{digest}                who removed what (deterministic key: rewrites dedupe)
-    body    s3://{bucket}/{tenant}/{conv}/{version}.json       full snapshot of the messages at that version
-
-Writes put the body first (If-None-Match: *), then move the pointer in one conditional transaction with the turn
-item, so a crash in between leaves an unreferenced object and no visible change.
-"""
+"""DynamoDB + S3 `ConversationStore`: bodies go to S3 first, then one conditional transaction moves the pointer."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import logging
-import re
 import time
 import uuid
-import zlib
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
-import boto3
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from shared.errors import InvalidRequestError
-from shared.storage.aws_retry import CLIENT_CONFIG, Retrier, cancel_reasons, error_code
+from shared.storage.aws_layout import (
+    AUDIT_PK,
+    LIST_INDEX,
+    LIVE,
+    SWEEP_INDEX,
+    SWEEP_SHARDS,
+    AwsStoreConfig,
+    Body,
+    audit_from_item,
+    audit_item,
+    body_key,
+    candidate_from_item,
+    clients,
+    cursor_start_key,
+    encode_cursor,
+    ensure_resources,
+    is_turn,
+    iso,
+    meta_from_item,
+    object_prefix,
+    parse_iso,
+    record_attributes,
+    record_key,
+    schedule,
+    tenant_pk,
+    turn_prefix,
+    turn_sk,
+    unchanged,
+    update_args,
+)
+from shared.storage.aws_retry import Retrier, cancel_reasons, error_code
 from shared.storage.conversations import (
     AuditRecord,
     Conversation,
@@ -43,216 +56,17 @@ from shared.storage.conversations import (
     SweepCandidate,
     VersionConflictError,
     check_conversation_id,
-    sweep_time,
 )
+
+__all__ = ["AwsConversationStore", "AwsStoreConfig", "ensure_resources"]
 
 logger = logging.getLogger(__name__)
 
-LIST_INDEX = "by_updated"  # pk / updated_key: only live records carry updated_key
-SWEEP_INDEX = "by_sweep"  # sweep_pk / sweep_sk: only records with a sweep time carry them
-SWEEP_SHARDS = 8  # spreads the sweep index over partitions; the sweep queries each shard
-TTL_ATTRIBUTE = "expires_at"
-TTL_GRACE = timedelta(days=7)  # DynamoDB's best-effort TTL must never beat the sweep, which deletes bodies and audits
-AUDIT_PK = "AUDIT"
-ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, so strings sort like the times
-CURSOR_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#(conv_[0-9a-f]{32})$")
-TAKEN_KEY_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
-LIVE = (
-    "attribute_exists(#pk) AND attribute_not_exists(#deleted_iso)"
-    " AND (attribute_not_exists(#expires_iso) OR #expires_iso > :now)"
-)
-
-
-class AwsStoreConfig(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    table_name: str
-    bucket: str
-    region: str = "us-east-1"
-    endpoint_url: str | None = None
-    kms_key_id: str | None = None  # SSE-KMS with this key; SSE-S3 (AES256) when None
-    max_attempts: int = Field(default=4, ge=1)
-    retry_budget_s: float = Field(default=3.0, gt=0)
-    # An unreferenced body older than this is a crashed writer's and may be replaced. It must exceed the longest
-    # put-to-commit time of a live writer (bounded by the client timeouts and the retry budget).
-    orphan_reclaim_s: float = Field(default=60.0, ge=0)
-
-
-class _Body(BaseModel):
-    """The S3 object: every message of the conversation at one version."""
-
-    version: int
-    message_count: int
-    messages: list[StoredMessage]
-
-
-def _clients(config: AwsStoreConfig) -> tuple[Any, Any]:
-    """(DynamoDB client that takes and returns plain Python values, S3 client); both thread-safe."""
-    session = boto3.session.Session(region_name=config.region)
-    ddb = session.resource("dynamodb", endpoint_url=config.endpoint_url, config=CLIENT_CONFIG).meta.client
-    return ddb, session.client("s3", endpoint_url=config.endpoint_url, config=CLIENT_CONFIG)
-
-
-def ensure_resources(config: AwsStoreConfig) -> None:
-    """Create the table (both indexes, TTL on `expires_at`) and the bucket where missing; safe to run again."""
-    ddb, s3 = _clients(config)
-
-    def keys(hash_key: str, range_key: str) -> list[dict[str, str]]:
-        return [{"AttributeName": hash_key, "KeyType": "HASH"}, {"AttributeName": range_key, "KeyType": "RANGE"}]
-
-    try:
-        ddb.create_table(
-            TableName=config.table_name,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[
-                {"AttributeName": name, "AttributeType": "S"}
-                for name in ("pk", "sk", "updated_key", "sweep_pk", "sweep_sk")
-            ],
-            KeySchema=keys("pk", "sk"),
-            GlobalSecondaryIndexes=[
-                {
-                    "IndexName": LIST_INDEX,
-                    "KeySchema": keys("pk", "updated_key"),
-                    "Projection": {"ProjectionType": "ALL"},
-                },
-                {
-                    "IndexName": SWEEP_INDEX,
-                    "KeySchema": keys("sweep_pk", "sweep_sk"),
-                    "Projection": {"ProjectionType": "ALL"},
-                },
-            ],
-        )
-    except ClientError as exc:
-        if error_code(exc) != "ResourceInUseException":
-            raise
-    ddb.get_waiter("table_exists").wait(TableName=config.table_name, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
-    ttl = ddb.describe_time_to_live(TableName=config.table_name)["TimeToLiveDescription"]
-    if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
-        ddb.update_time_to_live(
-            TableName=config.table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
-        )
-    location = (
-        {} if config.region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": config.region}}
-    )
-    try:
-        s3.create_bucket(Bucket=config.bucket, **location)
-    except ClientError as exc:
-        if error_code(exc) != "BucketAlreadyOwnedByYou":
-            raise
+TAKEN_KEY_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})  # S3: someone wrote that key
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _iso(value: datetime) -> str:
-    if value.tzinfo is None:
-        raise ValueError("naive datetime: the store takes timezone-aware UTC times")
-    return value.astimezone(UTC).strftime(ISO_FORMAT)
-
-
-def _iso_or_none(value: datetime | None) -> str | None:
-    return None if value is None else _iso(value)
-
-
-def _parse(value: str | None) -> datetime | None:
-    return None if value is None else datetime.strptime(value, ISO_FORMAT).replace(tzinfo=UTC)
-
-
-def _pk(tenant_id: str) -> str:
-    return f"TENANT#{tenant_id}"
-
-
-def _body_key(tenant_id: str, conversation_id: str, version: int) -> str:
-    return f"{tenant_id}/{conversation_id}/{version}.json"
-
-
-def _schedule(conversation_id: str, expires_at: datetime | None, deleted_at: datetime | None) -> dict[str, Any]:
-    """The retention attributes: ISO deadlines, the sweep index keys and the numeric TTL (None = absent)."""
-    at = sweep_time(expires_at, deleted_at)
-    return {
-        "expires_iso": _iso_or_none(expires_at),
-        "deleted_iso": _iso_or_none(deleted_at),
-        "sweep_pk": None if at is None else f"SWEEP#{zlib.crc32(conversation_id.encode()) % SWEEP_SHARDS}",
-        "sweep_sk": None if at is None else f"{_iso(at)}#{conversation_id}",
-        TTL_ATTRIBUTE: None if at is None else int((at + TTL_GRACE).timestamp()),
-    }
-
-
-def _record(meta: ConversationMeta, body_key: str) -> dict[str, Any]:
-    """Every attribute of a conversation record but its key (None = absent)."""
-    updated = _iso(meta.updated_at)
-    return {
-        "tenant_id": meta.tenant_id,
-        "conversation_id": meta.id,
-        "title": meta.title,
-        "created_at": _iso(meta.created_at),
-        "updated_at": updated,
-        "updated_key": None if meta.deleted_at else f"{updated}#{meta.id}",
-        "version": meta.version,
-        "message_count": meta.message_count,
-        "render_version": meta.render_version,
-        "body_key": body_key,
-        **_schedule(meta.id, meta.expires_at, meta.deleted_at),
-    }
-
-
-def _meta(item: dict[str, Any]) -> ConversationMeta:
-    return ConversationMeta(
-        id=item["conversation_id"],
-        tenant_id=item["tenant_id"],
-        title=item.get("title"),
-        created_at=_parse(item["created_at"]),
-        updated_at=_parse(item["updated_at"]),
-        version=int(item["version"]),
-        message_count=int(item["message_count"]),
-        render_version=int(item["render_version"]),
-        expires_at=_parse(item.get("expires_iso")),
-        deleted_at=_parse(item.get("deleted_iso")),
-    )
-
-
-def _update_args(changes: dict[str, Any], condition: str, values: dict[str, Any]) -> dict[str, Any]:
-    """UpdateItem arguments: SET the changes that have a value, REMOVE the None ones, only if `condition` holds."""
-    sets = ", ".join(f"#{name} = :{name}" for name, value in changes.items() if value is not None)
-    removes = ", ".join(f"#{name}" for name, value in changes.items() if value is None)
-    bound = {f":{name}": value for name, value in {**changes, **values}.items() if value is not None}
-    return {
-        "UpdateExpression": " ".join(
-            part for part in (sets and f"SET {sets}", removes and f"REMOVE {removes}") if part
-        ),
-        "ConditionExpression": condition,
-        "ExpressionAttributeNames": {f"#{name}": name for name in [*changes, *re.findall(r"#(\w+)", condition)]},
-        **({"ExpressionAttributeValues": bound} if bound else {}),
-    }
-
-
-def _unchanged(item: dict[str, Any], *names: str) -> tuple[str, dict[str, Any]]:
-    """A condition that `names` still hold what `item` had (absent stays absent), and its values."""
-    parts = [f"#{n} = :old_{n}" if n in item else f"attribute_not_exists(#{n})" for n in names]
-    return " AND ".join(parts), {f"old_{n}": item[n] for n in names if n in item}
-
-
-def _encode_cursor(updated_key: str) -> str:
-    return base64.urlsafe_b64encode(updated_key.encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[str, str]:
-    """(updated_key, conversation id) of the last item of the previous page; anything else is a 400."""
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        text = ""
-    if not (match := CURSOR_RE.fullmatch(text)):
-        raise InvalidRequestError("Invalid pagination cursor.", param="after")
-    return text, match.group(1)
-
-
-def _audit_item(audit: AuditRecord) -> dict[str, Any]:
-    digest = hashlib.sha256(audit.model_dump_json().encode()).hexdigest()[:16]
-    at = _iso(audit.at)
-    item = {"pk": AUDIT_PK, "sk": f"{at}#{digest}", **audit.model_dump(exclude={"at"}), "at": at}
-    return {name: value for name, value in item.items() if value is not None}
 
 
 class AwsConversationStore:
@@ -260,7 +74,7 @@ class AwsConversationStore:
 
     def __init__(self, config: AwsStoreConfig) -> None:
         self.config = config
-        self._ddb, self._s3 = _clients(config)
+        self._ddb, self._s3 = clients(config)
         self._call = Retrier(config.max_attempts, config.retry_budget_s)
         self._sse: dict[str, str] = (
             {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": config.kms_key_id}
@@ -307,9 +121,10 @@ class AwsConversationStore:
             render_version=current.render_version if current else render_version,
             expires_at=expires_at,
         )
-        body = _Body(version=meta.version, message_count=meta.message_count, messages=[*previous, *messages])
-        key = _body_key(tenant_id, conversation_id, meta.version)
+        body = Body(version=meta.version, message_count=meta.message_count, messages=[*previous, *messages])
+        key = body_key(tenant_id, conversation_id, meta.version)
         writer = uuid.uuid4().hex
+        # Body first: a crash before the commit leaves an unreferenced object (reclaimed later), no dangling pointer.
         etag = self._put_body(meta, key, body, writer)
         try:
             self._commit(meta, key, writer, added=len(messages), now=now)
@@ -317,27 +132,25 @@ class AwsConversationStore:
             self._discard(key, etag)
             raise
         if current:
-            self._discard(_body_key(tenant_id, conversation_id, current.version))
+            self._discard(body_key(tenant_id, conversation_id, current.version))
         return meta
 
     def rename(
         self, tenant_id: str, conversation_id: str, title: str, *, now: datetime | None = None
     ) -> ConversationMeta | None:
         now = now or _now()
-        updated = self._update_if(tenant_id, conversation_id, {"title": title}, LIVE, {"now": _iso(now)})
-        return None if updated is None else _meta(updated)
+        updated = self._update_if(tenant_id, conversation_id, {"title": title}, LIVE, {"now": iso(now)})
+        return None if updated is None else meta_from_item(updated)
 
     def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:
         now = now or _now()
         while True:  # the sweep time depends on the expiry read: redo if the record changed in between
             item = self._get_item(tenant_id, conversation_id)
-            if item is None or not (meta := _meta(item)).visible_at(now):
+            if item is None or not (meta := meta_from_item(item)).visible_at(now):
                 return False
-            guard, values = _unchanged(item, "version", "expires_iso")
-            changes = {"updated_key": None, **_schedule(conversation_id, meta.expires_at, now)}
-            if self._update_if(
-                tenant_id, conversation_id, changes, f"{LIVE} AND {guard}", {**values, "now": _iso(now)}
-            ):
+            guard, values = unchanged(item, "version", "expires_iso")
+            changes = {"updated_key": None, **schedule(conversation_id, meta.expires_at, now)}
+            if self._update_if(tenant_id, conversation_id, changes, f"{LIVE} AND {guard}", {**values, "now": iso(now)}):
                 return True
 
     def reschedule(self, tenant_id: str, conversation_id: str, expires_at: datetime | None) -> None:
@@ -345,8 +158,8 @@ class AwsConversationStore:
             item = self._get_item(tenant_id, conversation_id)
             if item is None:
                 return
-            guard, values = _unchanged(item, "deleted_iso")
-            changes = _schedule(conversation_id, expires_at, _parse(item.get("deleted_iso")))
+            guard, values = unchanged(item, "deleted_iso")
+            changes = schedule(conversation_id, expires_at, parse_iso(item.get("deleted_iso")))
             if self._update_if(tenant_id, conversation_id, changes, f"attribute_exists(#pk) AND {guard}", values):
                 return
 
@@ -357,16 +170,16 @@ class AwsConversationStore:
             item = self._get_item(tenant_id, conversation_id)
             if item is None:
                 return False
-            self._delete_prefix(f"{tenant_id}/{conversation_id}/")
-            self._delete_keys(self._query_keys(tenant_id, f"CONV#{conversation_id}#TURN#"))
+            self._delete_prefix(object_prefix(tenant_id, conversation_id))
+            self._delete_keys(self._query_keys(tenant_id, turn_prefix(conversation_id)))
             delete = {
                 "TableName": self.config.table_name,
-                "Key": {"pk": _pk(tenant_id), "sk": f"CONV#{conversation_id}"},
+                "Key": record_key(tenant_id, conversation_id),
                 "ConditionExpression": "#version = :version",  # a turn landed meanwhile: clean up again
                 "ExpressionAttributeNames": {"#version": "version"},
                 "ExpressionAttributeValues": {":version": item["version"]},
             }
-            put = {"TableName": self.config.table_name, "Item": _audit_item(audit)}
+            put = {"TableName": self.config.table_name, "Item": audit_item(audit)}
             try:
                 self._call(
                     self._ddb.transact_write_items,
@@ -380,11 +193,10 @@ class AwsConversationStore:
 
     def erase_tenant(self, tenant_id: str, audit: AuditRecord) -> int:
         keys = list(self._query_keys(tenant_id, "CONV#"))
-        self._delete_prefix(f"{tenant_id}/")
-        # Turn items before records, as in hard_delete.
-        self._delete_keys(sorted(keys, key=lambda key: "#TURN#" not in key["sk"]))
-        self._call(self._ddb.put_item, TableName=self.config.table_name, Item=_audit_item(audit))
-        return sum("#TURN#" not in key["sk"] for key in keys)
+        self._delete_prefix(object_prefix(tenant_id))
+        self._delete_keys(sorted(keys, key=lambda key: not is_turn(key["sk"])))  # records last, as in hard_delete
+        self._call(self._ddb.put_item, TableName=self.config.table_name, Item=audit_item(audit))
+        return sum(not is_turn(key["sk"]) for key in keys)
 
     # -- reads ----------------------------------------------------------------------------------------------------
 
@@ -402,13 +214,11 @@ class AwsConversationStore:
             "KeyConditionExpression": "#pk = :pk",
             "FilterExpression": "attribute_not_exists(#expires_iso) OR #expires_iso > :now",  # expiry is read-time
             "ExpressionAttributeNames": {"#pk": "pk", "#expires_iso": "expires_iso"},
-            "ExpressionAttributeValues": {":pk": _pk(tenant_id), ":now": _iso(now or _now())},
+            "ExpressionAttributeValues": {":pk": tenant_pk(tenant_id), ":now": iso(now or _now())},
             "ScanIndexForward": False,
         }
         if cursor is not None:
-            updated_key, conversation_id = _decode_cursor(cursor)
-            sk = f"CONV#{conversation_id}"
-            query["ExclusiveStartKey"] = {"pk": _pk(tenant_id), "sk": sk, "updated_key": updated_key}
+            query["ExclusiveStartKey"] = cursor_start_key(tenant_id, cursor)
         items: list[dict[str, Any]] = []
         while len(items) <= limit:  # one more than asked says whether there is a next page; filtering makes pages short
             page = self._call(self._ddb.query, **query, Limit=limit + 1 - len(items))
@@ -416,11 +226,11 @@ class AwsConversationStore:
             if "LastEvaluatedKey" not in page:
                 break
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        next_cursor = _encode_cursor(items[limit - 1]["updated_key"]) if len(items) > limit else None
-        return ConversationPage(items=[_meta(item) for item in items[:limit]], next_cursor=next_cursor)
+        next_cursor = encode_cursor(items[limit - 1]) if len(items) > limit else None
+        return ConversationPage(items=[meta_from_item(item) for item in items[:limit]], next_cursor=next_cursor)
 
     def sweep_candidates(self, now: datetime) -> Iterator[SweepCandidate]:
-        bound = f"{_iso(now)}$"  # '$' sorts right after the '#' separator: every sweep time <= now is below it
+        bound = f"{iso(now)}$"  # '$' sorts right after the '#' separator: every sweep time <= now is below it
         for shard in range(SWEEP_SHARDS):
             for item in self._query_all(
                 IndexName=SWEEP_INDEX,
@@ -428,13 +238,7 @@ class AwsConversationStore:
                 ExpressionAttributeNames={"#sweep_pk": "sweep_pk", "#sweep_sk": "sweep_sk"},
                 ExpressionAttributeValues={":shard": f"SWEEP#{shard}", ":bound": bound},
             ):
-                yield SweepCandidate(
-                    tenant_id=item["tenant_id"],
-                    conversation_id=item["conversation_id"],
-                    updated_at=_parse(item["updated_at"]),
-                    expires_at=_parse(item.get("expires_iso")),
-                    deleted_at=_parse(item.get("deleted_iso")),
-                )
+                yield candidate_from_item(item)
 
     def export_tenant(self, tenant_id: str, *, now: datetime | None = None) -> Iterator[Conversation]:
         now = now or _now()
@@ -457,7 +261,7 @@ class AwsConversationStore:
             ScanIndexForward=False,
             Limit=max(limit, 1),
         )["Items"]
-        return [AuditRecord(**{**item, "at": _parse(item["at"])}) for item in items[:limit]]
+        return [audit_from_item(item) for item in items[:limit]]
 
     def close(self) -> None:
         self._ddb.close()
@@ -466,10 +270,9 @@ class AwsConversationStore:
     # -- DynamoDB helpers -----------------------------------------------------------------------------------------
 
     def _get_item(self, tenant_id: str, conversation_id: str) -> dict[str, Any] | None:
-        key = {"pk": _pk(tenant_id), "sk": f"CONV#{conversation_id}"}
-        return self._call(self._ddb.get_item, TableName=self.config.table_name, Key=key, ConsistentRead=True).get(
-            "Item"
-        )
+        key = record_key(tenant_id, conversation_id)
+        item = self._call(self._ddb.get_item, TableName=self.config.table_name, Key=key, ConsistentRead=True)
+        return item.get("Item")
 
     def _update_if(
         self, tenant_id: str, conversation_id: str, changes: dict[str, Any], condition: str, values: dict[str, Any]
@@ -479,9 +282,9 @@ class AwsConversationStore:
             return self._call(
                 self._ddb.update_item,
                 TableName=self.config.table_name,
-                Key={"pk": _pk(tenant_id), "sk": f"CONV#{conversation_id}"},
+                Key=record_key(tenant_id, conversation_id),
                 ReturnValues="ALL_NEW",
-                **_update_args(changes, condition, values),
+                **update_args(changes, condition, values),
             )["Attributes"]
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
@@ -490,23 +293,27 @@ class AwsConversationStore:
 
     def _commit(self, meta: ConversationMeta, key: str, writer: str, *, added: int, now: datetime) -> None:
         """Move the pointer to `key` and add the turn item in one transaction, if the record is still as read."""
-        table, pk = self.config.table_name, _pk(meta.tenant_id)
-        record = _record(meta, key)
+        table, record = self.config.table_name, record_attributes(meta, key)
         if meta.version == 1:
-            item = {"pk": pk, "sk": f"CONV#{meta.id}", **{k: v for k, v in record.items() if v is not None}}
+            item = {**record_key(meta.tenant_id, meta.id), **{k: v for k, v in record.items() if v is not None}}
             write = {"Put": {"TableName": table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
         else:
-            for unchanged in ("title", "created_at", "render_version", "tenant_id", "conversation_id"):
-                del record[unchanged]  # a concurrent rename must survive
+            for fixed in ("title", "created_at", "render_version", "tenant_id", "conversation_id"):
+                del record[fixed]  # set at creation; rewriting them could undo a concurrent rename
             condition = f"#version = :expected AND {LIVE}"
-            values = {"expected": meta.version - 1, "now": _iso(now)}
-            key_attrs = {"pk": pk, "sk": f"CONV#{meta.id}"}
-            write = {"Update": {"TableName": table, "Key": key_attrs, **_update_args(record, condition, values)}}
+            values = {"expected": meta.version - 1, "now": iso(now)}
+            write = {
+                "Update": {
+                    "TableName": table,
+                    "Key": record_key(meta.tenant_id, meta.id),
+                    **update_args(record, condition, values),
+                }
+            }
         turn = {
-            "pk": pk,
-            "sk": f"CONV#{meta.id}#TURN#{meta.version:08d}",
+            "pk": tenant_pk(meta.tenant_id),
+            "sk": turn_sk(meta.id, meta.version),
             "version": meta.version,
-            "created_at": _iso(now),
+            "created_at": iso(now),
             "added": added,
             "message_count": meta.message_count,
         }
@@ -522,7 +329,7 @@ class AwsConversationStore:
             if meta.version == 1:
                 raise VersionConflictError(meta.id, 0) from None
             current = self._get_item(meta.tenant_id, meta.id)
-            if current is None or not _meta(current).visible_at(now):
+            if current is None or not meta_from_item(current).visible_at(now):
                 raise ConversationNotFoundError(meta.id) from None
             raise VersionConflictError(meta.id, meta.version - 1) from None
 
@@ -538,7 +345,7 @@ class AwsConversationStore:
         return self._query_all(
             KeyConditionExpression="#pk = :pk AND begins_with(#sk, :prefix)",
             ExpressionAttributeNames={"#pk": "pk", "#sk": "sk"},
-            ExpressionAttributeValues={":pk": _pk(tenant_id), ":prefix": sk_prefix},
+            ExpressionAttributeValues={":pk": tenant_pk(tenant_id), ":prefix": sk_prefix},
             ProjectionExpression="#pk, #sk",
             ConsistentRead=True,
         )
@@ -555,7 +362,7 @@ class AwsConversationStore:
             else:
                 raise StoreUnavailableError()
 
-    # -- S3 helpers -----------------------------------------------------------------------------------------------
+    # -- bodies (S3) -----------------------------------------------------------------------------------------------
 
     def _load(self, tenant_id: str, conversation_id: str, now: datetime) -> Conversation | None:
         """The live record with its body; reads the pointer again once if a writer just replaced the body."""
@@ -567,20 +374,18 @@ class AwsConversationStore:
         messages = body.messages if body is not None and body.version == meta.version else []
         return Conversation(**meta.model_dump(), messages=messages)  # fewer messages than counted: complete=False
 
-    def _read(
-        self, tenant_id: str, conversation_id: str, now: datetime
-    ) -> tuple[ConversationMeta | None, _Body | None]:
+    def _read(self, tenant_id: str, conversation_id: str, now: datetime) -> tuple[ConversationMeta | None, Body | None]:
         item = self._get_item(tenant_id, conversation_id)
-        if item is None or not (meta := _meta(item)).visible_at(now):
+        if item is None or not (meta := meta_from_item(item)).visible_at(now):
             return None, None
         return meta, self._get_body(item["body_key"])
 
-    def _get_body(self, key: str) -> _Body | None:
+    def _get_body(self, key: str) -> Body | None:
         def fetch() -> bytes:  # the read is inside the retried call: a connection cut mid-body is retried too
             return self._s3.get_object(Bucket=self.config.bucket, Key=key)["Body"].read()
 
         try:
-            return _Body.model_validate_json(self._call(fetch))
+            return Body.model_validate_json(self._call(fetch))
         except ClientError as exc:
             if error_code(exc) != "NoSuchKey":
                 raise
@@ -588,7 +393,7 @@ class AwsConversationStore:
             logger.error("conversation body %s is not a valid snapshot", key)
         return None
 
-    def _put_body(self, meta: ConversationMeta, key: str, body: _Body, writer: str) -> str:
+    def _put_body(self, meta: ConversationMeta, key: str, body: Body, writer: str) -> str:
         """Write the body where nobody wrote before; returns its ETag. A taken key is another writer's (a conflict)
         unless our own retried put already landed there, or it is an orphan older than `orphan_reclaim_s`."""
         expected = meta.version - 1

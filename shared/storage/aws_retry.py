@@ -57,9 +57,9 @@ def error_code(exc: BaseException) -> str | None:
 
 def cancel_reasons(exc: BaseException) -> list[str]:
     """The per-item codes of a cancelled DynamoDB transaction ("None" for items that were fine)."""
-    if error_code(exc) != "TransactionCanceledException":
+    if not isinstance(exc, ClientError) or error_code(exc) != "TransactionCanceledException":
         return []
-    return [reason.get("Code", "None") for reason in exc.response.get("CancellationReasons", [])]  # type: ignore[attr-defined]
+    return [reason.get("Code", "None") for reason in exc.response.get("CancellationReasons", [])]
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -15,13 +15,8 @@ import httpx
 import pytest
 
 from shared.errors import InvalidRequestError
-from shared.storage.aws_conversations import (
-    TTL_ATTRIBUTE,
-    TTL_GRACE,
-    AwsConversationStore,
-    AwsStoreConfig,
-    ensure_resources,
-)
+from shared.storage.aws_conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
+from shared.storage.aws_layout import TTL_GRACE
 from shared.storage.conversations import StoreUnavailableError, VersionConflictError, new_conversation_id
 from tests.storage.test_conversation_contract import T0, TENANT, create, msgs
 from tests.support.moto_server import unique_names
@@ -39,14 +34,22 @@ def config(aws_env: None, moto_endpoint: str) -> AwsStoreConfig:
 
 
 @pytest.fixture
-def store(config: AwsStoreConfig) -> Iterator[AwsConversationStore]:
-    store = AwsConversationStore(config)
-    yield store
-    store.close()
+def open_store(config: AwsStoreConfig) -> Iterator[Callable[..., AwsConversationStore]]:
+    """Opens stores on the test's table and bucket, with config changes; closes them all at the end."""
+    opened: list[AwsConversationStore] = []
+
+    def open_with(**changes: Any) -> AwsConversationStore:
+        opened.append(AwsConversationStore(config.model_copy(update=changes)))
+        return opened[-1]
+
+    yield open_with
+    for store in opened:
+        store.close()
 
 
-def open_store(config: AwsStoreConfig, **changes: Any) -> AwsConversationStore:
-    return AwsConversationStore(config.model_copy(update=changes))
+@pytest.fixture
+def store(open_store: Callable[..., AwsConversationStore]) -> AwsConversationStore:
+    return open_store()
 
 
 def s3(config: AwsStoreConfig) -> Any:
@@ -60,8 +63,13 @@ def table_items(config: AwsStoreConfig) -> list[dict[str, Any]]:
 
 def append(store: AwsConversationStore, conv_id: str, expected: int, text: str) -> Any:
     return store.append_turn(
-        TENANT, conv_id, expected_version=expected, messages=msgs(("user", text)), expires_at=None,
-        render_version=1, now=T0,
+        TENANT,
+        conv_id,
+        expected_version=expected,
+        messages=msgs(("user", text)),
+        expires_at=None,
+        render_version=1,
+        now=T0,
     )
 
 
@@ -79,11 +87,15 @@ def test_bodies_are_encrypted_s3_objects_and_dynamodb_holds_no_content(config, s
     assert (body["version"], body["message_count"], body["messages"][-1]["content"]) == (2, 3, SECRET)
     items = table_items(config)
     assert SECRET not in repr(items) and "hello" not in repr(items)
-    assert {i["sk"] for i in items} == {f"CONV#{meta.id}", f"CONV#{meta.id}#TURN#00000001", f"CONV#{meta.id}#TURN#00000002"}
+    assert {i["sk"] for i in items} == {
+        f"CONV#{meta.id}",
+        f"CONV#{meta.id}#TURN#00000001",
+        f"CONV#{meta.id}#TURN#00000002",
+    }
 
 
-def test_kms_key_is_used_for_every_body(config) -> None:
-    kms_store = open_store(config, kms_key_id="alias/fleetchat-test")
+def test_kms_key_is_used_for_every_body(config, open_store) -> None:
+    kms_store = open_store(kms_key_id="alias/fleetchat-test")
     meta = create(kms_store)
     head = s3(config).head_object(Bucket=config.bucket, Key=f"{TENANT}/{meta.id}/1.json")
     assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", "alias/fleetchat-test")
@@ -92,7 +104,7 @@ def test_kms_key_is_used_for_every_body(config) -> None:
 def test_ttl_attribute_is_the_sweep_time_plus_grace(config, store) -> None:
     ddb = boto3.client("dynamodb", endpoint_url=config.endpoint_url, region_name=config.region)
     ttl = ddb.describe_time_to_live(TableName=config.table_name)["TimeToLiveDescription"]
-    assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "expires_at") == ("ENABLED", TTL_ATTRIBUTE)
+    assert (ttl["TimeToLiveStatus"], ttl["AttributeName"]) == ("ENABLED", "expires_at")
     expiring = create(store, expires_in=timedelta(days=30))
     forever = create(store)
     records = {i["sk"]: i for i in table_items(config)}
@@ -104,10 +116,16 @@ def test_ttl_attribute_is_the_sweep_time_plus_grace(config, store) -> None:
 def test_short_body_reads_as_incomplete(config, store) -> None:
     meta = create(store)
     key = f"{TENANT}/{meta.id}/1.json"
-    short = {"version": 1, "message_count": 1, "messages": [{"role": "user", "content": "hello", "created_at": T0.isoformat()}]}
+    short = {
+        "version": 1,
+        "message_count": 1,
+        "messages": [{"role": "user", "content": "hello", "created_at": T0.isoformat()}],
+    }
     s3(config).put_object(Bucket=config.bucket, Key=key, Body=json.dumps(short).encode())
     got = store.get(TENANT, meta.id, now=T0)
     assert got is not None and got.message_count == 2 and len(got.messages) == 1 and not got.complete
+    with pytest.raises(StoreUnavailableError):  # appending on top would make the loss permanent
+        append(store, meta.id, 1, "more")
 
 
 def test_list_fills_pages_past_expired_records_and_rejects_garbage_cursors(store) -> None:
@@ -125,16 +143,17 @@ def test_list_fills_pages_past_expired_records_and_rejects_garbage_cursors(store
 # -- crash between the S3 body and the DynamoDB pointer -----------------------------------------------------------
 
 
-def test_crash_before_the_pointer_moves_changes_nothing_and_the_orphan_is_reclaimed(config, store, monkeypatch) -> None:
+def test_crash_before_the_pointer_moves_changes_nothing_and_the_orphan_is_reclaimed(
+    config, store, open_store, monkeypatch
+) -> None:
     meta = create(store)
 
     def crash(**_: Any) -> None:
         raise RuntimeError("process died")
 
-    monkeypatch.setattr(store._ddb, "transact_write_items", crash)
-    with pytest.raises(RuntimeError):
+    with monkeypatch.context() as patched, pytest.raises(RuntimeError):
+        patched.setattr(store._ddb, "transact_write_items", crash)
         append(store, meta.id, 1, "lost in the crash")
-    monkeypatch.undo()
 
     orphan = f"{TENANT}/{meta.id}/2.json"
     assert s3(config).head_object(Bucket=config.bucket, Key=orphan)  # the body landed, the pointer did not
@@ -144,7 +163,7 @@ def test_crash_before_the_pointer_moves_changes_nothing_and_the_orphan_is_reclai
     with pytest.raises(VersionConflictError):  # young orphan: could be a writer still in flight
         append(store, meta.id, 1, "too soon")
 
-    reclaiming = open_store(config, orphan_reclaim_s=0)
+    reclaiming = open_store(orphan_reclaim_s=0)
     new = append(reclaiming, meta.id, 1, "after the crash")
     got = store.get(TENANT, meta.id, now=T0)
     assert new.version == 2 and got is not None and got.complete
@@ -210,7 +229,9 @@ class FaultProxy:
                     return self.reply(status, headers, text.encode())
                 skip = {"host", "connection", "content-length", "transfer-encoding"}
                 upstream = proxy._client.request(
-                    self.command, self.path, content=body,
+                    self.command,
+                    self.path,
+                    content=body,
                     headers={k: v for k, v in self.headers.items() if k.lower() not in skip},
                 )
                 passed = {"connection", "content-length", "transfer-encoding", "content-encoding"}
@@ -242,10 +263,8 @@ def proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def proxied(config: AwsStoreConfig, proxy: FaultProxy) -> Iterator[AwsConversationStore]:
-    store = open_store(config, endpoint_url=proxy.url)
-    yield store
-    store.close()
+def proxied(open_store: Callable[..., AwsConversationStore], proxy: FaultProxy) -> AwsConversationStore:
+    return open_store(endpoint_url=proxy.url)
 
 
 def test_5xx_and_throttling_are_retried_until_they_pass(proxied, proxy) -> None:
@@ -288,8 +307,8 @@ def test_exhausted_retries_raise_store_unavailable(proxied, proxy, config) -> No
     assert proxy.count("GetItem") == config.max_attempts
 
 
-def test_dead_endpoint_fails_fast_with_store_unavailable(config) -> None:
-    dead = open_store(config, endpoint_url=f"http://127.0.0.1:{free_port()}")
+def test_dead_endpoint_fails_fast_with_store_unavailable(open_store) -> None:
+    dead = open_store(endpoint_url=f"http://127.0.0.1:{free_port()}")
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError):
         dead.get(TENANT, new_conversation_id(), now=T0)
