@@ -9,12 +9,16 @@ from pathlib import Path
 
 import httpx
 import openai
+import pytest
+from moto.server import ThreadedMotoServer
 
 from shared.api_keys import hash_api_key, new_api_key
+from shared.storage.aws_conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
 from shared.storage.sqlite import SQLiteStore
 from shared.storage.sqlite_conversations import SQLiteConversationStore
 from shared.tiers import Tier
 from tests.integration.conftest import GatewayFactory
+from tests.support.moto_server import DUMMY_CREDENTIALS, unique_names
 from tests.support.processes import ProcessGroup, free_port, start_gateway
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
@@ -152,3 +156,48 @@ def test_a_turn_survives_kill_9_of_the_gateway(tmp_path: Path) -> None:
             ]
         finally:
             group.stop()
+
+
+def test_aws_store_down_answers_single_turn_and_loses_nothing(
+    gateway_for: GatewayFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in DUMMY_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    port = free_port()
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    moto.start()
+    table, bucket = unique_names()
+    config = AwsStoreConfig(table_name=table, bucket=bucket, endpoint_url=f"http://127.0.0.1:{port}")
+    ensure_resources(config)
+    worker = stand_in_worker("w", echo=True)
+    with serve(worker) as url:
+        gw = gateway_for({"mini": [url], "flagship": [url]}, conversations=AwsConversationStore(config))
+        api = _client(gw.url, gw.key)
+        conv_id = _start(api)
+        moto.stop()  # DynamoDB and S3 unreachable
+        try:
+            raw = api.chat.completions.with_raw_response.create(
+                model="mini", messages=[{"role": "user", "content": "second"}], extra_body={"conversation_id": conv_id}
+            )
+            assert (raw.headers["x-fleetchat-history"], raw.headers["x-fleetchat-stored"]) == ("unavailable", "false")
+            assert raw.parse().choices[0].message.content == "echo: second"
+            assert [m["role"] for m in worker.state.bodies[-1]["messages"]] == ["system", "user"]
+            listing = httpx.get(f"{gw.url}/v1/conversations", headers=gw.headers(), timeout=30)
+            assert listing.status_code == 503 and listing.json()["error"]["code"] == "store_unavailable"
+        finally:
+            moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)  # same backend state
+            moto.start()
+        try:
+            detail = httpx.get(f"{gw.url}/v1/conversations/{conv_id}", headers=gw.headers(), timeout=30).json()
+            assert (detail["version"], detail["message_count"]) == (1, 2)
+            continued = api.chat.completions.create(
+                model="mini", messages=[{"role": "user", "content": "third"}], extra_body={"conversation_id": conv_id}
+            )
+            assert continued.model_dump()["conversation"] == {
+                "id": conv_id,
+                "stored": True,
+                "history": "loaded",
+                "version": 2,
+            }
+        finally:
+            moto.stop()
