@@ -108,10 +108,10 @@ class ConversationTurns:
     async def begin(self, tenant: Tenant, request: ChatCompletionRequest, header_id: str | None) -> Turn | None:
         """The turn this request belongs to, or None for a stateless request."""
         conversation_id = self._requested_id(request, header_id)
+        if conversation_id is None and not request.store:
+            return None
         sent = _stored(request.messages)
         if conversation_id is None:
-            if not request.store:
-                return None
             if sent[-1].role != "user":
                 raise InvalidRequestError("A new conversation must end with a user message.", param="messages")
             return Turn(

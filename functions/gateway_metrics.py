@@ -21,5 +21,12 @@ class GatewayMetrics:
             registry=self.registry,
         )
 
+        self.conversation_turns = Counter(
+            names.GATEWAY_CONVERSATION_TURNS,
+            "Conversational chat turns by how the history was found and whether the turn was saved.",
+            ["history", "stored"],
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

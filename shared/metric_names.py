@@ -14,6 +14,7 @@ E2E_REQUEST_LATENCY = "vllm:e2e_request_latency_seconds"
 
 GATEWAY_REQUESTS = "fleetchat_gateway_requests"
 GATEWAY_UPSTREAM_LATENCY = "fleetchat_gateway_upstream_ttfb_seconds"
+GATEWAY_CONVERSATION_TURNS = "fleetchat_gateway_conversation_turns"
 
 
 def counter_sample(name: str) -> str:

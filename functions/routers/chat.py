@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from functions.auth import CurrentTenant
 from functions.chat_service import ChatService
 from functions.conversation_turns import STORED_HEADER, ConversationTurns, Turn
+from functions.gateway_metrics import GatewayMetrics
 from functions.stream_capture import StreamCapture, answer_text
 from shared.schemas import ChatCompletionRequest
 from shared.sse import DONE
@@ -37,7 +38,7 @@ async def chat_completions(
     if body.stream:
         wants_usage = bool(body.stream_options and body.stream_options.include_usage)
         upstream = await service.open_stream(routed, wants_usage)
-        events = upstream.events() if turn is None else _persisting(upstream.events(), turns, turn)
+        events = upstream.events() if turn is None else _persisting(upstream.events(), turns, turn, service.metrics)
         return StreamingResponse(
             events, media_type="text/event-stream", headers={"cache-control": "no-cache", **extra_headers}
         )
@@ -45,17 +46,25 @@ async def chat_completions(
     if turn is not None:
         text, finish_reason = answer_text(completion)
         stored, version = await turns.finish(turn, text) if finish_reason else (False, None)
+        _count(service.metrics, turn, stored)
         completion["conversation"] = turn.summary(stored, version)
         extra_headers[STORED_HEADER] = str(stored).lower()
     return JSONResponse(completion, headers=extra_headers)
 
 
-async def _persisting(events: AsyncIterator[bytes], turns: ConversationTurns, turn: Turn) -> AsyncIterator[bytes]:
+def _count(metrics: GatewayMetrics, turn: Turn, stored: bool) -> None:
+    metrics.conversation_turns.labels(turn.history.value, str(stored).lower()).inc()
+
+
+async def _persisting(
+    events: AsyncIterator[bytes], turns: ConversationTurns, turn: Turn, metrics: GatewayMetrics
+) -> AsyncIterator[bytes]:
     """Relay the stream; once the answer is complete, save the turn, then say whether it was saved, then [DONE]."""
     capture = StreamCapture()
     async for event in events:
         if event == DONE:
             stored, version = await turns.finish(turn, capture.text) if capture.completed else (False, None)
+            _count(metrics, turn, stored)
             yield capture.closing_chunk(turn.summary(stored, version))
             yield DONE
             return

@@ -13,6 +13,7 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from shared.api_keys import hash_api_key, new_api_key
+from shared.metric_names import GATEWAY_CONVERSATION_TURNS, counter_sample
 from shared.storage.aws_conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
 from shared.storage.sqlite import SQLiteStore
 from shared.storage.sqlite_conversations import SQLiteConversationStore
@@ -20,6 +21,7 @@ from shared.tiers import Tier
 from tests.integration.conftest import GatewayFactory
 from tests.support.moto_server import DUMMY_CREDENTIALS, unique_names
 from tests.support.processes import ProcessGroup, free_port, start_gateway
+from tests.support.prom import labelled
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
 
@@ -70,6 +72,9 @@ def test_store_that_cannot_write_still_answers_and_says_not_saved(gateway_for: G
                 f"{gw.url}/v1/conversations/{conv_id}", json={"title": "x"}, headers=gw.headers(), timeout=10
             )
             assert rename.status_code == 503 and 1 <= int(rename.headers["retry-after"]) <= 60
+            turns = counter_sample(GATEWAY_CONVERSATION_TURNS)
+            assert labelled(gw.url, turns, history="loaded", stored="false") == 1
+            assert labelled(gw.url, turns, history="new", stored="false") == 1
         finally:
             blocker.execute("ROLLBACK")
             blocker.close()

@@ -1,0 +1,456 @@
+"""infra/terraform matches the AWS conversation store: table layout, IAM for exactly the calls it makes, bucket crypto.
+
+Offline: the .tf files are parsed with python-hcl2 and compared with what `shared.storage.aws_layout` and
+`shared.storage.aws_conversations` really do (their calls are captured on mock clients, or read from their source).
+Where a `terraform` binary and a local provider mirror exist, the module is also validated and planned offline.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from unittest.mock import MagicMock, patch
+
+import hcl2
+import pytest
+
+from shared.settings import Settings
+from shared.storage import aws_layout
+from shared.storage.aws_conversations import AwsConversationStore
+from shared.storage.aws_layout import LIST_INDEX, SWEEP_INDEX, TTL_ATTRIBUTE, AwsStoreConfig
+from shared.storage.conversations import StoredMessage
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TF_DIR = REPO_ROOT / "infra" / "terraform"
+ADAPTER_SOURCE = REPO_ROOT / "shared" / "storage" / "aws_conversations.py"
+MODAL_APP_SOURCE = REPO_ROOT / "gpu_workers" / "modal_app.py"
+
+TABLE_ARN = "${aws_dynamodb_table.conversations.arn}"
+INDEX_ARN = "${aws_dynamodb_table.conversations.arn}/index/*"
+BUCKET_ARN = "${aws_s3_bucket.conversations.arn}"
+OBJECT_ARN = "${aws_s3_bucket.conversations.arn}/*"
+KEY_ARN = "${aws_kms_key.storage.arn}"
+
+# boto3 method of the adapter -> the IAM actions it needs. A method missing here fails the test: map it first.
+DYNAMODB_ACTIONS: dict[str, set[str]] = {
+    "get_item": {"GetItem"},
+    "put_item": {"PutItem"},
+    "update_item": {"UpdateItem"},
+    "delete_item": {"DeleteItem"},
+    "query": {"Query"},
+    "batch_write_item": {"BatchWriteItem"},
+    "transact_write_items": set(),  # no IAM action of its own: see TRANSACTION_ACTIONS
+    "close": set(),
+}
+# Each operation inside TransactWriteItems is authorized as the single-item action.
+TRANSACTION_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+S3_ACTIONS: dict[str, set[str]] = {
+    "get_object": {"GetObject"},
+    "head_object": {"GetObject"},
+    "put_object": {"PutObject"},
+    "delete_object": {"DeleteObject", "GetObject"},  # If-Match with an ETag needs GetObject too
+    "delete_objects": {"DeleteObject"},
+    "list_objects_v2": {"ListBucket"},
+    "close": set(),
+}
+# What ensure_resources' calls would need (plus the table_exists waiter's DescribeTable): never the service's.
+RESOURCE_ADMIN_ACTIONS = {"get_waiter": "dynamodb:DescribeTable"}
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if hasattr(hcl2, "SerializationOptions"):  # python-hcl2 >= 8 quotes strings unless told not to
+        options = hcl2.SerializationOptions(
+            with_comments=False, explicit_blocks=False, strip_string_quotes=True, preserve_heredocs=False
+        )
+        return hcl2.loads(path.read_text(), serialization_options=options)
+    return hcl2.loads(path.read_text())
+
+
+def _module() -> dict[str, dict[str, Any]]:
+    """Every .tf file merged: {"resource": {"type.name": body}, "data": ..., "variable": {name: body}, "output": ...,
+    "locals": {name: expression}, "other": {"terraform": [...], "provider": [...]}}."""
+    merged: dict[str, dict[str, Any]] = {"resource": {}, "data": {}, "variable": {}, "output": {}, "locals": {}}
+    other: dict[str, list[Any]] = {}
+    for path in sorted(TF_DIR.glob("*.tf")):
+        for kind, blocks in _load(path).items():
+            for block in blocks:
+                if kind in ("resource", "data"):
+                    for type_, named in block.items():
+                        merged[kind].update({f"{type_}.{name}": body for name, body in named.items()})
+                elif kind in merged:
+                    merged[kind].update(block)
+                else:
+                    other.setdefault(kind, []).append(block)
+    return {**merged, "other": other}
+
+
+MODULE = _module()
+
+
+def resource(address: str) -> dict[str, Any]:
+    assert address in MODULE["resource"], f"infra/terraform has no resource {address}"
+    return MODULE["resource"][address]
+
+
+def one_block(body: dict[str, Any], name: str) -> dict[str, Any]:
+    blocks = body.get(name, [])
+    assert len(blocks) == 1, f"expected exactly one {name} block, got {blocks!r}"
+    return blocks[0]
+
+
+def variable_default(name: str) -> Any:
+    return MODULE["variable"][name].get("default")
+
+
+def policy_statements(address: str) -> list[dict[str, Any]]:
+    return MODULE["data"][address]["statement"]
+
+
+# -- the table is the one ensure_resources creates -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def created() -> dict[str, Any]:
+    """What ensure_resources asks AWS for, captured on mock clients: the table, its TTL, the bucket."""
+    ddb, s3 = MagicMock(name="dynamodb"), MagicMock(name="s3")
+    ddb.describe_time_to_live.return_value = {"TimeToLiveDescription": {"TimeToLiveStatus": "DISABLED"}}
+    with patch.object(aws_layout, "clients", return_value=(ddb, s3)):
+        aws_layout.ensure_resources(AwsStoreConfig(table_name="t", bucket="b"))
+    return {
+        "table": ddb.create_table.call_args.kwargs,
+        "ttl": ddb.update_time_to_live.call_args.kwargs["TimeToLiveSpecification"],
+        "ddb_calls": {call[0].split(".")[0] for call in ddb.method_calls},
+        "s3_calls": {call[0].split(".")[0] for call in s3.method_calls},
+    }
+
+
+def test_table_keys_and_billing_match_the_adapter(created: dict[str, Any]) -> None:
+    table = resource("aws_dynamodb_table.conversations")
+    keys = {entry["KeyType"]: entry["AttributeName"] for entry in created["table"]["KeySchema"]}
+    assert (table["hash_key"], table["range_key"]) == (keys["HASH"], keys["RANGE"]) == ("pk", "sk")
+    assert table["billing_mode"] == created["table"]["BillingMode"]
+    expected = sorted((d["AttributeName"], d["AttributeType"]) for d in created["table"]["AttributeDefinitions"])
+    assert sorted((a["name"], a["type"]) for a in table["attribute"]) == expected
+
+
+def test_indexes_match_the_adapter(created: dict[str, Any]) -> None:
+    def from_adapter(index: dict[str, Any]) -> dict[str, Any]:
+        keys = {entry["KeyType"]: entry["AttributeName"] for entry in index["KeySchema"]}
+        projection = index["Projection"]
+        return {
+            "name": index["IndexName"],
+            "hash_key": keys["HASH"],
+            "range_key": keys.get("RANGE"),
+            "projection_type": projection["ProjectionType"],
+            "non_key_attributes": projection.get("NonKeyAttributes"),
+        }
+
+    def from_terraform(index: dict[str, Any]) -> dict[str, Any]:
+        fields = ("name", "hash_key", "range_key", "projection_type", "non_key_attributes")
+        return {field: index.get(field) for field in fields}
+
+    expected = sorted((from_adapter(i) for i in created["table"]["GlobalSecondaryIndexes"]), key=lambda i: i["name"])
+    table = resource("aws_dynamodb_table.conversations")
+    actual = sorted((from_terraform(i) for i in table["global_secondary_index"]), key=lambda i: i["name"])
+    assert actual == expected
+    assert {index["name"] for index in actual} == {LIST_INDEX, SWEEP_INDEX}
+    assert "local_secondary_index" not in table
+
+
+def test_ttl_is_the_adapter_attribute(created: dict[str, Any]) -> None:
+    ttl = one_block(resource("aws_dynamodb_table.conversations"), "ttl")
+    assert ttl == {"attribute_name": TTL_ATTRIBUTE, "enabled": True}
+    assert created["ttl"] == {"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+
+
+def test_table_is_protected_and_encrypted_with_the_key() -> None:
+    table = resource("aws_dynamodb_table.conversations")
+    assert table["name"] == "${var.table_name}"
+    assert variable_default("table_name") == Settings.model_fields["conversations_table"].default
+    assert one_block(table, "point_in_time_recovery")["enabled"] is True
+    assert table["deletion_protection_enabled"] == "${var.deletion_protection}"
+    assert variable_default("deletion_protection") is True
+    assert one_block(table, "server_side_encryption") == {"enabled": True, "kms_key_arn": KEY_ARN}
+    assert resource("aws_kms_key.storage")["enable_key_rotation"] is True
+    assert resource("aws_kms_alias.storage")["target_key_id"] == "${aws_kms_key.storage.key_id}"
+
+
+# -- the bucket ----------------------------------------------------------------------------------------------------
+
+
+def test_bucket_blocks_public_access_and_enforces_ownership() -> None:
+    block = resource("aws_s3_bucket_public_access_block.conversations")
+    assert block["bucket"] == "${aws_s3_bucket.conversations.id}"
+    flags = ("block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets")
+    assert all(block[flag] is True for flag in flags)
+    ownership = one_block(resource("aws_s3_bucket_ownership_controls.conversations"), "rule")
+    assert ownership["object_ownership"] == "BucketOwnerEnforced"
+
+
+def test_bucket_defaults_to_the_kms_key() -> None:
+    rule = one_block(resource("aws_s3_bucket_server_side_encryption_configuration.conversations"), "rule")
+    default = one_block(rule, "apply_server_side_encryption_by_default")
+    assert default == {"sse_algorithm": "aws:kms", "kms_master_key_id": KEY_ARN}
+    assert rule["bucket_key_enabled"] is True
+
+
+def test_deleted_bodies_do_not_outlive_the_short_undo_window() -> None:
+    versioning = one_block(resource("aws_s3_bucket_versioning.conversations"), "versioning_configuration")
+    if versioning["status"] != "Enabled":
+        return  # without versions a delete is final at once
+    rules = resource("aws_s3_bucket_lifecycle_configuration.conversations")["rule"]
+    whole_bucket = [rule for rule in rules if rule["status"] == "Enabled" and rule.get("filter") in ([{}], None)]
+    assert len(whole_bucket) == 1, "one enabled lifecycle rule must cover the whole bucket"
+    rule = whole_bucket[0]
+    assert one_block(rule, "noncurrent_version_expiration")["noncurrent_days"] == "${var.noncurrent_version_days}"
+    assert 1 <= variable_default("noncurrent_version_days") <= 7
+    assert one_block(rule, "expiration")["expired_object_delete_marker"] is True
+    assert one_block(rule, "abort_incomplete_multipart_upload")["days_after_initiation"] <= 7
+
+
+def _put_object_args(kms_key_id: str | None) -> dict[str, Any]:
+    """The PutObject arguments of a first turn, as the adapter sends them."""
+    ddb, s3 = MagicMock(name="dynamodb"), MagicMock(name="s3")
+    config = AwsStoreConfig(table_name="t", bucket="b", kms_key_id=kms_key_id)
+    with patch("shared.storage.aws_conversations.clients", return_value=(ddb, s3)):
+        store = AwsConversationStore(config)
+    now = datetime(2025, 1, 1, tzinfo=UTC)
+    message = StoredMessage(role="user", content="hi", created_at=now)
+    store.append_turn(
+        "tenant", "conv_" + "0" * 32, expected_version=0, messages=[message], expires_at=None, render_version=1, now=now
+    )
+    return s3.put_object.call_args.kwargs
+
+
+def _denied_put(args: dict[str, Any]) -> bool:
+    """Whether a Deny statement of the bucket policy on SSE headers refuses this PutObject."""
+    headers = {
+        "s3:x-amz-server-side-encryption": args.get("ServerSideEncryption"),
+        "s3:x-amz-server-side-encryption-aws-kms-key-id": args.get("SSEKMSKeyId"),
+    }
+    for statement in policy_statements("aws_iam_policy_document.bucket"):
+        if statement.get("effect") != "Deny" or not {"s3:PutObject", "s3:*"} & set(statement["actions"]):
+            continue
+        for condition in statement.get("condition", []):
+            if condition["variable"] not in headers:
+                continue
+            assert condition["test"] == "StringNotEqualsIfExists", "an absent header must fall back to the default"
+            sent = headers[condition["variable"]]
+            if sent is not None and sent not in condition["values"]:
+                return True
+    return False
+
+
+def test_bucket_policy_accepts_the_adapter_puts_and_refuses_plain_http() -> None:
+    args = _put_object_args("arn:aws:kms:us-east-1:123456789012:key/0000")
+    assert args["ServerSideEncryption"] == "aws:kms"
+    assert not _denied_put(args)
+    # Without FLEETCHAT_CONVERSATIONS_KMS_KEY_ID the adapter asks for AES256, overriding the bucket default: refused.
+    assert _denied_put(_put_object_args(None))
+    assert resource("aws_s3_bucket_policy.conversations")["policy"] == "${data.aws_iam_policy_document.bucket.json}"
+    tls = [
+        s
+        for s in policy_statements("aws_iam_policy_document.bucket")
+        if s.get("effect") == "Deny"
+        and {"variable": "aws:SecureTransport", "test": "Bool", "values": ["false"]} in s.get("condition", [])
+    ]
+    assert len(tls) == 1 and tls[0]["actions"] == ["s3:*"]
+    assert set(tls[0]["resources"]) == {BUCKET_ARN, OBJECT_ARN}
+
+
+def test_bucket_name_validation_follows_s3_rules() -> None:
+    conditions = " ".join(v["condition"] for v in MODULE["variable"]["bucket_name"]["validation"])
+    patterns = re.findall(r'regex\(\\?"((?:[^"\\]|\\.)*)\\?", var\.bucket_name\)', conditions)
+    assert patterns, "bucket_name needs a regex validation"
+    assert "length(var.bucket_name) >= 3" in conditions and "length(var.bucket_name) <= 63" in conditions
+    for name in ("fleetchat-conversations", "acme-prod-42", "abc"):
+        assert all(re.search(p, name) for p in patterns), name
+    for name in ("Fleetchat", "a.b.c", "-abc", "abc-", "a_b", "my..bucket"):
+        assert not all(re.search(p, name) for p in patterns), name
+
+
+# -- IAM: exactly what the adapter calls ---------------------------------------------------------------------------
+
+
+def adapter_calls() -> tuple[set[str], set[str], set[str]]:
+    """(DynamoDB methods, S3 methods, TransactWriteItems operations) that AwsConversationStore uses."""
+    tree = ast.parse(ADAPTER_SOURCE.read_text())
+    methods: dict[str, set[str]] = {"_ddb": set(), "_s3": set()}
+    operations: set[str] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "self"
+            and node.value.attr in methods
+        ):
+            methods[node.value.attr].add(node.attr)
+        if isinstance(node, ast.Dict):
+            operations |= {k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in TRANSACTION_ACTIONS}
+    return methods["_ddb"], methods["_s3"], operations
+
+
+def required_actions() -> set[str]:
+    ddb_methods, s3_methods, operations = adapter_calls()
+    assert ddb_methods and s3_methods, "found no boto3 calls in the adapter: did the client attributes move?"
+    unknown = (ddb_methods - DYNAMODB_ACTIONS.keys()) | (s3_methods - S3_ACTIONS.keys())
+    assert not unknown, f"map {sorted(unknown)} to IAM actions here and grant them in infra/terraform/iam.tf"
+    actions = {f"dynamodb:{a}" for m in ddb_methods for a in DYNAMODB_ACTIONS[m]}
+    if "transact_write_items" in ddb_methods:
+        actions |= {f"dynamodb:{TRANSACTION_ACTIONS[op]}" for op in operations}
+    return actions | {f"s3:{a}" for m in s3_methods for a in S3_ACTIONS[m]}
+
+
+def granted() -> dict[str, set[str]]:
+    """Service policy: action -> the resources it is allowed on."""
+    grants: dict[str, set[str]] = {}
+    for statement in policy_statements("aws_iam_policy_document.service"):
+        assert statement.get("effect", "Allow") == "Allow"
+        assert "not_actions" not in statement and "not_resources" not in statement
+        for action in statement["actions"]:
+            grants.setdefault(action, set()).update(statement["resources"])
+    return grants
+
+
+def test_service_policy_allows_exactly_the_adapter_calls() -> None:
+    storage_actions = {action for action in granted() if not action.startswith("kms:")}
+    assert storage_actions == required_actions()
+
+
+def test_service_policy_is_scoped_to_the_table_indexes_bucket_and_key() -> None:
+    for action, resources in granted().items():
+        assert "*" not in action, action
+        service = action.split(":")[0]
+        if action == "dynamodb:Query":
+            assert resources == {TABLE_ARN, INDEX_ARN}
+        elif service == "dynamodb":
+            assert resources == {TABLE_ARN}, action
+        elif action == "s3:ListBucket":
+            assert resources == {BUCKET_ARN}
+        elif service == "s3":
+            assert resources == {OBJECT_ARN}, action
+        else:
+            assert service == "kms" and resources == {KEY_ARN}, action
+    kms = [s for s in policy_statements("aws_iam_policy_document.service") if s["resources"] == [KEY_ARN]]
+    assert len(kms) == 1
+    assert set(kms[0]["actions"]) <= {"kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:GenerateDataKey"}
+    via = one_block(kms[0], "condition")
+    assert (via["test"], via["variable"]) == ("StringEquals", "kms:ViaService")
+    assert set(via["values"]) == {"s3.${var.region}.amazonaws.com", "dynamodb.${var.region}.amazonaws.com"}
+
+
+def test_service_cannot_create_reconfigure_or_drop_resources(created: dict[str, Any]) -> None:
+    def iam_action(service: str, method: str) -> str:
+        return RESOURCE_ADMIN_ACTIONS.get(method) or f"{service}:{''.join(p.title() for p in method.split('_'))}"
+
+    local_only = {iam_action("dynamodb", m) for m in created["ddb_calls"]} | {
+        iam_action("s3", m) for m in created["s3_calls"]
+    }
+    assert {"dynamodb:CreateTable", "dynamodb:UpdateTimeToLive", "s3:CreateBucket"} <= local_only
+    actions = set(granted())
+    assert not actions & local_only
+    admin = re.compile(
+        r":(Create|Delete|Update|Put)(Table|Bucket|TimeToLive|Backup|Key|Alias)|:PutBucket|ObjectVersion|Grant"
+    )
+    assert not [action for action in actions if admin.search(action)]
+
+
+def test_service_identity_is_a_user_with_that_policy() -> None:
+    policy = resource("aws_iam_user_policy.service")
+    assert policy["user"] == "${aws_iam_user.service.name}"
+    assert policy["policy"] == "${data.aws_iam_policy_document.service.json}"
+    assert resource("aws_iam_access_key.service")["user"] == "${aws_iam_user.service.name}"
+    assert [a for a in MODULE["resource"] if a.startswith(("aws_iam_role", "aws_iam_policy_attachment"))] == []
+
+
+# -- outputs and references ----------------------------------------------------------------------------------------
+
+
+def test_outputs_feed_the_modal_secret() -> None:
+    outputs = MODULE["output"]
+    assert outputs["service_secret_access_key"]["sensitive"] is True
+    for name in ("table_name", "bucket_name", "kms_key_arn", "service_user_name", "service_access_key_id"):
+        assert name in outputs, name
+    secrets = set(re.findall(r'modal\.Secret\.from_name\("([^"]+)"\)', MODAL_APP_SOURCE.read_text()))
+    assert len(secrets) == 1
+    command = outputs["modal_secret_command"]["value"]
+    assert f"modal secret create {secrets.pop()} " in command
+    prefix = Settings.model_config["env_prefix"]
+    for field in ("aws_region", "conversations_table", "conversations_bucket", "conversations_kms_key_id"):
+        assert field in Settings.model_fields
+        assert f"{prefix}{field.upper()}=" in command, field
+    assert "AWS_ACCESS_KEY_ID=" in command and "AWS_SECRET_ACCESS_KEY=" in command
+    assert "FLEETCHAT_CONVERSATIONS_KMS_KEY_ID=${aws_kms_key.storage.arn}" in command
+
+
+def test_every_reference_is_declared() -> None:
+    text = json.dumps(MODULE)
+    used_variables = set(re.findall(r"\bvar\.([A-Za-z_][\w-]*)", text))
+    assert used_variables == set(MODULE["variable"]), "undeclared or unused variables"
+    assert set(re.findall(r"\blocal\.([A-Za-z_][\w-]*)", text)) <= set(MODULE["locals"])
+    data = set(re.findall(r"\bdata\.(aws_\w+\.\w+)", text))
+    assert data <= set(MODULE["data"]), data - set(MODULE["data"])
+    resources = {ref for ref in re.findall(r"(?<![\w.])(aws_\w+\.\w+)", text) if ref not in MODULE["data"]}
+    assert resources <= set(MODULE["resource"]), resources - set(MODULE["resource"])
+
+
+# -- the real terraform, where one is installed --------------------------------------------------------------------
+
+PROVIDER_MIRROR = Path(os.environ.get("FLEETCHAT_TF_PROVIDER_MIRROR", "/opt/tf-plugins"))
+OFFLINE_PROVIDER = """
+provider "aws" {
+  access_key                  = "AKIAOFFLINEPLAN00000"
+  secret_key                  = "offline"
+  skip_credentials_validation = true
+  skip_requesting_account_id  = true
+  skip_metadata_api_check     = true
+}
+"""
+
+
+def _terraform(cwd: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "TF_CLI_CONFIG_FILE": str(config)}
+    return subprocess.run(
+        ["terraform", *args, "-no-color"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="no terraform binary")
+def test_terraform_fmt_is_clean(tmp_path: Path) -> None:
+    (tmp_path / "cli.tfrc").write_text("")
+    result = _terraform(TF_DIR, tmp_path / "cli.tfrc", "fmt", "-check", "-diff", "-recursive")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("terraform") is None or not (PROVIDER_MIRROR / "registry.terraform.io/hashicorp/aws").is_dir(),
+    reason="no terraform binary or no local aws provider mirror (offline: nothing to download it from)",
+)
+def test_terraform_plans_offline(tmp_path: Path) -> None:
+    for path in TF_DIR.glob("*.tf"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "cli.tfrc").write_text(
+        f'provider_installation {{\n  filesystem_mirror {{\n    path = "{PROVIDER_MIRROR}"\n  }}\n}}\n'
+    )
+    (tmp_path / "offline_override.tf").write_text(OFFLINE_PROVIDER)  # no credentials, no AWS call: a plan of creates
+    config = tmp_path / "cli.tfrc"
+    init = _terraform(tmp_path, config, "init", "-backend=false", "-input=false")
+    assert init.returncode == 0, init.stdout + init.stderr
+    # plan validates the configuration and evaluates every expression and variable validation with real values
+    plan = _terraform(tmp_path, config, "plan", "-input=false", "-var", "bucket_name=acme-fleetchat-conversations")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "Warning" not in plan.stdout + plan.stderr
+    assert re.search(r"Plan: \d+ to add, 0 to change, 0 to destroy", plan.stdout)
