@@ -6,7 +6,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -57,16 +57,13 @@ from shared.storage.conversations import (
     VersionConflictError,
     check_conversation_id,
 )
+from shared.storage.timestamps import utc_now
 
 __all__ = ["AwsConversationStore", "AwsStoreConfig", "ensure_resources"]
 
 logger = logging.getLogger(__name__)
 
 TAKEN_KEY_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})  # S3: someone wrote that key
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class AwsConversationStore:
@@ -99,7 +96,7 @@ class AwsConversationStore:
         check_conversation_id(conversation_id)
         if expected_version < 0:
             raise InvalidRequestError("expected_version must not be negative.", param="expected_version")
-        now = now or _now()
+        now = now or utc_now()
         current = None
         if expected_version > 0:
             current = self._load(tenant_id, conversation_id, now)
@@ -138,12 +135,12 @@ class AwsConversationStore:
     def rename(
         self, tenant_id: str, conversation_id: str, title: str, *, now: datetime | None = None
     ) -> ConversationMeta | None:
-        now = now or _now()
+        now = now or utc_now()
         updated = self._update_if(tenant_id, conversation_id, {"title": title}, LIVE, {"now": iso(now)})
         return None if updated is None else meta_from_item(updated)
 
     def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:
-        now = now or _now()
+        now = now or utc_now()
         while True:  # the sweep time depends on the expiry read: redo if the record changed in between
             item = self._get_item(tenant_id, conversation_id)
             if item is None or not (meta := meta_from_item(item)).visible_at(now):
@@ -201,7 +198,7 @@ class AwsConversationStore:
     # -- reads ----------------------------------------------------------------------------------------------------
 
     def get(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> Conversation | None:
-        return self._load(tenant_id, conversation_id, now or _now())
+        return self._load(tenant_id, conversation_id, now or utc_now())
 
     def list(
         self, tenant_id: str, *, limit: int = 20, cursor: str | None = None, now: datetime | None = None
@@ -214,7 +211,7 @@ class AwsConversationStore:
             "KeyConditionExpression": "#pk = :pk",
             "FilterExpression": "attribute_not_exists(#expires_iso) OR #expires_iso > :now",  # expiry is read-time
             "ExpressionAttributeNames": {"#pk": "pk", "#expires_iso": "expires_iso"},
-            "ExpressionAttributeValues": {":pk": tenant_pk(tenant_id), ":now": iso(now or _now())},
+            "ExpressionAttributeValues": {":pk": tenant_pk(tenant_id), ":now": iso(now or utc_now())},
             "ScanIndexForward": False,
         }
         if cursor is not None:
@@ -241,7 +238,7 @@ class AwsConversationStore:
                 yield candidate_from_item(item)
 
     def export_tenant(self, tenant_id: str, *, now: datetime | None = None) -> Iterator[Conversation]:
-        now = now or _now()
+        now = now or utc_now()
         cursor = None
         while True:
             page = self.list(tenant_id, limit=100, cursor=cursor, now=now)
@@ -438,7 +435,7 @@ class AwsConversationStore:
     def _age_s(head: dict[str, Any]) -> float:
         """Age of an object by the server's clock (its Date header), so client clock skew cannot matter."""
         date = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-        server_now = parsedate_to_datetime(date) if date else _now()
+        server_now = parsedate_to_datetime(date) if date else utc_now()
         return (server_now - head["LastModified"]).total_seconds()
 
     def _discard(self, key: str, etag: str | None = None) -> None:

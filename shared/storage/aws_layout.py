@@ -9,7 +9,7 @@ import hashlib
 import re
 import threading
 import zlib
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -25,6 +25,8 @@ from shared.storage.conversations import (
     SweepCandidate,
     sweep_time,
 )
+from shared.storage.timestamps import optional_from_iso as parse_iso
+from shared.storage.timestamps import to_iso as iso
 
 # One DynamoDB table, string keys `pk`/`sk`, tenant-partitioned:
 #   record  pk=TENANT#{tenant}  sk=CONV#{conv}                    metadata + pointer `body_key`, never content
@@ -40,7 +42,6 @@ SWEEP_SHARDS = 8  # spreads the sweep index over partitions; the sweep queries e
 TTL_ATTRIBUTE = "expires_at"
 TTL_GRACE = timedelta(days=7)  # DynamoDB's best-effort TTL must never beat the sweep, which deletes bodies and audits
 AUDIT_PK = "AUDIT"
-ISO_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, so the strings sort like the times
 CURSOR_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#(conv_[0-9a-f]{32})$")
 # Condition: the record exists and is visible at :now.
 LIVE = (
@@ -132,16 +133,6 @@ def ensure_resources(config: AwsStoreConfig) -> None:
 
 def key_schema(hash_key: str, range_key: str) -> list[dict[str, str]]:
     return [{"AttributeName": hash_key, "KeyType": "HASH"}, {"AttributeName": range_key, "KeyType": "RANGE"}]
-
-
-def iso(value: datetime) -> str:
-    if value.tzinfo is None:
-        raise ValueError("naive datetime: the store takes timezone-aware UTC times")
-    return value.astimezone(UTC).strftime(ISO_FORMAT)
-
-
-def parse_iso(value: str | None) -> datetime | None:
-    return None if value is None else datetime.strptime(value, ISO_FORMAT).replace(tzinfo=UTC)
 
 
 def tenant_pk(tenant_id: str) -> str:
