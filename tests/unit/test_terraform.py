@@ -234,40 +234,47 @@ def _put_object_args(kms_key_id: str | None) -> dict[str, Any]:
     return s3.put_object.call_args.kwargs
 
 
-def _denied_put(args: dict[str, Any]) -> bool:
-    """Whether a Deny statement of the bucket policy on SSE headers refuses this PutObject."""
-    headers = {
-        "s3:x-amz-server-side-encryption": args.get("ServerSideEncryption"),
-        "s3:x-amz-server-side-encryption-aws-kms-key-id": args.get("SSEKMSKeyId"),
-    }
+def _condition_holds(condition: dict[str, Any], context: dict[str, str]) -> bool:
+    """One condition block, by IAM's rules: an absent key fails a match but passes a negated match or an IfExists."""
+    test, values, value = condition["test"], condition["values"], context.get(condition["variable"])
+    if test == "Null":
+        return (value is None) == (values == ["true"])
+    operator = test.removesuffix("IfExists")
+    if value is None:
+        return test.endswith("IfExists") or "Not" in operator
+    if operator == "NumericLessThan":
+        return any(float(value) < float(v) for v in values)
+    matched = value in values
+    return {"StringEquals": matched, "Bool": matched, "StringNotEquals": not matched}[operator]
+
+
+def _bucket_policy_denies(action: str, headers: dict[str, Any], *, tls: bool = True) -> bool:
+    """Whether a Deny statement of the bucket policy refuses this request to an object."""
+    context = {"aws:SecureTransport": "true", "s3:TlsVersion": "1.3"} if tls else {"aws:SecureTransport": "false"}
+    if headers.get("ServerSideEncryption"):
+        context["s3:x-amz-server-side-encryption"] = headers["ServerSideEncryption"]
+    if headers.get("SSEKMSKeyId"):
+        context["s3:x-amz-server-side-encryption-aws-kms-key-id"] = headers["SSEKMSKeyId"]
     for statement in policy_statements("aws_iam_policy_document.bucket"):
-        if statement.get("effect") != "Deny" or not {"s3:PutObject", "s3:*"} & set(statement["actions"]):
-            continue
-        for condition in statement.get("condition", []):
-            if condition["variable"] not in headers:
-                continue
-            assert condition["test"] == "StringNotEqualsIfExists", "an absent header must fall back to the default"
-            sent = headers[condition["variable"]]
-            if sent is not None and sent not in condition["values"]:
-                return True
+        assert statement.get("effect") == "Deny", "the bucket policy only denies; IAM grants"
+        applies = {action, "s3:*"} & set(statement["actions"]) and OBJECT_ARN in statement["resources"]
+        if applies and all(_condition_holds(condition, context) for condition in statement.get("condition", [])):
+            return True
     return False
 
 
 def test_bucket_policy_accepts_the_adapter_puts_and_refuses_plain_http() -> None:
+    assert resource("aws_s3_bucket_policy.conversations")["policy"] == "${data.aws_iam_policy_document.bucket.json}"
     args = _put_object_args("arn:aws:kms:us-east-1:123456789012:key/0000")
     assert args["ServerSideEncryption"] == "aws:kms"
-    assert not _denied_put(args)
+    assert not _bucket_policy_denies("s3:PutObject", args)
+    assert not _bucket_policy_denies("s3:PutObject", {})  # no header: the bucket default (the key) applies
     # Without FLEETCHAT_CONVERSATIONS_KMS_KEY_ID the adapter asks for AES256, overriding the bucket default: refused.
-    assert _denied_put(_put_object_args(None))
-    assert resource("aws_s3_bucket_policy.conversations")["policy"] == "${data.aws_iam_policy_document.bucket.json}"
-    tls = [
-        s
-        for s in policy_statements("aws_iam_policy_document.bucket")
-        if s.get("effect") == "Deny"
-        and {"variable": "aws:SecureTransport", "test": "Bool", "values": ["false"]} in s.get("condition", [])
-    ]
-    assert len(tls) == 1 and tls[0]["actions"] == ["s3:*"]
-    assert set(tls[0]["resources"]) == {BUCKET_ARN, OBJECT_ARN}
+    assert _put_object_args(None)["ServerSideEncryption"] == "AES256"
+    assert _bucket_policy_denies("s3:PutObject", _put_object_args(None))
+    assert not _bucket_policy_denies("s3:GetObject", {})
+    assert _bucket_policy_denies("s3:GetObject", {}, tls=False)
+    assert _bucket_policy_denies("s3:PutObject", args, tls=False)
 
 
 def test_bucket_name_validation_follows_s3_rules() -> None:
@@ -384,16 +391,24 @@ def test_outputs_feed_the_modal_secret() -> None:
     assert outputs["service_secret_access_key"]["sensitive"] is True
     for name in ("table_name", "bucket_name", "kms_key_arn", "service_user_name", "service_access_key_id"):
         assert name in outputs, name
-    secrets = set(re.findall(r'modal\.Secret\.from_name\("([^"]+)"\)', MODAL_APP_SOURCE.read_text()))
-    assert len(secrets) == 1
     command = outputs["modal_secret_command"]["value"]
-    assert f"modal secret create {secrets.pop()} " in command
+    created_secret = re.search(r"modal secret create (\S+) ", command)
+    read_by_the_app = re.findall(r'modal\.Secret\.from_name\("([^"]+)"\)', MODAL_APP_SOURCE.read_text())
+    assert created_secret and created_secret.group(1) in read_by_the_app
     prefix = Settings.model_config["env_prefix"]
     for field in ("aws_region", "conversations_table", "conversations_bucket", "conversations_kms_key_id"):
         assert field in Settings.model_fields
         assert f"{prefix}{field.upper()}=" in command, field
     assert "AWS_ACCESS_KEY_ID=" in command and "AWS_SECRET_ACCESS_KEY=" in command
     assert "FLEETCHAT_CONVERSATIONS_KMS_KEY_ID=${aws_kms_key.storage.arn}" in command
+
+
+def test_terraform_and_provider_versions_are_pinned() -> None:
+    (settings,) = MODULE["other"]["terraform"]
+    assert settings["required_version"] == ">= 1.6"
+    assert settings["required_providers"] == [{"aws": {"source": "hashicorp/aws", "version": "~> 5.0"}}]
+    (provider,) = MODULE["other"]["provider"]
+    assert provider["aws"]["region"] == "${var.region}"
 
 
 def test_every_reference_is_declared() -> None:

@@ -1,0 +1,102 @@
+variable "region" {
+  description = "AWS region of the table, bucket and key; the Modal secret's FLEETCHAT_AWS_REGION."
+  type        = string
+  default     = "us-east-1"
+
+  validation {
+    condition     = can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]$", var.region))
+    error_message = "region must be an AWS region name such as us-east-1."
+  }
+}
+
+variable "name_prefix" {
+  description = "Prefix of the names this module makes up (IAM user, KMS alias) and the Project tag."
+  type        = string
+  default     = "fleetchat"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,30}$", var.name_prefix))
+    error_message = "name_prefix must be 2-31 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "environment" {
+  description = "Deployment name (prod, staging, ...): part of the made-up names and the Environment tag."
+  type        = string
+  default     = "prod"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{0,15}$", var.environment))
+    error_message = "environment must be 1-16 lowercase letters, digits or hyphens, starting with a letter."
+  }
+}
+
+variable "table_name" {
+  description = "DynamoDB table of conversation records, turns and audits (FLEETCHAT_CONVERSATIONS_TABLE)."
+  type        = string
+  # The settings default, so a deployment that keeps it needs no override.
+  default = "fleetchat-conversations"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_.-]{3,255}$", var.table_name))
+    error_message = "table_name must be 3-255 letters, digits, '_', '.' or '-'."
+  }
+}
+
+variable "bucket_name" {
+  description = "S3 bucket of conversation bodies (FLEETCHAT_CONVERSATIONS_BUCKET); bucket names are global."
+  type        = string
+
+  validation {
+    condition     = length(var.bucket_name) >= 3 && length(var.bucket_name) <= 63
+    error_message = "bucket_name must be 3-63 characters long."
+  }
+  validation {
+    # Dots are legal S3 names but break TLS for virtual-hosted requests (the wildcard certificate covers one
+    # label), and the bucket policy refuses plain HTTP.
+    condition     = can(regex("^[a-z0-9][a-z0-9-]*[a-z0-9]$", var.bucket_name))
+    error_message = "bucket_name must be lowercase letters, digits and hyphens, starting and ending with a letter or digit (no dots, no uppercase)."
+  }
+  validation {
+    condition = !anytrue([
+      for prefix in ["xn--", "sthree-", "amzn-s3-demo-"] : startswith(var.bucket_name, prefix)
+    ])
+    error_message = "bucket_name must not start with the reserved prefixes xn--, sthree- or amzn-s3-demo-."
+  }
+  validation {
+    condition = !anytrue([
+      for suffix in ["-s3alias", "--ol-s3", "--x-s3", "--table-s3"] : endswith(var.bucket_name, suffix)
+    ])
+    error_message = "bucket_name must not end with the reserved suffixes -s3alias, --ol-s3, --x-s3 or --table-s3."
+  }
+}
+
+variable "deletion_protection" {
+  description = "Refuse to delete the table, and a bucket that still holds objects, on destroy."
+  type        = bool
+  default     = true
+}
+
+variable "noncurrent_version_days" {
+  description = "Days a deleted or superseded conversation body stays recoverable before S3 expires it for good."
+  type        = number
+  default     = 1
+
+  validation {
+    # Every erase and every retention deletion lingers this long: keep it short (see README, Versioning).
+    condition     = var.noncurrent_version_days >= 1 && var.noncurrent_version_days <= 7 && floor(var.noncurrent_version_days) == var.noncurrent_version_days
+    error_message = "noncurrent_version_days must be a whole number of days from 1 to 7."
+  }
+}
+
+variable "create_access_key" {
+  description = "Create the service user's access key here (its secret lands in state); false: create it yourself."
+  type        = bool
+  default     = true
+}
+
+variable "tags" {
+  description = "Extra tags on every resource."
+  type        = map(string)
+  default     = {}
+}
