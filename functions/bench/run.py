@@ -335,8 +335,11 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                     phases.client, cfg.model, cfg.conversation_max_tokens, progress, cfg.conversation_turns
                 )
             appends = min(cfg.store_appends, 60) if cfg.quick else cfg.store_appends
-            result.store_appends, notes = await asyncio.to_thread(store_append_phase, appends, progress)
-            result.notes += notes
+            try:
+                result.store_appends, notes = await asyncio.to_thread(store_append_phase, appends, progress)
+                result.notes += notes
+            except Exception as exc:  # a store phase failure must not throw away the phases already measured
+                result.notes.append(f"store append phase failed: {type(exc).__name__}: {exc}")
         finally:
             await phases.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import socket
 import tempfile
 import time
@@ -52,10 +54,15 @@ def measure_appends(name: str, store: ConversationStore, appends: int, progress:
     )
 
 
+# moto accepts any credentials, but boto3 refuses to sign without some.
+MOTO_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
+
+
 @contextmanager
 def _moto_store() -> Iterator[ConversationStore]:
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log would flood the progress display
     from shared.storage.aws_conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
 
     with socket.socket() as sock:
@@ -63,6 +70,8 @@ def _moto_store() -> Iterator[ConversationStore]:
         port = int(sock.getsockname()[1])
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    saved = {name: os.environ.get(name) for name in MOTO_CREDENTIALS}
+    os.environ.update(MOTO_CREDENTIALS)
     try:
         endpoint = f"http://127.0.0.1:{port}"
         config = AwsStoreConfig(table_name="fleetchat-bench", bucket="fleetchat-bench", endpoint_url=endpoint)
@@ -74,6 +83,11 @@ def _moto_store() -> Iterator[ConversationStore]:
             store.close()
     finally:
         server.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def store_append_phase(appends: int, progress: Progress) -> tuple[list[StoreAppendStats], list[str]]:
