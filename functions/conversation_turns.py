@@ -127,15 +127,16 @@ class ConversationTurns:
         try:
             stored = await to_thread.run_sync(lambda: self.store.get(tenant.id, conversation_id))
         except StoreUnavailableError:
-            log.warning("conversation store unavailable; answering %s single-turn", conversation_id)
-            new = _new_turn_only([], sent)
+            log.warning("conversation store unavailable; answering %s without its stored history", conversation_id)
+            # Nothing will be saved, so the client's own messages are all there is (a client that resends its
+            # history keeps its context).
             return Turn(
                 tenant=tenant,
                 conversation_id=conversation_id,
                 expected_version=-1,  # unknown: this turn is not saved
                 render_version=CURRENT_RENDER_VERSION,
-                new_messages=new,
-                rendered=render(CURRENT_RENDER_VERSION, [], new),
+                new_messages=sent,
+                rendered=render(CURRENT_RENDER_VERSION, [], sent),
                 history=History.UNAVAILABLE,
             )
         if stored is None:
