@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import functools
 import hashlib
 import re
@@ -23,6 +21,8 @@ from shared.storage.conversations import (
     ConversationMeta,
     StoredMessage,
     SweepCandidate,
+    decode_list_cursor,
+    encode_list_cursor,
     sweep_time,
 )
 from shared.storage.timestamps import optional_from_iso as parse_iso
@@ -42,7 +42,6 @@ SWEEP_SHARDS = 8  # spreads the sweep index over partitions; the sweep queries e
 TTL_ATTRIBUTE = "expires_at"
 TTL_GRACE = timedelta(days=7)  # DynamoDB's best-effort TTL must never beat the sweep, which deletes bodies and audits
 AUDIT_PK = "AUDIT"
-CURSOR_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#(conv_[0-9a-f]{32})$")
 # Condition: the record exists and is visible at :now.
 LIVE = (
     "attribute_exists(#pk) AND attribute_not_exists(#deleted_iso)"
@@ -256,16 +255,11 @@ def unchanged(item: dict[str, Any], *names: str) -> tuple[str, dict[str, Any]]:
 
 
 def encode_cursor(item: dict[str, Any]) -> str:
-    """An opaque cursor after `item` (a `by_updated` index item)."""
-    return base64.urlsafe_b64encode(item["updated_key"].encode()).decode().rstrip("=")
+    """An opaque cursor after `item` (a `by_updated` index item, whose `updated_key` is the listing position)."""
+    return encode_list_cursor(item["updated_key"])
 
 
 def cursor_start_key(tenant_id: str, cursor: str) -> dict[str, str]:
     """The index position a cursor of this tenant's listing stands for; anything but such a cursor is a 400."""
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        text = ""
-    if not (match := CURSOR_RE.fullmatch(text)):
-        raise InvalidRequestError("Invalid pagination cursor.", param="after")
-    return {**record_key(tenant_id, match.group(1)), "updated_key": text}
+    position, conversation_id = decode_list_cursor(cursor)
+    return {**record_key(tenant_id, conversation_id), "updated_key": position}

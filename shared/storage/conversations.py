@@ -11,6 +11,8 @@ Retention: each record carries `expires_at` (inactivity deadline, None = kept un
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import uuid
 from collections.abc import Iterator
@@ -24,6 +26,8 @@ from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailabl
 
 PURGE_AFTER = timedelta(days=30)
 CONVERSATION_ID_RE = re.compile(r"^conv_[0-9a-f]{32}$")
+# A listing position: the last item's fixed-width updated_at and id (the order both adapters list in).
+LIST_POSITION_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#(conv_[0-9a-f]{32})$")
 MAX_TITLE_CHARS = 200
 
 StoredRole = Literal["system", "developer", "user", "assistant"]
@@ -39,6 +43,22 @@ def check_conversation_id(value: str, param: str = "conversation_id") -> str:
         message = f"'{value[:80]}' is not a valid conversation id (conv_ + 32 hex digits)."
         raise InvalidRequestError(message, param=param)
     return value
+
+
+def encode_list_cursor(position: str) -> str:
+    """An opaque `after` cursor for a listing position `{updated_at}#{conversation_id}`."""
+    return base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
+
+
+def decode_list_cursor(cursor: str) -> tuple[str, str]:
+    """(position, conversation id) of a cursor this API returned; anything else is a 400."""
+    try:
+        position = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        position = ""
+    if not (match := LIST_POSITION_RE.fullmatch(position)):
+        raise InvalidRequestError("Invalid pagination cursor.", param="after")
+    return position, match.group(1)
 
 
 class StoredMessage(BaseModel):

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 
 from shared.storage.base import ApiKeyRecord, Tenant
 from shared.storage.sqlite_db import SQLiteDatabase
+from shared.storage.timestamps import utc_now
 from shared.tiers import Tier
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class SQLiteStore:
@@ -25,7 +21,7 @@ class SQLiteStore:
         return self._database.schema_version
 
     def create_tenant(self, name: str, tier: Tier) -> Tenant:
-        tenant = Tenant(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=_now())
+        tenant = Tenant(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now())
         with self._database.write() as db:
             db.execute(
                 "INSERT INTO tenants (id, name, tier, created_at) VALUES (?, ?, ?, ?)",
@@ -48,7 +44,7 @@ class SQLiteStore:
 
     def add_api_key(self, tenant_id: str, key_hash: str, label: str) -> ApiKeyRecord:
         record = ApiKeyRecord(
-            id=f"key_{uuid.uuid4().hex}", tenant_id=tenant_id, key_hash=key_hash, label=label, created_at=_now()
+            id=f"key_{uuid.uuid4().hex}", tenant_id=tenant_id, key_hash=key_hash, label=label, created_at=utc_now()
         )
         with self._database.write() as db:
             db.execute(

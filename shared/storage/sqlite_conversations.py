@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from shared.errors import InvalidRequestError
 from shared.storage.conversations import (
     AuditRecord,
     Conversation,
@@ -20,6 +16,8 @@ from shared.storage.conversations import (
     StoredMessage,
     SweepCandidate,
     VersionConflictError,
+    decode_list_cursor,
+    encode_list_cursor,
     sweep_time,
 )
 from shared.storage.sqlite_db import SQLiteDatabase
@@ -34,19 +32,6 @@ def _meta(row: sqlite3.Row) -> ConversationMeta:
     for name in ("created_at", "updated_at", "expires_at", "deleted_at"):
         fields[name] = optional_from_iso(fields[name])
     return ConversationMeta(**fields)
-
-
-def encode_cursor(updated_at: str, conversation_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([updated_at, conversation_id]).encode()).decode()
-
-
-def decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        updated_at, conversation_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        from_iso(updated_at)
-        return str(updated_at), str(conversation_id)
-    except (ValueError, TypeError, binascii.Error) as exc:
-        raise InvalidRequestError("The 'after' cursor is not one this API returned.", param="after") from exc
 
 
 class SQLiteConversationStore:
@@ -105,18 +90,16 @@ class SQLiteConversationStore:
 
     def get(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> Conversation | None:
         with self._database.read() as db:
-            return self._load(db, tenant_id, conversation_id, now or utc_now())
-
-    def _load(self, db: sqlite3.Connection, tenant_id: str, conversation_id: str, now: datetime) -> Conversation | None:
-        row = db.execute(
-            f"SELECT * FROM conversations WHERE id = :id AND tenant_id = :tenant AND {_LIVE}",
-            {"id": conversation_id, "tenant": tenant_id, "now": to_iso(now)},
-        ).fetchone()
-        if row is None:
-            return None
-        rows = db.execute(
-            "SELECT role, content, created_at FROM messages WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
-        ).fetchall()
+            row = db.execute(
+                f"SELECT * FROM conversations WHERE id = :id AND tenant_id = :tenant AND {_LIVE}",
+                {"id": conversation_id, "tenant": tenant_id, "now": to_iso(now or utc_now())},
+            ).fetchone()
+            if row is None:
+                return None
+            rows = db.execute(
+                "SELECT role, content, created_at FROM messages WHERE conversation_id = ? ORDER BY seq",
+                (conversation_id,),
+            ).fetchall()
         messages = [
             StoredMessage(role=r["role"], content=r["content"], created_at=from_iso(r["created_at"])) for r in rows
         ]
@@ -128,7 +111,8 @@ class SQLiteConversationStore:
         params: dict[str, object] = {"tenant": tenant_id, "now": to_iso(now or utc_now()), "limit": limit + 1}
         after = ""
         if cursor is not None:
-            params["after_updated"], params["after_id"] = decode_cursor(cursor)
+            position, params["after_id"] = decode_list_cursor(cursor)
+            params["after_updated"] = position.split("#", 1)[0]
             after = "AND (updated_at, id) < (:after_updated, :after_id)"
         with self._database.read() as db:
             rows = db.execute(
@@ -138,7 +122,7 @@ class SQLiteConversationStore:
             ).fetchall()
         page = rows[:limit]
         more = len(rows) > limit
-        next_cursor = encode_cursor(page[-1]["updated_at"], page[-1]["id"]) if more and page else None
+        next_cursor = encode_list_cursor(f"{page[-1]['updated_at']}#{page[-1]['id']}") if more and page else None
         return ConversationPage(items=[_meta(r) for r in page], next_cursor=next_cursor)
 
     def rename(
