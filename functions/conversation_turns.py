@@ -20,6 +20,7 @@ from shared.rendering import CURRENT_RENDER_VERSION, render
 from shared.schemas import ChatCompletionRequest, ChatMessage
 from shared.storage.base import Tenant
 from shared.storage.conversations import (
+    Conversation,
     ConversationMeta,
     ConversationNotFoundError,
     ConversationStore,
@@ -57,6 +58,7 @@ class Turn:
     rendered: list[dict[str, str]]
     history: History
     title: str | None = None
+    loaded: Conversation | None = None  # the stored conversation this turn continues, as read in `begin`
 
     def apply(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
         """The request as the worker must see it: the rendered conversation instead of the client's messages."""
@@ -160,6 +162,7 @@ class ConversationTurns:
             new_messages=new,
             rendered=render(stored.render_version, history, new),
             history=status,
+            loaded=stored,
         )
 
     @staticmethod
@@ -185,7 +188,7 @@ class ConversationTurns:
         return True, meta.version
 
     def _append(self, turn: Turn, messages: list[StoredMessage]) -> ConversationMeta:
-        version = turn.expected_version
+        version, loaded = turn.expected_version, turn.loaded
         for attempt in range(APPEND_ATTEMPTS):
             now = utc_now()
             try:
@@ -198,11 +201,12 @@ class ConversationTurns:
                     render_version=turn.render_version,
                     title=turn.title,
                     now=now,
+                    loaded=loaded,
                 )
             except VersionConflictError:
                 # Another writer appended first (a second tab): keep both turns, ours after theirs.
-                current = self.store.get(turn.tenant.id, turn.conversation_id)
-                if current is None or attempt == APPEND_ATTEMPTS - 1 or version == 0:
+                loaded = self.store.get(turn.tenant.id, turn.conversation_id)
+                if loaded is None or attempt == APPEND_ATTEMPTS - 1 or version == 0:
                     raise
-                version = current.version
+                version = loaded.version
         raise AssertionError("unreachable")

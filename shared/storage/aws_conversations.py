@@ -92,6 +92,7 @@ class AwsConversationStore:
         render_version: int,
         title: str | None = None,
         now: datetime | None = None,
+        loaded: Conversation | None = None,
     ) -> ConversationMeta:
         check_conversation_id(conversation_id)
         if expected_version < 0:
@@ -99,7 +100,9 @@ class AwsConversationStore:
         now = now or utc_now()
         current = None
         if expected_version > 0:
-            current = self._load(tenant_id, conversation_id, now)
+            matches = loaded is not None and (loaded.id, loaded.tenant_id) == (conversation_id, tenant_id)
+            # The caller's read saves a GetItem + GetObject; a stale one cannot win: the commit checks the version.
+            current = loaded if matches else self._load(tenant_id, conversation_id, now)
             if current is None:
                 raise ConversationNotFoundError(conversation_id)
             if current.version != expected_version:

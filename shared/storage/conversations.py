@@ -179,10 +179,13 @@ class ConversationStore(Protocol):
         render_version: int,
         title: str | None = None,
         now: datetime | None = None,
+        loaded: Conversation | None = None,
     ) -> ConversationMeta:
         """Append `messages` durably and return the new record (version = expected_version + 1).
 
         expected_version=0 creates the conversation (`title` and `render_version` are used only then).
+        `loaded`: the conversation as the caller just read it at `expected_version`; an adapter that needs the
+        stored messages may use it instead of reading them again (the write stays conditional on the version).
         Raises VersionConflictError when the stored version is not `expected_version` (or the id exists on create),
         ConversationNotFoundError when it does not exist, is deleted or has expired (expected_version > 0).
         """

@@ -50,6 +50,7 @@ class SQLiteConversationStore:
         render_version: int,
         title: str | None = None,
         now: datetime | None = None,
+        loaded: Conversation | None = None,  # unused: appending rows needs no earlier messages
     ) -> ConversationMeta:
         now = now or utc_now()
         stamp, expires = to_iso(now), optional_iso(expires_at)
