@@ -89,12 +89,13 @@ def retention(
 ) -> None:
     """Set a tenant's retention (enterprise contracts) and legal hold. Takes effect at the next sweep and write."""
     from shared.settings import Settings
+    from shared.storage.base import TenantChanges
     from shared.storage.factory import open_tenant_store
 
     settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
     store = open_tenant_store(settings)
     try:
-        tenant = store.set_retention(tenant_id, retention_days=days, legal_hold=legal_hold)
+        tenant = store.update_tenant(tenant_id, TenantChanges(retention_days=days, legal_hold=legal_hold))
     finally:
         store.close()
     if tenant is None:

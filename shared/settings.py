@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     conversations_table: str = "fleetchat-conversations"
     conversations_bucket: str = "fleetchat-conversations"
     conversations_kms_key_id: str | None = None
+    # Accounts, admission counters, the token ledger and the meter exporter's state: the same SQLite file locally,
+    # one DynamoDB table deployed (atomic conditional updates make the limits hold across gateway replicas).
+    accounts_store: Literal["sqlite", "aws"] = "sqlite"
+    accounts_table: str = "fleetchat-accounts"
 
     @model_validator(mode="after")
     def _deployed_needs_workers(self) -> Settings:

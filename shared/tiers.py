@@ -1,10 +1,10 @@
-"""The tier table: which model pools each tier may use, which it gets by default, and how long chats are kept."""
+"""The tier table: which model pools each tier may use, its rate limits and message cap, and how long chats are kept."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from shared.pools import POOLS
 
@@ -15,8 +15,36 @@ class Tier(StrEnum):
     ENTERPRISE = "enterprise"
 
 
+class TierLimits(BaseModel):
+    """Admission limits. RPM/TPM hold per API key and per tenant (a tenant's keys share the tenant's budget)."""
+
+    key_rpm: int = Field(ge=1)
+    key_tpm: int = Field(ge=1)
+    tenant_rpm: int = Field(ge=1)
+    tenant_tpm: int = Field(ge=1)
+    # At most `message_cap` chat requests per tenant in any rolling `message_window_s` (None: no cap).
+    message_cap: int | None = Field(default=None, ge=1)
+    message_window_s: int = Field(default=3 * 3600, ge=60)
+    # Completion budget: a request without max_tokens gets this; a larger one is capped to it.
+    max_output_tokens: int = Field(ge=1)
+    # The cap while the fleet is overloaded (brownout).
+    brownout_max_output_tokens: int = Field(ge=1)
+
+
+class LimitOverrides(BaseModel):
+    """Per-tenant exceptions to the tier's limits (enterprise contracts); unset fields keep the tier's value."""
+
+    key_rpm: int | None = Field(default=None, ge=1)
+    key_tpm: int | None = Field(default=None, ge=1)
+    tenant_rpm: int | None = Field(default=None, ge=1)
+    tenant_tpm: int | None = Field(default=None, ge=1)
+    message_cap: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+
+
 class TierPolicy(BaseModel):
     tier: Tier
+    limits: TierLimits
     pools: tuple[str, ...]
     default_pool: str
     # Conversations expire after this many days without a new turn; None: kept until deleted (enterprise sets
@@ -25,10 +53,49 @@ class TierPolicy(BaseModel):
 
 
 TIER_TABLE: dict[Tier, TierPolicy] = {
-    Tier.FREE: TierPolicy(tier=Tier.FREE, pools=("mini",), default_pool="mini", retention_days=30),
-    Tier.PLUS: TierPolicy(tier=Tier.PLUS, pools=("flagship", "mini"), default_pool="flagship", retention_days=90),
+    Tier.FREE: TierPolicy(
+        tier=Tier.FREE,
+        limits=TierLimits(
+            key_rpm=20,
+            key_tpm=40_000,
+            tenant_rpm=20,
+            tenant_tpm=40_000,
+            message_cap=40,
+            message_window_s=3 * 3600,
+            max_output_tokens=1024,
+            brownout_max_output_tokens=256,
+        ),
+        pools=("mini",),
+        default_pool="mini",
+        retention_days=30,
+    ),
+    Tier.PLUS: TierPolicy(
+        tier=Tier.PLUS,
+        limits=TierLimits(
+            key_rpm=300,
+            key_tpm=400_000,
+            tenant_rpm=600,
+            tenant_tpm=1_000_000,
+            max_output_tokens=4096,
+            brownout_max_output_tokens=1024,
+        ),
+        pools=("flagship", "mini"),
+        default_pool="flagship",
+        retention_days=90,
+    ),
     Tier.ENTERPRISE: TierPolicy(
-        tier=Tier.ENTERPRISE, pools=("flagship", "mini"), default_pool="flagship", retention_days=None
+        tier=Tier.ENTERPRISE,
+        limits=TierLimits(
+            key_rpm=3_000,
+            key_tpm=4_000_000,
+            tenant_rpm=10_000,
+            tenant_tpm=20_000_000,
+            max_output_tokens=8192,
+            brownout_max_output_tokens=2048,
+        ),
+        pools=("flagship", "mini"),
+        default_pool="flagship",
+        retention_days=None,
     ),
 }
 
@@ -37,3 +104,11 @@ assert all(p in POOLS for policy in TIER_TABLE.values() for p in policy.pools), 
 
 def policy_for(tier: Tier) -> TierPolicy:
     return TIER_TABLE[tier]
+
+
+def limits_for(tier: Tier, overrides: LimitOverrides | None = None) -> TierLimits:
+    """The tier's limits with a tenant's overrides applied."""
+    base = TIER_TABLE[tier].limits
+    if overrides is None:
+        return base
+    return base.model_copy(update=overrides.model_dump(exclude_none=True))

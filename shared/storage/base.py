@@ -1,13 +1,13 @@
-"""The storage contract for tenants and API keys; each backend module implements it."""
+"""The storage contract for accounts: tenants, their users, API keys and admin keys; each backend implements it."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from shared.tiers import Tier
+from shared.tiers import LimitOverrides, Tier
 
 
 class Tenant(BaseModel):
@@ -18,6 +18,37 @@ class Tenant(BaseModel):
     # Retention override in days of inactivity (None: the tier's default) and legal hold (never swept while set).
     retention_days: int | None = None
     legal_hold: bool = False
+    # Per-tenant exceptions to the tier's rate limits (None: the tier's).
+    limits: LimitOverrides | None = None
+    # The Stripe customer its usage is metered to (None: ledger only, not billed through Stripe).
+    stripe_customer_id: str | None = None
+
+
+class TenantChanges(BaseModel):
+    """A partial update of a tenant: only the fields that were set are changed (set one to None to clear it)."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    tier: Tier | None = None
+    retention_days: int | None = Field(default=None, ge=1)
+    legal_hold: bool | None = None
+    limits: LimitOverrides | None = None
+    stripe_customer_id: str | None = Field(default=None, pattern=r"^cus_[A-Za-z0-9]+$")
+
+    def changed(self) -> dict[str, object]:
+        """The fields to write, by name (`None` means clear it; `name`, `tier` and `legal_hold` cannot be cleared)."""
+        fields = self.model_dump(include=self.model_fields_set)
+        for required in ("name", "tier", "legal_hold"):
+            if required in fields and fields[required] is None:
+                raise ValueError(f"{required} cannot be cleared")
+        return fields
+
+
+class User(BaseModel):
+    id: str
+    tenant_id: str
+    email: str
+    name: str | None = None
+    created_at: datetime
 
 
 class ApiKeyRecord(BaseModel):
@@ -27,20 +58,54 @@ class ApiKeyRecord(BaseModel):
     label: str
     created_at: datetime
     revoked_at: datetime | None = None
+    user_id: str | None = None
+    # The key's first characters, to tell keys apart in a listing ("fc-AbCd…"); never enough to use it.
+    hint: str = ""
+
+
+class AdminKeyRecord(BaseModel):
+    id: str
+    key_hash: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None = None
 
 
 class TenantStore(Protocol):
-    """Tenants and their API keys. Keys are held only as SHA-256 hashes."""
+    """Tenants, users and API keys. Keys (tenant and admin) are held only as SHA-256 hashes."""
 
     def create_tenant(self, name: str, tier: Tier) -> Tenant: ...
 
     def get_tenant(self, tenant_id: str) -> Tenant | None: ...
 
-    def set_retention(self, tenant_id: str, *, retention_days: int | None, legal_hold: bool) -> Tenant | None:
-        """Set a tenant's retention override and legal hold; None if there is no such tenant."""
+    def list_tenants(self) -> list[Tenant]:
+        """Every tenant, oldest first."""
         ...
 
-    def add_api_key(self, tenant_id: str, key_hash: str, label: str) -> ApiKeyRecord: ...
+    def update_tenant(self, tenant_id: str, changes: TenantChanges) -> Tenant | None:
+        """Apply the set fields of `changes`; the updated tenant, or None if there is no such tenant."""
+        ...
+
+    def create_user(self, tenant_id: str, email: str, name: str | None) -> User:
+        """A user of an existing tenant; an email is unique within its tenant (ValueError if taken)."""
+        ...
+
+    def list_users(self, tenant_id: str) -> list[User]: ...
+
+    def add_api_key(
+        self, tenant_id: str, key_hash: str, label: str, *, user_id: str | None = None, hint: str = ""
+    ) -> ApiKeyRecord: ...
+
+    def list_keys(self, tenant_id: str) -> list[ApiKeyRecord]:
+        """The tenant's keys, revoked ones included, oldest first."""
+        ...
+
+    def revoke_key(self, key_id: str, *, tenant_id: str | None = None) -> ApiKeyRecord | None:
+        """Revoke a key (idempotent: an already revoked key keeps its first revocation time).
+
+        With `tenant_id`, only that tenant's key; None if there is no such key.
+        """
+        ...
 
     def find_key(self, key_hash: str) -> ApiKeyRecord | None:
         """The key record with this hash, revoked or not; None if there is none."""
@@ -49,5 +114,9 @@ class TenantStore(Protocol):
     def find_key_with_tenant(self, key_hash: str) -> tuple[ApiKeyRecord, Tenant] | None:
         """The key record and its tenant in one read (the per-request auth path)."""
         ...
+
+    def add_admin_key(self, key_hash: str, label: str) -> AdminKeyRecord: ...
+
+    def find_admin_key(self, key_hash: str) -> AdminKeyRecord | None: ...
 
     def close(self) -> None: ...

@@ -1,16 +1,65 @@
-"""Open the stores the settings name (SQLite locally; conversations in DynamoDB + S3 when deployed)."""
+"""Open the stores the settings name: SQLite locally; DynamoDB (+ S3 for conversation bodies) when deployed."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from shared.settings import Settings
 from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
+from shared.storage.ledger import LedgerStore, MeterStateStore
+from shared.storage.limits import RateLimitStore
+
+if TYPE_CHECKING:
+    from shared.storage.aws_accounts_layout import AwsAccountsConfig
+
+
+def _aws_accounts_config(settings: Settings) -> AwsAccountsConfig:
+    from shared.storage.aws_accounts_layout import AwsAccountsConfig
+
+    return AwsAccountsConfig(
+        table_name=settings.accounts_table, region=settings.aws_region, endpoint_url=settings.aws_endpoint_url
+    )
 
 
 def open_tenant_store(settings: Settings) -> TenantStore:
+    if settings.accounts_store == "aws":
+        from shared.storage.aws_accounts import AwsTenantStore
+
+        return AwsTenantStore(_aws_accounts_config(settings))
     from shared.storage.sqlite import SQLiteStore
 
     return SQLiteStore(settings.db_path)
+
+
+def open_rate_limits(settings: Settings) -> RateLimitStore:
+    if settings.accounts_store == "aws":
+        from shared.storage.aws_limits import AwsRateLimits
+
+        return AwsRateLimits(_aws_accounts_config(settings))
+    from shared.storage.sqlite_limits import SQLiteRateLimits
+
+    return SQLiteRateLimits(settings.db_path)
+
+
+def open_ledger(settings: Settings) -> LedgerStore:
+    if settings.accounts_store == "aws":
+        from shared.storage.aws_ledger import AwsLedger
+
+        return AwsLedger(_aws_accounts_config(settings))
+    from shared.storage.sqlite_ledger import SQLiteLedger
+
+    return SQLiteLedger(settings.db_path)
+
+
+def open_meter_state(settings: Settings) -> MeterStateStore:
+    if settings.accounts_store == "aws":
+        from shared.storage.aws_ledger import AwsMeterState
+
+        return AwsMeterState(_aws_accounts_config(settings))
+    from shared.storage.sqlite_ledger import SQLiteMeterState
+
+    return SQLiteMeterState(settings.db_path)
 
 
 def open_conversation_store(settings: Settings) -> ConversationStore:

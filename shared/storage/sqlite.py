@@ -1,14 +1,31 @@
-"""SQLite tenant store (the embedded default): tenants, their retention settings, and hashed API keys."""
+"""SQLite account store (the embedded default): tenants and their settings, users, hashed API keys and admin keys."""
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from pathlib import Path
+from typing import Any
 
-from shared.storage.base import ApiKeyRecord, Tenant
+from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantChanges, User
 from shared.storage.sqlite_db import SQLiteDatabase
 from shared.storage.timestamps import utc_now
-from shared.tiers import Tier
+from shared.tiers import LimitOverrides, Tier
+
+_TENANT_COLUMNS = ("name", "tier", "created_at", "retention_days", "legal_hold", "limits", "stripe_customer_id")
+
+
+def _tenant(fields: dict[str, Any]) -> Tenant:
+    limits = fields.pop("limits", None)
+    return Tenant(**fields, limits=None if limits is None else LimitOverrides.model_validate_json(limits))
+
+
+def _column_value(name: str, value: object) -> object:
+    if name == "limits":
+        return None if value is None else LimitOverrides.model_validate(value).model_dump_json(exclude_none=True)
+    if name == "legal_hold":
+        return int(bool(value))
+    return value
 
 
 class SQLiteStore:
@@ -19,6 +36,8 @@ class SQLiteStore:
     @property
     def schema_version(self) -> int:
         return self._database.schema_version
+
+    # Tenants
 
     def create_tenant(self, name: str, tier: Tier) -> Tenant:
         tenant = Tenant(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now())
@@ -32,26 +51,82 @@ class SQLiteStore:
     def get_tenant(self, tenant_id: str) -> Tenant | None:
         with self._database.read() as db:
             row = db.execute("SELECT * FROM tenants WHERE id = ?", (tenant_id,)).fetchone()
-        return None if row is None else Tenant(**dict(row))
+        return None if row is None else _tenant(dict(row))
 
-    def set_retention(self, tenant_id: str, *, retention_days: int | None, legal_hold: bool) -> Tenant | None:
-        with self._database.write() as db:
-            db.execute(
-                "UPDATE tenants SET retention_days = ?, legal_hold = ? WHERE id = ?",
-                (retention_days, int(legal_hold), tenant_id),
-            )
+    def list_tenants(self) -> list[Tenant]:
+        with self._database.read() as db:
+            rows = db.execute("SELECT * FROM tenants ORDER BY created_at, id").fetchall()
+        return [_tenant(dict(row)) for row in rows]
+
+    def update_tenant(self, tenant_id: str, changes: TenantChanges) -> Tenant | None:
+        fields = changes.changed()
+        if fields:
+            assignments = ", ".join(f"{name} = ?" for name in fields)
+            values = [_column_value(name, value) for name, value in fields.items()]
+            with self._database.write() as db:
+                db.execute(f"UPDATE tenants SET {assignments} WHERE id = ?", (*values, tenant_id))
         return self.get_tenant(tenant_id)
 
-    def add_api_key(self, tenant_id: str, key_hash: str, label: str) -> ApiKeyRecord:
+    # Users
+
+    def create_user(self, tenant_id: str, email: str, name: str | None) -> User:
+        user = User(id=f"usr_{uuid.uuid4().hex}", tenant_id=tenant_id, email=email, name=name, created_at=utc_now())
+        try:
+            with self._database.write() as db:
+                db.execute(
+                    "INSERT INTO users (id, tenant_id, email, name, created_at) VALUES (?, ?, ?, ?, ?)",
+                    (user.id, tenant_id, email, name, user.created_at.isoformat()),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise ValueError(f"no tenant {tenant_id}, or it already has a user {email!r}") from exc
+        return user
+
+    def list_users(self, tenant_id: str) -> list[User]:
+        with self._database.read() as db:
+            rows = db.execute("SELECT * FROM users WHERE tenant_id = ? ORDER BY created_at, id", (tenant_id,))
+            return [User(**dict(row)) for row in rows.fetchall()]
+
+    # API keys
+
+    def add_api_key(
+        self, tenant_id: str, key_hash: str, label: str, *, user_id: str | None = None, hint: str = ""
+    ) -> ApiKeyRecord:
         record = ApiKeyRecord(
-            id=f"key_{uuid.uuid4().hex}", tenant_id=tenant_id, key_hash=key_hash, label=label, created_at=utc_now()
+            id=f"key_{uuid.uuid4().hex}",
+            tenant_id=tenant_id,
+            key_hash=key_hash,
+            label=label,
+            created_at=utc_now(),
+            user_id=user_id,
+            hint=hint,
         )
+        try:
+            with self._database.write() as db:
+                db.execute(
+                    "INSERT INTO api_keys (id, tenant_id, key_hash, label, created_at, user_id, hint)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (record.id, tenant_id, key_hash, label, record.created_at.isoformat(), user_id, hint),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise ValueError("no such tenant or user, or a key with this hash exists") from exc
+        return record
+
+    def list_keys(self, tenant_id: str) -> list[ApiKeyRecord]:
+        with self._database.read() as db:
+            rows = db.execute("SELECT * FROM api_keys WHERE tenant_id = ? ORDER BY created_at, id", (tenant_id,))
+            return [ApiKeyRecord(**dict(row)) for row in rows.fetchall()]
+
+    def revoke_key(self, key_id: str, *, tenant_id: str | None = None) -> ApiKeyRecord | None:
         with self._database.write() as db:
             db.execute(
-                "INSERT INTO api_keys (id, tenant_id, key_hash, label, created_at) VALUES (?, ?, ?, ?, ?)",
-                (record.id, tenant_id, key_hash, label, record.created_at.isoformat()),
+                "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? AND tenant_id = COALESCE(?, "
+                "tenant_id)",
+                (utc_now().isoformat(), key_id, tenant_id),
             )
-        return record
+            row = db.execute(
+                "SELECT * FROM api_keys WHERE id = ? AND tenant_id = COALESCE(?, tenant_id)", (key_id, tenant_id)
+            ).fetchone()
+        return None if row is None else ApiKeyRecord(**dict(row))
 
     def find_key(self, key_hash: str) -> ApiKeyRecord | None:
         with self._database.read() as db:
@@ -59,23 +134,34 @@ class SQLiteStore:
         return None if row is None else ApiKeyRecord(**dict(row))
 
     def find_key_with_tenant(self, key_hash: str) -> tuple[ApiKeyRecord, Tenant] | None:
+        tenant_columns = ", ".join(f"t.{name} AS t_{name}" for name in _TENANT_COLUMNS)
         with self._database.read() as db:
             row = db.execute(
-                "SELECT k.*, t.name AS t_name, t.tier AS t_tier, t.created_at AS t_created_at,"
-                " t.retention_days AS t_retention_days, t.legal_hold AS t_legal_hold"
-                " FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.key_hash = ?",
+                f"SELECT k.*, {tenant_columns} FROM api_keys k JOIN tenants t ON t.id = k.tenant_id"
+                " WHERE k.key_hash = ?",
                 (key_hash,),
             ).fetchone()
         if row is None:
             return None
         fields = dict(row)
-        tenant = Tenant(
-            id=fields["tenant_id"],
-            **{
-                name: fields.pop(f"t_{name}") for name in ("name", "tier", "created_at", "retention_days", "legal_hold")
-            },
-        )
+        tenant = _tenant({"id": fields["tenant_id"], **{name: fields.pop(f"t_{name}") for name in _TENANT_COLUMNS}})
         return ApiKeyRecord(**fields), tenant
+
+    # Admin keys
+
+    def add_admin_key(self, key_hash: str, label: str) -> AdminKeyRecord:
+        record = AdminKeyRecord(id=f"adm_{uuid.uuid4().hex}", key_hash=key_hash, label=label, created_at=utc_now())
+        with self._database.write() as db:
+            db.execute(
+                "INSERT INTO admin_keys (id, key_hash, label, created_at) VALUES (?, ?, ?, ?)",
+                (record.id, key_hash, label, record.created_at.isoformat()),
+            )
+        return record
+
+    def find_admin_key(self, key_hash: str) -> AdminKeyRecord | None:
+        with self._database.read() as db:
+            row = db.execute("SELECT * FROM admin_keys WHERE key_hash = ?", (key_hash,)).fetchone()
+        return None if row is None else AdminKeyRecord(**dict(row))
 
     def close(self) -> None:
         self._database.close()

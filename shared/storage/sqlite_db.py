@@ -79,6 +79,71 @@ MIGRATIONS: list[list[str]] = [
             detail TEXT NOT NULL
         )""",
     ],
+    [
+        # Accounts: users, per-tenant limit overrides and billing customer, key owners and hints, admin keys.
+        "ALTER TABLE tenants ADD COLUMN limits TEXT",
+        "ALTER TABLE tenants ADD COLUMN stripe_customer_id TEXT",
+        """CREATE TABLE users (
+            id TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL REFERENCES tenants(id),
+            email TEXT NOT NULL,
+            name TEXT,
+            created_at TEXT NOT NULL,
+            UNIQUE (tenant_id, email)
+        )""",
+        "ALTER TABLE api_keys ADD COLUMN user_id TEXT REFERENCES users(id)",
+        "ALTER TABLE api_keys ADD COLUMN hint TEXT NOT NULL DEFAULT ''",
+        """CREATE TABLE admin_keys (
+            id TEXT PRIMARY KEY,
+            key_hash TEXT NOT NULL UNIQUE,
+            label TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        )""",
+        # Admission: fixed-window RPM/TPM counters and the rolling message log of the message cap.
+        """CREATE TABLE rate_counters (
+            scope TEXT NOT NULL,
+            window_start INTEGER NOT NULL,
+            requests INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (scope, window_start)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX rate_counters_by_window ON rate_counters(window_start)",
+        """CREATE TABLE message_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            subject TEXT NOT NULL,
+            at TEXT NOT NULL
+        )""",
+        "CREATE INDEX message_log_by_subject ON message_log(subject, at)",
+        # The token ledger (idempotent by request id) and the meter exporter's outbox and cursor.
+        """CREATE TABLE ledger (
+            request_id TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL,
+            key_id TEXT,
+            model TEXT NOT NULL,
+            prompt_tokens INTEGER NOT NULL,
+            completion_tokens INTEGER NOT NULL,
+            cached_tokens INTEGER NOT NULL,
+            outcome TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX ledger_by_tenant ON ledger(tenant_id, created_at)",
+        "CREATE INDEX ledger_by_time ON ledger(created_at)",
+        """CREATE TABLE meter_sends (
+            identifier TEXT PRIMARY KEY,
+            tenant_id TEXT NOT NULL,
+            customer_id TEXT NOT NULL,
+            meter TEXT NOT NULL,
+            window_start TEXT NOT NULL,
+            value INTEGER NOT NULL,
+            sent_at TEXT
+        )""",
+        "CREATE INDEX meter_sends_by_window ON meter_sends(window_start)",
+        """CREATE TABLE meter_cursor (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            window_end TEXT NOT NULL
+        )""",
+    ],
 ]
 
 

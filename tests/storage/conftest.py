@@ -1,14 +1,23 @@
-"""Both conversation-store adapters behind one fixture: SQLite on a temp file, AWS against moto over HTTP."""
+"""Both adapters of each store contract behind one fixture: SQLite on a temp file, AWS against moto over HTTP."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from shared.settings import Settings
+from shared.storage import factory
+from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
+from shared.storage.ledger import LedgerStore, MeterStateStore
+from shared.storage.limits import RateLimitStore
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
+
+if TYPE_CHECKING:
+    from shared.storage.aws_accounts_layout import AwsAccountsConfig
 
 
 @pytest.fixture(scope="session")
@@ -49,3 +58,52 @@ def conversation_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         yield store
     finally:
         store.close()
+
+
+def aws_accounts_config(endpoint: str) -> AwsAccountsConfig:
+    from shared.storage.aws_accounts_layout import AwsAccountsConfig, ensure_accounts_table
+
+    table, _ = unique_names()
+    config = AwsAccountsConfig(table_name=table, endpoint_url=endpoint)
+    ensure_accounts_table(config)
+    return config
+
+
+@pytest.fixture(params=["sqlite", "aws"])
+def accounts_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings whose account stores (tenants, limits, ledger, meter state) live on the parametrised backend."""
+    if request.param == "sqlite":
+        return Settings(data_dir=tmp_path)
+    request.getfixturevalue("aws_env")
+    config = aws_accounts_config(request.getfixturevalue("moto_endpoint"))
+    return Settings(
+        data_dir=tmp_path, accounts_store="aws", accounts_table=config.table_name, aws_endpoint_url=config.endpoint_url
+    )
+
+
+@pytest.fixture
+def tenant_store(accounts_settings: Settings) -> Iterator[TenantStore]:
+    store = factory.open_tenant_store(accounts_settings)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def rate_limits(accounts_settings: Settings) -> Iterator[RateLimitStore]:
+    store = factory.open_rate_limits(accounts_settings)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def ledger(accounts_settings: Settings) -> Iterator[LedgerStore]:
+    store = factory.open_ledger(accounts_settings)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def meter_state(accounts_settings: Settings) -> Iterator[MeterStateStore]:
+    store = factory.open_meter_state(accounts_settings)
+    yield store
+    store.close()

@@ -1,0 +1,100 @@
+"""The account-store contract (tenants, users, keys, admin keys), run against SQLite and DynamoDB (moto)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.api_keys import hash_api_key, new_api_key
+from shared.storage.base import TenantChanges, TenantStore
+from shared.tiers import LimitOverrides, Tier
+
+
+def test_tenant_round_trip_and_listing(tenant_store: TenantStore) -> None:
+    first = tenant_store.create_tenant("acme", Tier.ENTERPRISE)
+    second = tenant_store.create_tenant("bob", Tier.FREE)
+    assert tenant_store.get_tenant(first.id) == first
+    assert [t.id for t in tenant_store.list_tenants()] == [first.id, second.id]
+    assert tenant_store.get_tenant("ten_missing") is None
+
+
+def test_update_changes_only_the_fields_set(tenant_store: TenantStore) -> None:
+    tenant = tenant_store.create_tenant("acme", Tier.PLUS)
+    limits = LimitOverrides(key_rpm=7, tenant_tpm=9000)
+    updated = tenant_store.update_tenant(
+        tenant.id, TenantChanges(tier=Tier.ENTERPRISE, limits=limits, stripe_customer_id="cus_ABC123")
+    )
+    assert updated is not None
+    assert (updated.tier, updated.limits, updated.stripe_customer_id) == (Tier.ENTERPRISE, limits, "cus_ABC123")
+    assert (updated.name, updated.retention_days, updated.legal_hold) == ("acme", None, False)
+    held = tenant_store.update_tenant(tenant.id, TenantChanges(retention_days=400, legal_hold=True))
+    assert held is not None and (held.retention_days, held.legal_hold, held.limits) == (400, True, limits)
+    cleared = tenant_store.update_tenant(tenant.id, TenantChanges(limits=None, stripe_customer_id=None))
+    assert cleared is not None and (cleared.limits, cleared.stripe_customer_id, cleared.tier) == (
+        None,
+        None,
+        Tier.ENTERPRISE,
+    )
+    assert tenant_store.get_tenant(tenant.id) == cleared
+    assert tenant_store.update_tenant("ten_missing", TenantChanges(tier=Tier.FREE)) is None
+
+
+def test_changes_refuse_clearing_required_fields() -> None:
+    with pytest.raises(ValueError, match="tier cannot be cleared"):
+        TenantChanges(tier=None).changed()
+
+
+def test_users_are_unique_per_tenant(tenant_store: TenantStore) -> None:
+    acme = tenant_store.create_tenant("acme", Tier.PLUS)
+    other = tenant_store.create_tenant("other", Tier.PLUS)
+    ada = tenant_store.create_user(acme.id, "ada@example.com", "Ada")
+    tenant_store.create_user(other.id, "ada@example.com", None)  # same email, another tenant: fine
+    with pytest.raises(ValueError):
+        tenant_store.create_user(acme.id, "ada@example.com", "Ada again")
+    assert tenant_store.list_users(acme.id) == [ada]
+
+
+def test_keys_are_found_by_hash_with_their_tenant_and_revoked_at_once(tenant_store: TenantStore) -> None:
+    acme = tenant_store.create_tenant("acme", Tier.PLUS)
+    ada = tenant_store.create_user(acme.id, "ada@example.com", "Ada")
+    key = new_api_key()
+    record = tenant_store.add_api_key(acme.id, hash_api_key(key), "laptop", user_id=ada.id, hint=key[:7])
+    found = tenant_store.find_key_with_tenant(hash_api_key(key))
+    assert found is not None and found[0] == record and found[1] == acme
+    assert tenant_store.find_key(hash_api_key(key)) == record
+    assert tenant_store.list_keys(acme.id) == [record]
+    assert record.user_id == ada.id and record.hint == key[:7]
+
+    revoked = tenant_store.revoke_key(record.id)
+    assert revoked is not None and revoked.revoked_at is not None
+    again = tenant_store.revoke_key(record.id)
+    assert again is not None and again.revoked_at == revoked.revoked_at  # idempotent
+    found = tenant_store.find_key_with_tenant(hash_api_key(key))
+    assert found is not None and found[0].revoked_at == revoked.revoked_at
+    assert tenant_store.find_key_with_tenant(hash_api_key(new_api_key())) is None
+
+
+def test_revoke_scoped_to_a_tenant_cannot_touch_another_tenants_key(tenant_store: TenantStore) -> None:
+    acme = tenant_store.create_tenant("acme", Tier.PLUS)
+    other = tenant_store.create_tenant("other", Tier.PLUS)
+    record = tenant_store.add_api_key(acme.id, hash_api_key(new_api_key()), "k")
+    assert tenant_store.revoke_key(record.id, tenant_id=other.id) is None
+    assert tenant_store.list_keys(acme.id)[0].revoked_at is None
+    assert tenant_store.revoke_key("key_missing") is None
+
+
+def test_key_lookup_sees_the_tenants_current_settings(tenant_store: TenantStore) -> None:
+    acme = tenant_store.create_tenant("acme", Tier.FREE)
+    key = new_api_key()
+    tenant_store.add_api_key(acme.id, hash_api_key(key), "k")
+    tenant_store.update_tenant(acme.id, TenantChanges(tier=Tier.PLUS, limits=LimitOverrides(key_rpm=3)))
+    found = tenant_store.find_key_with_tenant(hash_api_key(key))
+    assert found is not None and found[1].tier is Tier.PLUS and found[1].limits == LimitOverrides(key_rpm=3)
+
+
+def test_admin_keys(tenant_store: TenantStore) -> None:
+    key = new_api_key()
+    record = tenant_store.add_admin_key(hash_api_key(key), "ops")
+    assert tenant_store.find_admin_key(hash_api_key(key)) == record
+    assert tenant_store.find_admin_key(hash_api_key(new_api_key())) is None
+    # An admin key is not a tenant key and vice versa.
+    assert tenant_store.find_key(hash_api_key(key)) is None
