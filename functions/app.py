@@ -3,24 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
 
+from functions.admission import Admission
 from functions.chat_service import ChatService
 from functions.conversation_turns import ConversationTurns
 from functions.gateway_metrics import GatewayMetrics
-from functions.routers import account, chat, health, models
+from functions.ledger_writer import LedgerWriter
+from functions.request_accounting import Accounting
+from functions.routers import account, admin, chat, health, models, session, usage
 from functions.routers import conversations as conversation_routes
 from functions.routing import PoolRouter
+from functions.sessions import SessionSigner, load_or_create_secret
 from functions.worker_client import WorkerClient
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
+from shared.pools import POOLS
 from shared.settings import Settings
 from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
-from shared.storage.factory import open_conversation_store
-from shared.storage.sqlite import SQLiteStore
+from shared.storage.factory import open_conversation_store, open_ledger, open_rate_limits, open_tenant_store
+
+
+def context_tokens(settings: Settings) -> dict[str, int]:
+    """Each pool's context length: the packaged model's locally, the deployed model's when deployed."""
+    return {
+        name: pool.local.max_model_len if settings.environment == "local" else pool.deployed.max_model_len
+        for name, pool in POOLS.items()
+    }
+
+
+def session_signer(settings: Settings) -> SessionSigner:
+    if settings.session_secret is not None:
+        return SessionSigner(settings.session_secret.get_secret_value().encode())
+    return SessionSigner(load_or_create_secret(settings.data_dir / "session_secret"))
 
 
 def create_app(
@@ -33,18 +52,26 @@ def create_app(
         timeout = httpx.Timeout(settings.worker_timeout_s, connect=settings.worker_connect_timeout_s)
         # Pool sized for many concurrent streams; keep-alive so each request skips the TCP handshake.
         limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
-        own_store, own_conversations = store is None, conversations is None
-        app.state.store = store if store is not None else SQLiteStore(settings.db_path)
-        app.state.conversations = conversations if conversations is not None else open_conversation_store(settings)
-        app.state.turns = ConversationTurns(app.state.conversations)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        async with AsyncExitStack() as owned:
+
+            def own(opened: Any) -> Any:
+                owned.callback(opened.close)
+                return opened
+
+            app.state.store = store if store is not None else own(open_tenant_store(settings))
+            app.state.conversations = (
+                conversations if conversations is not None else own(open_conversation_store(settings))
+            )
+            app.state.ledger = own(open_ledger(settings))
+            writer = LedgerWriter(app.state.ledger, settings.data_dir / "ledger-spool.jsonl")
+            admission = Admission(own(open_rate_limits(settings)), context_tokens(settings))
+            app.state.accounting = Accounting(admission, writer, app.state.metrics)
+            app.state.turns = ConversationTurns(app.state.conversations)
+            app.state.sessions = session_signer(settings)
+            client = await owned.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=limits))
             app.state.http = client
             app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)
             yield
-        if own_store:
-            app.state.store.close()
-        if own_conversations:
-            app.state.conversations.close()
 
     app = FastAPI(title="fleetchat", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
@@ -52,6 +79,6 @@ def create_app(
     app.state.metrics = GatewayMetrics()
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
-    for module in (chat, conversation_routes, account, models, health):
+    for module in (chat, conversation_routes, account, usage, session, admin, models, health):
         app.include_router(module.router)
     return app

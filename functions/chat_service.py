@@ -36,12 +36,16 @@ class ChatService:
         self.workers = workers
         self.metrics = metrics
 
-    def route(self, tenant: Tenant, request: ChatCompletionRequest, session_id: str | None) -> RoutedRequest:
-        pool = resolve_pool(tenant.tier, request.model, self.router.pools)
+    def pool_for(self, tenant: Tenant, request: ChatCompletionRequest) -> str:
+        """The pool serving the requested model for this tenant's tier (404 model_not_found otherwise)."""
+        return resolve_pool(tenant.tier, request.model, self.router.pools)
+
+    def route(self, pool: str, request: ChatCompletionRequest, session_id: str | None) -> RoutedRequest:
         body = request.model_dump(exclude_none=True, exclude=set(GATEWAY_ONLY_FIELDS))
         if request.stream:
-            # Always ask the worker for usage: the gateway needs real token counts even if the client did not ask.
-            body["stream_options"] = {"include_usage": True}
+            # Always ask the worker for usage, on every chunk: the gateway bills real token counts, aborts included,
+            # whatever the client asked for (StreamCapture gives the client OpenAI's shape).
+            body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         headers = {MODAL_SESSION_HEADER: session_id} if session_id else {}
         return RoutedRequest(pool, self.router.candidates(pool, session_id), body, headers)
 
@@ -61,8 +65,6 @@ class ChatService:
         with self._observed(routed.pool):
             return await self.workers.complete(routed.replicas, routed.body, routed.headers)
 
-    async def open_stream(self, routed: RoutedRequest, client_wants_usage: bool) -> UpstreamStream:
+    async def open_stream(self, routed: RoutedRequest) -> UpstreamStream:
         with self._observed(routed.pool):
-            return await self.workers.open_stream(
-                routed.replicas, routed.body, routed.headers, strip_usage=not client_wants_usage
-            )
+            return await self.workers.open_stream(routed.replicas, routed.body, routed.headers)

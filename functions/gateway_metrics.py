@@ -1,4 +1,5 @@
-"""The gateway's own Prometheus metrics (requests by outcome, time to the worker's first byte)."""
+"""The gateway's own Prometheus metrics: requests by outcome, time to the worker's first byte, conversation turns,
+rate limiting and the tokens written to the ledger."""
 
 from __future__ import annotations
 
@@ -25,6 +26,28 @@ class GatewayMetrics:
             names.GATEWAY_CONVERSATION_TURNS,
             "Conversational chat turns by how the history was found and whether the turn was saved.",
             ["history", "stored"],
+            registry=self.registry,
+        )
+        self.rate_limited = Counter(
+            names.GATEWAY_RATE_LIMITED,
+            "Requests refused with 429, by tier and the limit that refused them.",
+            ["tier", "limit"],
+            registry=self.registry,
+        )
+        self.admission_unavailable = Counter(
+            names.GATEWAY_ADMISSION_UNAVAILABLE,
+            "Requests admitted without a limit check because the counter store was unavailable (fail open).",
+            registry=self.registry,
+        )
+        self.ledger_tokens = Counter(
+            names.GATEWAY_LEDGER_TOKENS,
+            "Tokens written to the ledger, by model, kind (prompt, completion, cached) and outcome.",
+            ["model", "kind", "outcome"],
+            registry=self.registry,
+        )
+        self.ledger_spooled = Counter(
+            names.GATEWAY_LEDGER_SPOOLED,
+            "Ledger entries spooled to the local file because the store was unavailable.",
             registry=self.registry,
         )
 

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from functions.app import create_app
-from functions.local_tenant import ensure_local_key
+from functions.local_tenant import ensure_local_admin_key, ensure_local_key
 from shared.settings import Settings
-from shared.storage.sqlite import SQLiteStore
+from shared.storage.factory import open_tenant_store
 
 console = Console(stderr=True)
 
@@ -77,14 +77,16 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def run_local_stack(settings: Settings) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = SQLiteStore(settings.db_path)
+    store = open_tenant_store(settings)
     key = ensure_local_key(store, settings.local_key_path, settings.local_tenant_tier)
+    ensure_local_admin_key(store, settings.local_admin_key_path)
     procs = start_workers(settings, settings.data_dir / "logs")
     try:
         wait_healthy([u for urls in settings.local_worker_urls().values() for u in urls], procs)
         url = f"http://{settings.host}:{settings.port}"
         console.print(f"[bold green]fleetchat is up[/] at [bold]{url}[/]  (OpenAI base_url: {url}/v1)")
         console.print(f"local API key: [bold]{key}[/]  (kept in {settings.local_key_path}, mode 0600)")
+        console.print(f"admin API key (for /admin/v1): in {settings.local_admin_key_path} (mode 0600)")
         console.print(f"pools: {', '.join(settings.pools)}; worker logs in {settings.data_dir / 'logs'}")
         uvicorn.run(create_app(settings, store=store), host=settings.host, port=settings.port, log_level="warning")
     finally:

@@ -1,11 +1,13 @@
-"""The local default tenant: created on first start; its key lives in a 0600 file, the store keeps only its hash."""
+"""The local default tenant and admin key: created on first start; each key lives in a 0600 file, the store keeps only
+its hash."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from shared.api_keys import hash_api_key, new_api_key
+from functions.accounts import create_tenant_with_key, mint_admin_key
+from functions.private_files import read_private, write_private
+from shared.api_keys import hash_api_key
 from shared.storage.base import TenantStore
 from shared.tiers import Tier
 
@@ -14,19 +16,23 @@ LOCAL_TENANT_NAME = "local"
 
 def ensure_local_key(store: TenantStore, key_path: Path, tier: Tier) -> str:
     """Return the local API key, minting tenant and key if the file is missing or its key is unknown to the store."""
-    if key_path.is_file():
-        key = key_path.read_text().strip()
-        record = store.find_key(hash_api_key(key)) if key else None
+    key = read_private(key_path)
+    if key is not None:
+        record = store.find_key(hash_api_key(key))
         if record is not None and record.revoked_at is None:
             return key
-    tenant = store.create_tenant(LOCAL_TENANT_NAME, tier)
-    key = new_api_key()
-    store.add_api_key(tenant.id, hash_api_key(key), label="local default")
-    key_path.parent.mkdir(parents=True, exist_ok=True)
-    # Create with 0600 from the start so the key is never readable by others, not even briefly.
-    tmp = key_path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(key + "\n")
-    os.replace(tmp, key_path)
-    return key
+    _, minted = create_tenant_with_key(store, LOCAL_TENANT_NAME, tier, label="local default")
+    write_private(key_path, minted.key + "\n")
+    return minted.key
+
+
+def ensure_local_admin_key(store: TenantStore, key_path: Path) -> str:
+    """Return the local admin key (for `/admin/v1`), minting it if the file is missing or its key is unknown."""
+    key = read_private(key_path)
+    if key is not None:
+        record = store.find_admin_key(hash_api_key(key))
+        if record is not None and record.revoked_at is None:
+            return key
+    minted = mint_admin_key(store, label="local admin")
+    write_private(key_path, minted.key + "\n")
+    return minted.key

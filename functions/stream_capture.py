@@ -1,4 +1,5 @@
-"""Watch a relayed chat-completions SSE stream: collect the answer's text and whether it finished cleanly."""
+"""Watch a relayed chat-completions SSE stream: collect the answer's text, how it finished, and its usage so far;
+reshape the usage the client sees into OpenAI's (only on the last chunk, and only when asked)."""
 
 from __future__ import annotations
 
@@ -8,34 +9,58 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def _data(chunk: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
 @dataclass
 class StreamCapture:
-    """Fed every event the gateway relays; knows the answer so far and the ids a closing chunk must repeat."""
+    """Fed every worker event before it is relayed; knows the answer so far and the ids a closing chunk repeats.
 
+    The gateway asks the worker for usage on every chunk (vLLM's `continuous_usage_stats`) so an aborted stream is
+    billed for what was generated; clients get usage only in the final usage chunk, and only with `include_usage`.
+    """
+
+    client_wants_usage: bool = False
     parts: list[str] = field(default_factory=list)
     finish_reason: str | None = None
     failed: bool = False
     completion_id: str = ""
     model: str = ""
+    usage: dict[str, Any] | None = None
+    content_chunks: int = 0
 
-    def observe(self, event: bytes) -> None:
+    def relay(self, event: bytes) -> bytes | None:
+        """Observe one event; what the client gets for it (None: nothing)."""
         if event.startswith(b"event: error"):
             self.failed = True
-            return
+            return event
         if not event.startswith(b"data: {"):
-            return
+            return event
         try:
             chunk = json.loads(event[len(b"data: ") :])
         except ValueError:
-            return
+            return event
         self.completion_id = chunk.get("id") or self.completion_id
         self.model = chunk.get("model") or self.model
         for choice in chunk.get("choices") or []:
             content = (choice.get("delta") or {}).get("content")
             if content:
                 self.parts.append(content)
+                self.content_chunks += 1
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+        usage = chunk.get("usage")
+        if usage is None:
+            return event
+        self.usage = usage
+        if chunk.get("choices") == []:  # the final usage chunk
+            return event if self.client_wants_usage else None
+        if self.client_wants_usage:
+            chunk["usage"] = None  # OpenAI's shape: null on every chunk but the last
+        else:
+            del chunk["usage"]
+        return _data(chunk)
 
     @property
     def text(self) -> str:
@@ -48,15 +73,16 @@ class StreamCapture:
 
     def closing_chunk(self, extension: dict[str, Any]) -> bytes:
         """A last chunk with no choices that carries the `conversation` extension object, before `[DONE]`."""
-        chunk = {
-            "id": self.completion_id,
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": self.model,
-            "choices": [],
-            "conversation": extension,
-        }
-        return b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+        return _data(
+            {
+                "id": self.completion_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": self.model,
+                "choices": [],
+                "conversation": extension,
+            }
+        )
 
 
 def answer_text(completion: dict[str, Any]) -> tuple[str, str | None]:

@@ -6,7 +6,6 @@ SSE error event followed by `[DONE]` — a stream never ends silently.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -26,7 +25,6 @@ class UpstreamStream:
 
     replica: str
     response: httpx.Response
-    strip_usage: bool
 
     async def events(self) -> AsyncIterator[bytes]:
         saw_done = False
@@ -40,8 +38,6 @@ class UpstreamStream:
                         saw_done = True
                         yield DONE
                         return
-                    if self.strip_usage and _is_usage_only(event):
-                        continue
                     yield event + b"\n\n"
         except httpx.HTTPError as exc:
             log.warning("worker stream from %s broke: %s", self.replica, type(exc).__name__)
@@ -51,16 +47,6 @@ class UpstreamStream:
         if not saw_done:
             yield sse_error(UpstreamError("The model worker stopped before finishing this response."))
             yield DONE
-
-
-def _is_usage_only(event: bytes) -> bool:
-    if not event.startswith(b"data: {") or b'"usage"' not in event:
-        return False
-    try:
-        body = json.loads(event[len(b"data: ") :])
-    except ValueError:
-        return False
-    return body.get("choices") == [] and body.get("usage") is not None
 
 
 class WorkerClient:
@@ -78,11 +64,9 @@ class WorkerClient:
             await response.aclose()
         return payload
 
-    async def open_stream(
-        self, replicas: list[str], body: dict[str, Any], headers: dict[str, str], *, strip_usage: bool
-    ) -> UpstreamStream:
+    async def open_stream(self, replicas: list[str], body: dict[str, Any], headers: dict[str, str]) -> UpstreamStream:
         replica, response = await self._first_answer(replicas, body, headers)
-        return UpstreamStream(replica, response, strip_usage)
+        return UpstreamStream(replica, response)
 
     async def _first_answer(
         self, replicas: list[str], body: dict[str, Any], headers: dict[str, str]

@@ -54,6 +54,7 @@ GATEWAY_PACKAGES = (
     "openai>=1.40",
     "boto3>=1.40",
     "tenacity>=8.2",
+    "stripe>=16",
 )
 # Pinned so an image rebuild cannot change the engine under a running service.
 VLLM_PACKAGE = "vllm==0.33.0"

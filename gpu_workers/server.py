@@ -27,8 +27,12 @@ def create_worker_app(engine: Engine, *, max_body_bytes: int = 8 * 1_048_576) ->
     async def chat_completions(body: ChatCompletionRequest, raw: Request) -> Response:
         prepared = serving.prepare(body)
         if body.stream:
-            include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(serving.stream(prepared, include_usage), media_type="text/event-stream")
+            options = body.stream_options
+            include_usage = bool(options and options.include_usage)
+            continuous = bool(options and options.include_usage and options.continuous_usage_stats)
+            return StreamingResponse(
+                serving.stream(prepared, include_usage, continuous_usage=continuous), media_type="text/event-stream"
+            )
         completion = await serving.complete(prepared, raw.is_disconnected)
         if completion is None:  # the client left; nobody reads this (nginx's "client closed request")
             return Response(status_code=499)

@@ -147,23 +147,32 @@ class ChatServing:
             usage=self._usage(prepared, generated, cached),
         )
 
-    async def stream(self, prepared: PreparedRequest, include_usage: bool) -> AsyncIterator[bytes]:
+    async def stream(
+        self, prepared: PreparedRequest, include_usage: bool, *, continuous_usage: bool = False
+    ) -> AsyncIterator[bytes]:
         """SSE chunks: a role chunk, content chunks, the finish chunk, then usage (if asked) and [DONE].
+
+        With `continuous_usage` (vLLM's `continuous_usage_stats`) every chunk also carries the usage so far.
 
         An engine failure mid-stream becomes an in-band error event; the stream still ends with [DONE].
         """
         rid, model = prepared.request_id, self.engine.model_name
         created = int(time.time())
 
+        generated = cached = 0
+
         def chunk(delta: DeltaMessage, finish: str | None = None) -> bytes:
             return sse_data(
                 ChatCompletionChunk(
-                    id=rid, created=created, model=model, choices=[ChunkChoice(delta=delta, finish_reason=finish)]
+                    id=rid,
+                    created=created,
+                    model=model,
+                    choices=[ChunkChoice(delta=delta, finish_reason=finish)],
+                    usage=self._usage(prepared, generated, cached) if continuous_usage else None,
                 )
             )
 
         yield chunk(DeltaMessage(role="assistant", content=""))
-        generated = cached = 0
         try:
             async with contextlib.aclosing(self._run(prepared)) as run:
                 async for text, finish, generated_so_far, cached_so_far in run:

@@ -6,14 +6,19 @@ Exception tree::
     ├── InvalidRequestError             400 invalid_request_error
     │   └── ContextLengthExceededError  400 code=context_length_exceeded
     ├── AuthenticationError             401 code=invalid_api_key
-    ├── ModelNotFoundError              404 code=model_not_found
+    ├── PermissionDeniedError           403 (admin-only endpoints, a cross-site request with a session cookie)
+    ├── NotFoundError                   404
+    │   └── ModelNotFoundError          404 code=model_not_found
     ├── PayloadTooLargeError            413
+    ├── RateLimitError                  429 type=requests|tokens code=rate_limit_exceeded, retry-after
+    │   └── QuotaExceededError          429 type=insufficient_quota, x-should-retry: false
     ├── UpstreamError                   502 (a worker failed or answered garbage)
     └── ServiceUnavailableError         503 (no healthy worker), carries retry-after
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel
@@ -70,9 +75,19 @@ class AuthenticationError(FleetchatError):
     default_code = "invalid_api_key"
 
 
-class ModelNotFoundError(FleetchatError):
+class PermissionDeniedError(FleetchatError):
+    status_code = 403
+    error_type = "invalid_request_error"
+    default_code = "permission_denied"
+
+
+class NotFoundError(FleetchatError):
     status_code = 404
     error_type = "invalid_request_error"
+    default_code = "not_found"
+
+
+class ModelNotFoundError(NotFoundError):
     default_code = "model_not_found"
 
 
@@ -80,6 +95,31 @@ class PayloadTooLargeError(FleetchatError):
     status_code = 413
     error_type = "invalid_request_error"
     default_code = "request_too_large"
+
+
+def _retry_after(seconds: float) -> str:
+    """The rules cap retry-after at 60 s so clients never park for long."""
+    return str(min(max(math.ceil(seconds), 1), 60))
+
+
+class RateLimitError(FleetchatError):
+    """A per-minute limit is spent for now: retry after the window resets (the SDK does, honouring retry-after)."""
+
+    status_code = 429
+    default_code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, limit_type: str, retry_after_s: float, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.error_type = limit_type  # OpenAI reports which limit: "requests" or "tokens"
+        self.headers.setdefault("retry-after", _retry_after(retry_after_s))
+
+
+class QuotaExceededError(RateLimitError):
+    """A cap that a quick retry cannot cure (the rolling message cap, a request larger than the whole budget)."""
+
+    def __init__(self, message: str, *, retry_after_s: float, code: str, **kwargs: Any) -> None:
+        super().__init__(message, limit_type="insufficient_quota", retry_after_s=retry_after_s, code=code, **kwargs)
+        self.headers["x-should-retry"] = "false"
 
 
 class UpstreamError(FleetchatError):
@@ -95,13 +135,13 @@ class ServiceUnavailableError(FleetchatError):
 
     def __init__(self, message: str, *, retry_after_s: int = 5, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
-        # The rules cap retry-after at 60 s so clients never park for long.
-        self.headers.setdefault("retry-after", str(min(max(retry_after_s, 1), 60)))
+        self.headers.setdefault("retry-after", _retry_after(retry_after_s))
 
 
 _BY_STATUS: dict[int, type[FleetchatError]] = {
     400: InvalidRequestError,
     401: AuthenticationError,
+    403: PermissionDeniedError,
     404: ModelNotFoundError,
     413: PayloadTooLargeError,
     503: ServiceUnavailableError,

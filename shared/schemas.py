@@ -33,6 +33,8 @@ class ChatMessage(BaseModel):
 
 class StreamOptions(BaseModel):
     include_usage: bool = False
+    # vLLM's extension: usage so far on every chunk (the gateway bills an aborted stream by it).
+    continuous_usage_stats: bool = False
 
 
 class ChatCompletionRequest(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.tiers import Tier
@@ -39,11 +39,24 @@ class Settings(BaseSettings):
     # one DynamoDB table deployed (atomic conditional updates make the limits hold across gateway replicas).
     accounts_store: Literal["sqlite", "aws"] = "sqlite"
     accounts_table: str = "fleetchat-accounts"
+    # Signs web-session cookies; locally created once in the data dir when unset; deployed it must be set (a secret),
+    # or each gateway container would sign with its own.
+    session_secret: SecretStr | None = Field(default=None, min_length=32)
+    # Metering: the ledger is always written; with a Stripe key its totals are sent as Billing meter events.
+    stripe_api_key: SecretStr | None = None
+    stripe_api_base: str | None = None  # another Stripe-compatible endpoint (a local fake in tests)
+    meter_event_input: str = "fleetchat_input_tokens"  # uncached prompt tokens
+    meter_event_cached_input: str = "fleetchat_cached_input_tokens"
+    meter_event_output: str = "fleetchat_output_tokens"
+    meter_window_s: int = Field(default=3600, ge=60)  # one meter event per tenant x meter x window
+    meter_grace_s: int = Field(default=300, ge=0)  # a window is exported this long after it closes
 
     @model_validator(mode="after")
     def _deployed_needs_workers(self) -> Settings:
         if self.environment == "deployed" and not self.worker_urls:
             raise ValueError("FLEETCHAT_WORKER_URLS must name the worker URLs when deployed")
+        if self.environment == "deployed" and self.session_secret is None:
+            raise ValueError("FLEETCHAT_SESSION_SECRET (32+ characters) must be set when deployed")
         return self
 
     @property
@@ -53,6 +66,10 @@ class Settings(BaseSettings):
     @property
     def local_key_path(self) -> Path:
         return self.data_dir / "local_api_key"
+
+    @property
+    def local_admin_key_path(self) -> Path:
+        return self.data_dir / "admin_api_key"
 
     def local_worker_urls(self) -> dict[str, list[str]]:
         """The loopback URLs `fleetchat up` starts its workers on, pool by pool."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shared.tiers import LimitOverrides, Tier
 
@@ -26,6 +26,8 @@ class Tenant(BaseModel):
 
 class TenantChanges(BaseModel):
     """A partial update of a tenant: only the fields that were set are changed (set one to None to clear it)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
     tier: Tier | None = None

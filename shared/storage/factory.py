@@ -39,7 +39,8 @@ def open_rate_limits(settings: Settings) -> RateLimitStore:
         return AwsRateLimits(_aws_accounts_config(settings))
     from shared.storage.sqlite_limits import SQLiteRateLimits
 
-    return SQLiteRateLimits(settings.db_path)
+    # Admission waits at most a second for another process's write lock, then the gateway admits unchecked.
+    return SQLiteRateLimits(settings.db_path, busy_timeout_s=1.0)
 
 
 def open_ledger(settings: Settings) -> LedgerStore:

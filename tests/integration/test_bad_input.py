@@ -98,9 +98,18 @@ def test_prompt_longer_than_context(stack: Stack, plus_key: str) -> None:
     assert info.value.code == "context_length_exceeded"
     with pytest.raises(openai.BadRequestError) as info:
         api.chat.completions.create(
-            model="mini", messages=[{"role": "user", "content": "hi"}], max_tokens=9000, stream=True
+            model="mini", messages=[{"role": "user", "content": "hello " * 5000}], max_tokens=4000, stream=True
         )
     assert info.value.code == "context_length_exceeded"
+    still_serving(stack, plus_key)
+
+
+def test_max_tokens_above_the_tiers_ceiling_is_refused(stack: Stack, plus_key: str) -> None:
+    api = openai.OpenAI(base_url=f"{stack.gateway_url}/v1", api_key=plus_key, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as info:
+        api.chat.completions.create(model="mini", messages=[{"role": "user", "content": "hi"}], max_tokens=9000)
+    assert info.value.code == "invalid_value" and info.value.param == "max_tokens"
+    assert "at most 4096" in info.value.message
     still_serving(stack, plus_key)
 
 

@@ -1,0 +1,124 @@
+"""`/admin/v1`: tenants, users, API keys and the brownout switch, guarded by an admin key (never a tenant key)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from anyio import to_thread
+from fastapi import APIRouter, Depends, Path, Request
+
+from functions.accounts import mint_api_key
+from functions.admission import Admission
+from functions.auth import current_admin
+from shared.account_api import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyList,
+    ApiKeyObject,
+    Brownout,
+    TenantCreate,
+    TenantCreated,
+    TenantList,
+    TenantObject,
+    UserCreate,
+    UserList,
+    UserObject,
+)
+from shared.errors import InvalidRequestError, NotFoundError
+from shared.storage.base import Tenant, TenantChanges, TenantStore
+from shared.tiers import limits_for
+
+router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(current_admin)])
+
+TenantId = Annotated[str, Path(pattern=r"^ten_[0-9a-f]{32}$")]
+KeyId = Annotated[str, Path(pattern=r"^key_[0-9a-f]{32}$")]
+
+
+def _store(request: Request) -> TenantStore:
+    return request.app.state.store
+
+
+Store = Annotated[TenantStore, Depends(_store)]
+
+
+def _object(tenant: Tenant) -> TenantObject:
+    return TenantObject.of(tenant, limits_for(tenant.tier, tenant.limits))
+
+
+def _found(tenant: Tenant | None, tenant_id: str) -> Tenant:
+    if tenant is None:
+        raise NotFoundError(f"No tenant found with id '{tenant_id}'.", param="tenant_id")
+    return tenant
+
+
+@router.get("/tenants")
+async def list_tenants(store: Store) -> TenantList:
+    return TenantList(data=[_object(t) for t in await to_thread.run_sync(store.list_tenants)])
+
+
+@router.post("/tenants", status_code=201)
+async def create_tenant(spec: TenantCreate, store: Store) -> TenantCreated:
+    tenant = await to_thread.run_sync(store.create_tenant, spec.name, spec.tier)
+    minted = None
+    if spec.key_label is not None:
+        minted = await to_thread.run_sync(lambda: mint_api_key(store, tenant.id, spec.key_label or "api key"))
+    key = None if minted is None else ApiKeyCreated(**ApiKeyObject.of(minted.record).model_dump(), key=minted.key)
+    return TenantCreated(tenant=_object(tenant), api_key=key)
+
+
+@router.get("/tenants/{tenant_id}")
+async def get_tenant(tenant_id: TenantId, store: Store) -> TenantObject:
+    return _object(_found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id))
+
+
+@router.patch("/tenants/{tenant_id}")
+async def update_tenant(tenant_id: TenantId, changes: TenantChanges, store: Store) -> TenantObject:
+    try:
+        changes.changed()
+    except ValueError as exc:
+        raise InvalidRequestError(str(exc)) from exc
+    return _object(_found(await to_thread.run_sync(store.update_tenant, tenant_id, changes), tenant_id))
+
+
+@router.get("/tenants/{tenant_id}/users")
+async def list_users(tenant_id: TenantId, store: Store) -> UserList:
+    _found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id)
+    return UserList(data=[UserObject.of(u) for u in await to_thread.run_sync(store.list_users, tenant_id)])
+
+
+@router.post("/tenants/{tenant_id}/users", status_code=201)
+async def create_user(tenant_id: TenantId, spec: UserCreate, store: Store) -> UserObject:
+    _found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id)
+    try:
+        user = await to_thread.run_sync(store.create_user, tenant_id, spec.email, spec.name)
+    except ValueError as exc:
+        raise InvalidRequestError(f"Tenant '{tenant_id}' already has a user {spec.email!r}.", param="email") from exc
+    return UserObject.of(user)
+
+
+@router.get("/tenants/{tenant_id}/keys")
+async def list_keys(tenant_id: TenantId, store: Store) -> ApiKeyList:
+    _found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id)
+    return ApiKeyList(data=[ApiKeyObject.of(k) for k in await to_thread.run_sync(store.list_keys, tenant_id)])
+
+
+@router.post("/tenants/{tenant_id}/keys", status_code=201)
+async def create_key(tenant_id: TenantId, spec: ApiKeyCreate, store: Store) -> ApiKeyCreated:
+    minted = await to_thread.run_sync(lambda: mint_api_key(store, tenant_id, spec.label, user_id=spec.user_id))
+    return ApiKeyCreated(**ApiKeyObject.of(minted.record).model_dump(), key=minted.key)
+
+
+@router.delete("/tenants/{tenant_id}/keys/{key_id}")
+async def revoke_key(tenant_id: TenantId, key_id: KeyId, store: Store) -> ApiKeyObject:
+    record = await to_thread.run_sync(lambda: store.revoke_key(key_id, tenant_id=tenant_id))
+    if record is None:
+        raise NotFoundError(f"Tenant '{tenant_id}' has no API key '{key_id}'.", param="key_id")
+    return ApiKeyObject.of(record)
+
+
+@router.put("/brownout")
+async def set_brownout(state: Brownout, request: Request) -> Brownout:
+    """This replica caps each tier's completion budget while active (the hook fleet-load signals will drive)."""
+    admission: Admission = request.app.state.accounting.admission
+    admission.brownout = state.active
+    return Brownout(active=admission.brownout)

@@ -1,0 +1,187 @@
+"""Wire models of the account endpoints: the admin API (`/admin/v1`), sessions (`/v1/session`) and usage
+(`/v1/usage`). Times are Unix seconds; key material appears only in the one response that creates a key."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, User
+from shared.storage.ledger import UsageRow
+from shared.tiers import LimitOverrides, Tier, TierLimits
+
+
+def _unix(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp())
+
+
+class TenantObject(BaseModel):
+    id: str
+    object: Literal["tenant"] = "tenant"
+    name: str
+    tier: Tier
+    created_at: int
+    retention_days: int | None
+    legal_hold: bool
+    limits: TierLimits  # effective: the tier's with the tenant's overrides
+    overrides: LimitOverrides | None
+    stripe_customer_id: str | None
+
+    @classmethod
+    def of(cls, tenant: Tenant, limits: TierLimits) -> TenantObject:
+        return cls(
+            id=tenant.id,
+            name=tenant.name,
+            tier=tenant.tier,
+            created_at=_unix(tenant.created_at) or 0,
+            retention_days=tenant.retention_days,
+            legal_hold=tenant.legal_hold,
+            limits=limits,
+            overrides=tenant.limits,
+            stripe_customer_id=tenant.stripe_customer_id,
+        )
+
+
+class TenantList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[TenantObject]
+
+
+class TenantCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    tier: Tier
+    key_label: str | None = Field(default=None, max_length=200)  # also mint a first API key
+
+
+class UserObject(BaseModel):
+    id: str
+    object: Literal["user"] = "user"
+    tenant_id: str
+    email: str
+    name: str | None
+    created_at: int
+
+    @classmethod
+    def of(cls, user: User) -> UserObject:
+        return cls(
+            id=user.id,
+            tenant_id=user.tenant_id,
+            email=user.email,
+            name=user.name,
+            created_at=_unix(user.created_at) or 0,
+        )
+
+
+class UserList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[UserObject]
+
+
+class UserCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+    name: str | None = Field(default=None, max_length=200)
+
+
+class ApiKeyObject(BaseModel):
+    id: str
+    object: Literal["api_key"] = "api_key"
+    tenant_id: str
+    user_id: str | None
+    label: str
+    hint: str
+    created_at: int
+    revoked_at: int | None
+
+    @classmethod
+    def of(cls, record: ApiKeyRecord) -> ApiKeyObject:
+        return cls(
+            id=record.id,
+            tenant_id=record.tenant_id,
+            user_id=record.user_id,
+            label=record.label,
+            hint=record.hint,
+            created_at=_unix(record.created_at) or 0,
+            revoked_at=_unix(record.revoked_at),
+        )
+
+
+class ApiKeyCreated(ApiKeyObject):
+    key: str  # shown once
+
+
+class ApiKeyList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ApiKeyObject]
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: str = Field(default="api key", min_length=1, max_length=200)
+    user_id: str | None = None
+
+
+class TenantCreated(BaseModel):
+    tenant: TenantObject
+    api_key: ApiKeyCreated | None
+
+
+class AdminKeyObject(BaseModel):
+    id: str
+    label: str
+    created_at: int
+
+    @classmethod
+    def of(cls, record: AdminKeyRecord) -> AdminKeyObject:
+        return cls(id=record.id, label=record.label, created_at=_unix(record.created_at) or 0)
+
+
+class Brownout(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    active: bool
+
+
+class SessionLogin(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: str = Field(min_length=1, max_length=200)
+
+
+class SessionObject(BaseModel):
+    object: Literal["session"] = "session"
+    tenant: TenantObject
+    key: ApiKeyObject
+    expires_at: int | None  # None when authenticated by a bearer key rather than a session cookie
+
+
+class UsageTotals(BaseModel):
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class UsageDay(UsageTotals):
+    date: date
+    model: str
+
+    @classmethod
+    def of(cls, row: UsageRow) -> UsageDay:
+        return cls(date=row.day, **row.model_dump(exclude={"day"}))
+
+
+class UsageReport(BaseModel):
+    object: Literal["usage"] = "usage"
+    tenant_id: str
+    start: int
+    end: int
+    data: list[UsageDay]
+    totals: UsageTotals
+    by_model: dict[str, UsageTotals]
