@@ -151,6 +151,18 @@ def bench(
     )
 
 
+def _register_subcommands() -> None:
+    from functions.admin_cli import register
+    from functions.metering.commands import meter_flush, meter_reconcile
+
+    register(app)
+    app.command("meter-flush")(meter_flush)
+    app.command("meter-reconcile")(meter_reconcile)
+
+
+_register_subcommands()
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app()

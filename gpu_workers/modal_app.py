@@ -251,7 +251,7 @@ globals().update({WORKER_SPECS[name].class_name: cls for name, cls in WORKERS.it
 # ## Gateway
 
 # Containers come and go: everything durable lives in DynamoDB + S3 (table, bucket, KMS key: infra/terraform).
-DEPLOYED_STORES: dict[str, str] = {"conversation_store": "aws"}
+DEPLOYED_STORES: dict[str, str] = {"conversation_store": "aws", "accounts_store": "aws"}
 
 
 def resolve_worker_urls() -> dict[str, list[str]]:
@@ -268,7 +268,7 @@ def resolve_worker_urls() -> dict[str, list[str]]:
 
 @app.function(
     image=gateway_image,
-    # FLEETCHAT_* settings and service credentials (admin key, AWS, Stripe) come from this secret.
+    # FLEETCHAT_* settings and service credentials (session secret, AWS, Stripe) come from this secret.
     secrets=[modal.Secret.from_name("fleetchat-secrets")],
     min_containers=GATEWAY_MIN_CONTAINERS,
     scaledown_window=GATEWAY_SCALEDOWN_WINDOW,
@@ -305,3 +305,26 @@ def retention_sweep() -> dict[str, int]:
     report = sweep_from_settings(Settings(**DEPLOYED_STORES))
     print(report.model_dump_json(), flush=True)
     return report.model_dump(exclude={"dry_run"})
+
+
+# Every 15 minutes: an hour window is sent within 15 minutes of its grace period ending. A run stops at the first window
+# Stripe cannot take (after tenacity's retries) and the next run resumes there; the outbox makes re-runs exactly-once.
+METER_FLUSH_SCHEDULE = modal.Period(minutes=15)
+METER_FLUSH_TIMEOUT = 20 * MINUTES
+
+
+@app.function(
+    image=gateway_image,
+    secrets=[modal.Secret.from_name("fleetchat-secrets")],
+    schedule=METER_FLUSH_SCHEDULE,
+    timeout=METER_FLUSH_TIMEOUT,
+)
+def meter_flush() -> dict[str, object]:
+    from functions.metering.exporter import flush_from_settings
+    from shared.settings import Settings
+
+    report = flush_from_settings(Settings(**DEPLOYED_STORES), show_progress=False)
+    print(report.model_dump_json(), flush=True)
+    if not report.ok:
+        raise RuntimeError(report.failure)  # the run shows as failed in Modal; the next one resumes
+    return report.model_dump(mode="json")

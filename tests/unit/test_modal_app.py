@@ -52,7 +52,7 @@ def test_app_registers_one_gpu_class_per_pool_and_the_gateway() -> None:
     expected_classes = {worker_class_name(pool) for pool in POOLS}
     assert modal_app.app.name == modal_app.APP_NAME
     assert set(_registered("registered_classes")) == expected_classes
-    functions = {f"{name}.*" for name in expected_classes} | {"gateway", "retention_sweep"}
+    functions = {f"{name}.*" for name in expected_classes} | {"gateway", "retention_sweep", "meter_flush"}
     assert set(_registered("registered_functions")) == functions
     assert set(_registered("registered_web_endpoints")) == {f"{name}.serve" for name in expected_classes} | {"gateway"}
 
@@ -194,4 +194,12 @@ def test_retention_sweep_runs_hourly_against_the_deployed_stores() -> None:
     assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
     assert info.schedule == "Cron('17 * * * *', UTC)"
     assert info.timeout == modal_app.RETENTION_SWEEP_TIMEOUT
-    assert modal_app.DEPLOYED_STORES == {"conversation_store": "aws"}
+    assert modal_app.DEPLOYED_STORES == {"conversation_store": "aws", "accounts_store": "aws"}
+
+
+def test_meter_flush_runs_every_15_minutes_against_the_deployed_stores() -> None:
+    info = modal_app.meter_flush.info()
+    assert info.gpus == [] and info.web_info is None
+    assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
+    assert info.schedule == "Period(minutes=15)"
+    assert info.timeout == modal_app.METER_FLUSH_TIMEOUT

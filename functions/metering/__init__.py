@@ -1,0 +1,1 @@
+"""Stripe Billing metering: the meter exporter (ledger -> meter events) and its reconciliation."""
