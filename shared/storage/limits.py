@@ -32,7 +32,8 @@ class WindowCount(BaseModel):
 
 
 class ChargeOutcome(BaseModel):
-    """All charges applied, or none. `counts` are the windows' totals after (admitted) or as found (refused)."""
+    """All charges applied, or none. `counts` has one entry per charge, in order: the windows' totals after the
+    charge (admitted) or as found (refused)."""
 
     admitted: bool
     counts: list[WindowCount]

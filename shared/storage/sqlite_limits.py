@@ -33,17 +33,16 @@ class SQLiteRateLimits:
                 found.append(
                     WindowCount(scope=charge.scope, window_start=charge.window_start, requests=requests, tokens=tokens)
                 )
+            for charge, count in zip(charges, found, strict=True):
                 refused_by = (
                     "requests"
-                    if requests + charge.requests > charge.max_requests
+                    if count.requests + charge.requests > charge.max_requests
                     else "tokens"
-                    if tokens + charge.tokens > charge.max_tokens
+                    if count.tokens + charge.tokens > charge.max_tokens
                     else None
                 )
                 if refused_by is not None:
-                    return ChargeOutcome(
-                        admitted=False, counts=found, refused_scope=charge.scope, refused_by=refused_by
-                    )
+                    return ChargeOutcome(admitted=False, counts=found, refused_scope=charge.scope, refused_by=refused_by)
             after: list[WindowCount] = []
             for charge, count in zip(charges, found, strict=True):
                 db.execute(

@@ -41,6 +41,7 @@ def test_charges_until_the_limit_then_refuses_without_changing_anything(rate_lim
         assert [c.requests for c in outcome.counts] == [i + 1, i + 1]
     refused = rate_limits.charge([_charge("key:a"), _charge("tenant:t", max_requests=100)])
     assert not refused.admitted and refused.refused_scope == "key:a" and refused.refused_by == "requests"
+    assert [c.requests for c in refused.counts] == [5, 5]  # every window, as found
     # Another key of the same tenant still gets in, and the tenant counter did not count the refusal.
     other = rate_limits.charge([_charge("key:b"), _charge("tenant:t", max_requests=100)])
     assert other.admitted and [c.requests for c in other.counts] == [1, 6]
@@ -50,6 +51,7 @@ def test_a_refusal_on_the_second_scope_leaves_the_first_untouched(rate_limits: R
     assert rate_limits.charge([_charge("key:a", tokens=600), _charge("tenant:t", tokens=600)]).admitted
     refused = rate_limits.charge([_charge("key:c", tokens=500), _charge("tenant:t", tokens=500)])
     assert not refused.admitted and refused.refused_scope == "tenant:t" and refused.refused_by == "tokens"
+    assert [(c.scope, c.tokens) for c in refused.counts] == [("key:c", 0), ("tenant:t", 600)]
     fresh = rate_limits.charge([_charge("key:c", tokens=400), _charge("tenant:t", tokens=400)])
     assert fresh.admitted and [c.tokens for c in fresh.counts] == [400, 1000]
 
