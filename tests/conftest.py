@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.api_keys import hash_api_key, new_api_key
+from functions.accounts import create_tenant_with_key, mint_admin_key
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier
 from tests.support.processes import ProcessGroup, free_port, start_gateway, start_worker
@@ -22,12 +22,21 @@ class Stack:
     data_dir: Path
 
     def new_key(self, tier: Tier, name: str = "test") -> str:
+        return self.new_tenant(tier, name)[1]
+
+    def new_tenant(self, tier: Tier, name: str = "test") -> tuple[str, str]:
+        """(tenant id, API key) of a new tenant in the stack's store."""
         store = SQLiteStore(self.data_dir / "fleetchat.db")
         try:
-            tenant = store.create_tenant(name, tier)
-            key = new_api_key()
-            store.add_api_key(tenant.id, hash_api_key(key), label=name)
-            return key
+            tenant, minted = create_tenant_with_key(store, name, tier, label=name)
+            return tenant.id, minted.key
+        finally:
+            store.close()
+
+    def admin_key(self) -> str:
+        store = SQLiteStore(self.data_dir / "fleetchat.db")
+        try:
+            return mint_admin_key(store, "tests").key
         finally:
             store.close()
 

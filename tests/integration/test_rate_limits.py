@@ -75,7 +75,9 @@ def _early_in_a_window(margin_s: float = 20.0) -> None:
 
 def _post(url: str, key: str, **body: object) -> httpx.Response:
     payload = {"model": "mini", "messages": [{"role": "user", "content": "hi"}], **body}
-    return httpx.post(f"{url}/v1/chat/completions", json=payload, headers={"authorization": f"Bearer {key}"}, timeout=30)
+    return httpx.post(
+        f"{url}/v1/chat/completions", json=payload, headers={"authorization": f"Bearer {key}"}, timeout=30
+    )
 
 
 def test_two_replicas_on_one_store_admit_exactly_the_limit(replicas: Replicas) -> None:
