@@ -174,6 +174,9 @@ def render_markdown(result: BenchResult) -> str:
             ],
         )
 
+    if result.admission is not None:
+        lines += _admission_lines(result)
+
     samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
     if result.prefix is not None:
         samples += [("prefix", e) for e in result.prefix.error_samples]
@@ -181,6 +184,46 @@ def render_markdown(result: BenchResult) -> str:
         lines += ["", "## Error samples", ""]
         lines += [f"- {label}: `{error}`" for label, error in samples]
     return "\n".join(lines) + "\n"
+
+
+def _admission_lines(result: BenchResult) -> list[str]:
+    assert result.admission is not None
+    cost, limit = result.admission.cost, result.admission.limit
+    lines = ["", "## Admission control", ""]
+    if cost is not None:
+        lines += [f"Added per request, in-process: admit + settle + ledger write ({cost.requests} requests).", ""]
+        lines += _table(
+            ["store", "requests", "p50 ms", "p99 ms", "max ms", "admit p50 ms", "settle p50 ms", "ledger p50 ms"],
+            [
+                [
+                    cost.store,
+                    str(cost.requests),
+                    fmt(cost.p50_ms, 2),
+                    fmt(cost.p99_ms, 2),
+                    fmt(cost.max_ms, 2),
+                    fmt(cost.admit_p50_ms, 2),
+                    fmt(cost.settle_p50_ms, 2),
+                    fmt(cost.ledger_p50_ms, 2),
+                ]
+            ],
+        )
+    if limit is not None:
+        unsent = f" ({limit.planned - limit.sent} of {limit.planned} not sent: the window was ending)"
+        lines += [
+            "",
+            f"2 gateway replicas on 1 SQLite store, limit {limit.limit_rpm} RPM (key and tenant): {limit.sent} "
+            f"requests{unsent if limit.sent < limit.planned else ''} (max_tokens=1) alternating between the replicas "
+            f"at concurrency {limit.concurrency} inside one one-minute window, in {fmt(limit.wall_s, 2)} s.",
+            "",
+        ]
+        rows = [[r.replica, str(r.sent), str(r.accepted), str(r.refused), str(r.other)] for r in limit.replicas]
+        rows.append(
+            ["**total**", str(limit.sent), f"**{limit.accepted}**", str(limit.refused), str(sum(limit.other.values()))]
+        )
+        lines += _table(["replica", "sent", "accepted (200)", "refused (429)", "other"], rows)
+        if limit.other:
+            lines += ["", "Other outcomes: " + ", ".join(f"`{k}` x{v}" for k, v in sorted(limit.other.items()))]
+    return lines
 
 
 def _all_levels(result: BenchResult) -> list[LevelStats]:

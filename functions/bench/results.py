@@ -87,6 +87,46 @@ class StoreAppendStats(BaseModel):
     max_ms: float | None
 
 
+class AdmissionCostStats(BaseModel):
+    """What admit + settle + the ledger write add to one request, timed in-process on a fresh store."""
+
+    store: str
+    requests: int
+    p50_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    admit_p50_ms: float | None
+    settle_p50_ms: float | None
+    ledger_p50_ms: float | None
+
+
+class AdmissionReplicaStats(BaseModel):
+    replica: str
+    sent: int
+    accepted: int  # 200
+    refused: int  # 429
+    other: int
+
+
+class AdmissionLimitStats(BaseModel):
+    """A burst of 3x an RPM limit over two gateway replicas sharing one store, inside one fixed one-minute window."""
+
+    limit_rpm: int
+    concurrency: int
+    planned: int  # 3 x limit_rpm; those whose turn came too close to the window's end were not sent
+    sent: int
+    accepted: int
+    refused: int
+    other: dict[str, int] = Field(default_factory=dict)  # status code or exception name -> count
+    replicas: list[AdmissionReplicaStats]
+    wall_s: float
+
+
+class AdmissionStats(BaseModel):
+    cost: AdmissionCostStats | None = None
+    limit: AdmissionLimitStats | None = None
+
+
 class Check(BaseModel):
     """One target and whether the run met it (None: not measured)."""
 
@@ -113,4 +153,5 @@ class BenchResult(BaseModel):
     overhead: OverheadStats | None = None
     conversation: ConversationStats | None = None
     store_appends: list[StoreAppendStats] = Field(default_factory=list)
+    admission: AdmissionStats | None = None
     checks: list[Check] = Field(default_factory=list)

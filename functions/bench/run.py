@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from functions.bench import prompts, stats
+from functions.bench.admission_phase import admission_phase
 from functions.bench.conversation_phase import multi_turn
 from functions.bench.load import make_client, run_level, stream_chat, timed_get
 from functions.bench.machine import machine_info
@@ -56,6 +57,8 @@ class BenchConfig(BaseModel):
     conversation_turns: int = Field(default=10, ge=2, le=10)
     conversation_max_tokens: int = Field(default=32, ge=1)
     store_appends: int = Field(default=300, ge=10)
+    admission_requests: int = Field(default=500, ge=10)  # in-process admit + settle + ledger write timings
+    admission_limit_rpm: int = Field(default=30, ge=1)  # the two-replica burst sends 3x this
     temperature: float = 0.0
     request_timeout_s: float = 300.0
 
@@ -340,6 +343,15 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                 result.notes += notes
             except Exception as exc:  # a store phase failure must not throw away the phases already measured
                 result.notes.append(f"store append phase failed: {type(exc).__name__}: {exc}")
+            admission_requests = min(cfg.admission_requests, 100) if cfg.quick else cfg.admission_requests
+            limit_rpm = min(cfg.admission_limit_rpm, 10) if cfg.quick else cfg.admission_limit_rpm
+            try:
+                result.admission, notes = await admission_phase(
+                    cfg.model, targets.worker_urls, admission_requests, limit_rpm, progress
+                )
+                result.notes += notes
+            except Exception as exc:  # as above: keep what was measured
+                result.notes.append(f"admission phase failed: {type(exc).__name__}: {exc}")
         finally:
             await phases.close()
 

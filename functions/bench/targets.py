@@ -10,6 +10,7 @@ GATEWAY_THROUGHPUT_RATIO_MIN = 0.95
 GATEWAY_TTFT_DIFF_MAX_MS = 10.0
 CONVERSATION_REUSE_MIN = 0.9  # turn N's cached tokens over turn N-1's whole prompt
 SQLITE_APPEND_P99_MAX_MS = 50.0
+ADMISSION_P50_MAX_MS = 2.0  # admit + settle + ledger write per request, SQLite
 
 
 def _at_least(name: str, value: float | None, minimum: float, unit: str) -> Check:
@@ -20,6 +21,11 @@ def _at_least(name: str, value: float | None, minimum: float, unit: str) -> Chec
 def _at_most(name: str, value: float | None, maximum: float, unit: str) -> Check:
     passed = None if value is None else value <= maximum
     return Check(name=name, value=value, unit=unit, target=f"<= {maximum:g}{unit}", passed=passed)
+
+
+def _exactly(name: str, value: float | None, expected: float, unit: str, measured: bool = True) -> Check:
+    passed = None if value is None or not measured else value == expected
+    return Check(name=name, value=value, unit=unit, target=f"== {expected:g}{unit}", passed=passed)
 
 
 def evaluate(result: BenchResult) -> list[Check]:
@@ -68,4 +74,19 @@ def evaluate(result: BenchResult) -> list[Check]:
     for store in result.store_appends:
         if store.store.startswith("sqlite"):
             checks.append(_at_most("append a turn p99 (sqlite)", store.p99_ms, SQLITE_APPEND_P99_MAX_MS, " ms"))
+    if result.admission is not None:
+        if result.admission.cost is not None:
+            cost = result.admission.cost
+            checks.append(_at_most("admission + ledger write p50 (sqlite)", cost.p50_ms, ADMISSION_P50_MAX_MS, " ms"))
+        if result.admission.limit is not None:
+            limit = result.admission.limit
+            checks.append(
+                _exactly(
+                    f"2 replicas, 1 store: accepted in the window (limit {limit.limit_rpm} RPM)",
+                    float(limit.accepted),
+                    limit.limit_rpm,
+                    "",
+                    measured=limit.sent > limit.limit_rpm,  # else the limit was never reached
+                )
+            )
     return checks

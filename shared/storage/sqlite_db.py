@@ -150,10 +150,11 @@ MIGRATIONS: list[list[str]] = [
 class SQLiteDatabase:
     """Thread-safe: one connection guarded by a lock; WAL lets other processes read while one writes.
 
-    `synchronous=FULL`: a committed transaction survives a power cut, not only a killed process.
+    `synchronous=FULL`: a committed transaction survives a power cut, not only a killed process (`durable=False`
+    relaxes that to NORMAL for data worth less than an fsync per write, such as one-minute rate counters).
     """
 
-    def __init__(self, path: Path, *, busy_timeout_s: float = 5.0) -> None:
+    def __init__(self, path: Path, *, busy_timeout_s: float = 5.0, durable: bool = True) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
@@ -161,7 +162,8 @@ class SQLiteDatabase:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=busy_timeout_s)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        # Not durable (rate counters): NORMAL still never corrupts the file; a power cut may lose the last commits.
+        self._db.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         with self.write() as db:
             version = int(db.execute("PRAGMA user_version").fetchone()[0])

@@ -19,7 +19,9 @@ from shared.storage.timestamps import from_iso, to_iso
 class SQLiteRateLimits:
     def __init__(self, path: Path, *, busy_timeout_s: float = 5.0) -> None:
         self.path = path
-        self._database = SQLiteDatabase(path, busy_timeout_s=busy_timeout_s)
+        # Counters live for a minute: losing the last commits to a power cut costs at most a few requests of limit,
+        # while an fsync per admission would cost milliseconds on every request.
+        self._database = SQLiteDatabase(path, busy_timeout_s=busy_timeout_s, durable=False)
 
     def charge(self, charges: list[WindowCharge]) -> ChargeOutcome:
         with self._database.write() as db:
