@@ -11,9 +11,10 @@ resource "aws_iam_access_key" "service" {
   user  = aws_iam_user.service.name
 }
 
-# Exactly the calls AwsConversationStore makes (shared/storage/aws_conversations.py; tests/unit/test_terraform.py
-# derives them from that file). ensure_resources' CreateTable, UpdateTimeToLive and CreateBucket are for local and
-# test stacks only: here Terraform owns the resources, and the service can neither create, reconfigure nor drop them.
+# Exactly the calls AwsConversationStore and the account adapters make (tests/unit/test_terraform.py derives them
+# from their source files). ensure_resources' and ensure_accounts_table's CreateTable, UpdateTimeToLive and
+# CreateBucket are for local and test stacks only: here Terraform owns the resources, and the service can neither
+# create, reconfigure nor drop them.
 data "aws_iam_policy_document" "service" {
   # TransactWriteItems has no IAM action of its own: each Put, Update and Delete inside it is authorized as
   # PutItem, UpdateItem and DeleteItem. GetItem is the consistent record read; BatchWriteItem deletes turns.
@@ -56,7 +57,32 @@ data "aws_iam_policy_document" "service" {
     resources = [aws_s3_bucket.conversations.arn]
   }
 
-  # Only through S3 and DynamoDB, on their requests for this bucket and table: the key can't be used directly.
+  # Exactly the calls of AwsTenantStore, AwsRateLimits, AwsLedger and AwsMeterState (shared/storage/aws_accounts*.py,
+  # aws_limits.py, aws_ledger.py). Their transactions' Put, Update, Delete and ConditionCheck are authorized as
+  # PutItem, UpdateItem, DeleteItem and ConditionCheckItem. BatchGetItem is the auth path's second read (key record
+  # and tenant) and the admission pre-read of counters. No Scan: every access pattern is a key read or a Query.
+  statement {
+    sid = "AccountItems"
+    actions = [
+      "dynamodb:BatchGetItem",
+      "dynamodb:ConditionCheckItem",
+      "dynamodb:DeleteItem",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+      "dynamodb:UpdateItem",
+    ]
+    resources = [aws_dynamodb_table.accounts.arn]
+  }
+
+  # The meter exporter's totals over all tenants read ledger_by_hour, the table's only index.
+  statement {
+    sid       = "AccountIndexes"
+    actions   = ["dynamodb:Query"]
+    resources = ["${aws_dynamodb_table.accounts.arn}/index/ledger_by_hour"]
+  }
+
+  # Only through S3 and DynamoDB, on their requests for this bucket and these tables: the key can't be used directly.
   statement {
     sid = "StorageKey"
     actions = [

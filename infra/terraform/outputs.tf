@@ -12,6 +12,15 @@ output "table_arn" {
   value = aws_dynamodb_table.conversations.arn
 }
 
+output "accounts_table_name" {
+  description = "FLEETCHAT_ACCOUNTS_TABLE."
+  value       = aws_dynamodb_table.accounts.name
+}
+
+output "accounts_table_arn" {
+  value = aws_dynamodb_table.accounts.arn
+}
+
 output "bucket_name" {
   description = "FLEETCHAT_CONVERSATIONS_BUCKET."
   value       = aws_s3_bucket.conversations.id
@@ -54,6 +63,7 @@ output "modal_secret_command" {
       FLEETCHAT_CONVERSATIONS_TABLE=${aws_dynamodb_table.conversations.name} \
       FLEETCHAT_CONVERSATIONS_BUCKET=${aws_s3_bucket.conversations.id} \
       FLEETCHAT_CONVERSATIONS_KMS_KEY_ID=${aws_kms_key.storage.arn} \
+      FLEETCHAT_ACCOUNTS_TABLE=${aws_dynamodb_table.accounts.name} \
       AWS_ACCESS_KEY_ID=${var.create_access_key ? one(aws_iam_access_key.service[*].id) : "<key id of ${aws_iam_user.service.name}>"} \
       AWS_SECRET_ACCESS_KEY="${var.create_access_key ? "$(terraform output -raw service_secret_access_key)" : "<its secret>"}"
   EOT

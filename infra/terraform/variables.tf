@@ -43,6 +43,18 @@ variable "table_name" {
   }
 }
 
+variable "accounts_table_name" {
+  description = "DynamoDB table of tenants, keys, admission counters, the token ledger and the meter outbox (FLEETCHAT_ACCOUNTS_TABLE)."
+  type        = string
+  # The settings default, so a deployment that keeps it needs no override.
+  default = "fleetchat-accounts"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_.-]{3,255}$", var.accounts_table_name))
+    error_message = "accounts_table_name must be 3-255 letters, digits, '_', '.' or '-'."
+  }
+}
+
 variable "bucket_name" {
   description = "S3 bucket of conversation bodies (FLEETCHAT_CONVERSATIONS_BUCKET); bucket names are global."
   type        = string
@@ -72,7 +84,7 @@ variable "bucket_name" {
 }
 
 variable "deletion_protection" {
-  description = "Refuse to delete the table, and a bucket that still holds objects, on destroy."
+  description = "Refuse to delete the tables, and a bucket that still holds objects, on destroy."
   type        = bool
   default     = true
 }

@@ -44,7 +44,9 @@ class SQLiteRateLimits:
                     else None
                 )
                 if refused_by is not None:
-                    return ChargeOutcome(admitted=False, counts=found, refused_scope=charge.scope, refused_by=refused_by)
+                    return ChargeOutcome(
+                        admitted=False, counts=found, refused_scope=charge.scope, refused_by=refused_by
+                    )
             after: list[WindowCount] = []
             for charge, count in zip(charges, found, strict=True):
                 db.execute(

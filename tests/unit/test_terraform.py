@@ -1,7 +1,8 @@
-"""infra/terraform matches the AWS conversation store: table layout, IAM for exactly the calls it makes, bucket crypto.
+"""infra/terraform matches the AWS stores: table layouts, IAM for exactly the calls they make, bucket crypto.
 
 Offline: the .tf files are parsed with python-hcl2 and compared with what `shared.storage.aws_layout` and
-`shared.storage.aws_conversations` really do (their calls are captured on mock clients, or read from their source).
+`shared.storage.aws_conversations` (conversations), and `shared.storage.aws_accounts_layout` and the account adapters
+(accounts, limits, ledger) really do (their calls are captured on mock clients, or read from their source).
 Where a `terraform` binary and a local provider mirror exist, the module is also validated and planned offline.
 """
 
@@ -22,7 +23,8 @@ import hcl2
 import pytest
 
 from shared.settings import Settings
-from shared.storage import aws_layout
+from shared.storage import aws_accounts_layout, aws_layout
+from shared.storage.aws_accounts_layout import LEDGER_INDEX, AwsAccountsConfig
 from shared.storage.aws_conversations import AwsConversationStore
 from shared.storage.aws_layout import LIST_INDEX, SWEEP_INDEX, TTL_ATTRIBUTE, AwsStoreConfig
 from shared.storage.conversations import StoredMessage
@@ -30,6 +32,10 @@ from shared.storage.conversations import StoredMessage
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TF_DIR = REPO_ROOT / "infra" / "terraform"
 ADAPTER_SOURCE = REPO_ROOT / "shared" / "storage" / "aws_conversations.py"
+ACCOUNT_SOURCES = [
+    REPO_ROOT / "shared" / "storage" / name
+    for name in ("aws_accounts_layout.py", "aws_accounts.py", "aws_limits.py", "aws_ledger.py")
+]
 MODAL_APP_SOURCE = REPO_ROOT / "gpu_workers" / "modal_app.py"
 
 TABLE_ARN = "${aws_dynamodb_table.conversations.arn}"
@@ -37,10 +43,13 @@ INDEX_ARN = "${aws_dynamodb_table.conversations.arn}/index/*"
 BUCKET_ARN = "${aws_s3_bucket.conversations.arn}"
 OBJECT_ARN = "${aws_s3_bucket.conversations.arn}/*"
 KEY_ARN = "${aws_kms_key.storage.arn}"
+ACCOUNTS_TABLE_ARN = "${aws_dynamodb_table.accounts.arn}"
+ACCOUNTS_INDEX_ARN = f"${{aws_dynamodb_table.accounts.arn}}/index/{LEDGER_INDEX}"
 
 # boto3 method of the adapter -> the IAM actions it needs. A method missing here fails the test: map it first.
 DYNAMODB_ACTIONS: dict[str, set[str]] = {
     "get_item": {"GetItem"},
+    "batch_get_item": {"BatchGetItem"},
     "put_item": {"PutItem"},
     "update_item": {"UpdateItem"},
     "delete_item": {"DeleteItem"},
@@ -118,7 +127,7 @@ def policy_statements(address: str) -> list[dict[str, Any]]:
     return MODULE["data"][address]["statement"]
 
 
-# -- the table is the one ensure_resources creates -----------------------------------------------------------------
+# -- the tables are the ones ensure_resources and ensure_accounts_table create -------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +145,37 @@ def created() -> dict[str, Any]:
     }
 
 
-def test_table_keys_and_billing_match_the_adapter(created: dict[str, Any]) -> None:
-    table = resource("aws_dynamodb_table.conversations")
+@pytest.fixture(scope="module")
+def created_accounts() -> dict[str, Any]:
+    """What ensure_accounts_table asks AWS for, captured on a mock client: the table and its TTL."""
+    ddb, s3 = MagicMock(name="dynamodb"), MagicMock(name="s3")
+    ddb.describe_time_to_live.return_value = {"TimeToLiveDescription": {"TimeToLiveStatus": "DISABLED"}}
+    with patch.object(aws_accounts_layout, "clients", return_value=(ddb, s3)):
+        aws_accounts_layout.ensure_accounts_table(AwsAccountsConfig(table_name="t"))
+    return {
+        "table": ddb.create_table.call_args.kwargs,
+        "ttl": ddb.update_time_to_live.call_args.kwargs["TimeToLiveSpecification"],
+        "ddb_calls": {call[0].split(".")[0] for call in ddb.method_calls},
+        "s3_calls": {call[0].split(".")[0] for call in s3.method_calls} - {"close"},
+    }
+
+
+# Terraform resource -> (the fixture capturing what the adapter creates, its index names, its Settings field).
+TABLES = {
+    "conversations": ("created", {LIST_INDEX, SWEEP_INDEX}, "conversations_table"),
+    "accounts": ("created_accounts", {LEDGER_INDEX}, "accounts_table"),
+}
+
+
+@pytest.fixture(params=sorted(TABLES))
+def table_case(request: pytest.FixtureRequest) -> tuple[dict[str, Any], dict[str, Any], set[str]]:
+    """(the table resource, what its adapter creates, the adapter's index names), for each table."""
+    fixture, indexes, _ = TABLES[request.param]
+    return resource(f"aws_dynamodb_table.{request.param}"), request.getfixturevalue(fixture), indexes
+
+
+def test_table_keys_and_billing_match_the_adapter(table_case) -> None:
+    table, created, _ = table_case
     keys = {entry["KeyType"]: entry["AttributeName"] for entry in created["table"]["KeySchema"]}
     assert (table["hash_key"], table["range_key"]) == (keys["HASH"], keys["RANGE"]) == ("pk", "sk")
     assert table["billing_mode"] == created["table"]["BillingMode"]
@@ -145,7 +183,9 @@ def test_table_keys_and_billing_match_the_adapter(created: dict[str, Any]) -> No
     assert sorted((a["name"], a["type"]) for a in table["attribute"]) == expected
 
 
-def test_indexes_match_the_adapter(created: dict[str, Any]) -> None:
+def test_indexes_match_the_adapter(table_case) -> None:
+    table, created, index_names = table_case
+
     def from_adapter(index: dict[str, Any]) -> dict[str, Any]:
         keys = {entry["KeyType"]: entry["AttributeName"] for entry in index["KeySchema"]}
         projection = index["Projection"]
@@ -162,23 +202,23 @@ def test_indexes_match_the_adapter(created: dict[str, Any]) -> None:
         return {field: index.get(field) for field in fields}
 
     expected = sorted((from_adapter(i) for i in created["table"]["GlobalSecondaryIndexes"]), key=lambda i: i["name"])
-    table = resource("aws_dynamodb_table.conversations")
     actual = sorted((from_terraform(i) for i in table["global_secondary_index"]), key=lambda i: i["name"])
     assert actual == expected
-    assert {index["name"] for index in actual} == {LIST_INDEX, SWEEP_INDEX}
+    assert {index["name"] for index in actual} == index_names
     assert "local_secondary_index" not in table
 
 
-def test_ttl_is_the_adapter_attribute(created: dict[str, Any]) -> None:
-    ttl = one_block(resource("aws_dynamodb_table.conversations"), "ttl")
-    assert ttl == {"attribute_name": TTL_ATTRIBUTE, "enabled": True}
+def test_ttl_is_the_adapter_attribute(table_case) -> None:
+    table, created, _ = table_case
+    assert one_block(table, "ttl") == {"attribute_name": TTL_ATTRIBUTE, "enabled": True}
     assert created["ttl"] == {"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
 
 
-def test_table_is_protected_and_encrypted_with_the_key() -> None:
-    table = resource("aws_dynamodb_table.conversations")
-    assert table["name"] == "${var.table_name}"
-    assert variable_default("table_name") == Settings.model_fields["conversations_table"].default
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_table_is_protected_and_encrypted_with_the_key(name: str) -> None:
+    table = resource(f"aws_dynamodb_table.{name}")
+    variable = table["name"].removeprefix("${var.").removesuffix("}")
+    assert variable_default(variable) == Settings.model_fields[TABLES[name][2]].default
     assert one_block(table, "point_in_time_recovery")["enabled"] is True
     assert table["deletion_protection_enabled"] == "${var.deletion_protection}"
     assert variable_default("deletion_protection") is True
@@ -291,12 +331,11 @@ def test_bucket_name_validation_follows_s3_rules() -> None:
 # -- IAM: exactly what the adapter calls ---------------------------------------------------------------------------
 
 
-def adapter_calls() -> tuple[set[str], set[str], set[str]]:
-    """(DynamoDB methods, S3 methods, TransactWriteItems operations) that AwsConversationStore uses."""
-    tree = ast.parse(ADAPTER_SOURCE.read_text())
+def adapter_calls(sources: list[Path]) -> tuple[set[str], set[str], set[str]]:
+    """(DynamoDB methods, S3 methods, TransactWriteItems operations) that the adapter in `sources` uses."""
     methods: dict[str, set[str]] = {"_ddb": set(), "_s3": set()}
     operations: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.Module(body=[n for p in sources for n in ast.parse(p.read_text()).body], type_ignores=[])):
         if (
             isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Attribute)
@@ -310,9 +349,9 @@ def adapter_calls() -> tuple[set[str], set[str], set[str]]:
     return methods["_ddb"], methods["_s3"], operations
 
 
-def required_actions() -> set[str]:
-    ddb_methods, s3_methods, operations = adapter_calls()
-    assert ddb_methods and s3_methods, "found no boto3 calls in the adapter: did the client attributes move?"
+def required_actions(sources: list[Path]) -> set[str]:
+    ddb_methods, s3_methods, operations = adapter_calls(sources)
+    assert ddb_methods, "found no boto3 calls in the adapter: did the client attributes move?"
     unknown = (ddb_methods - DYNAMODB_ACTIONS.keys()) | (s3_methods - S3_ACTIONS.keys())
     assert not unknown, f"map {sorted(unknown)} to IAM actions here and grant them in infra/terraform/iam.tf"
     actions = {f"dynamodb:{a}" for m in ddb_methods for a in DYNAMODB_ACTIONS[m]}
@@ -332,19 +371,33 @@ def granted() -> dict[str, set[str]]:
     return grants
 
 
+def granted_on(*resources: str) -> set[str]:
+    return {action for action, on in granted().items() if on & set(resources)}
+
+
 def test_service_policy_allows_exactly_the_adapter_calls() -> None:
+    conversations, accounts = required_actions([ADAPTER_SOURCE]), required_actions(ACCOUNT_SOURCES)
+    assert {"s3:PutObject", "dynamodb:UpdateItem"} <= conversations and "dynamodb:BatchGetItem" in accounts
     storage_actions = {action for action in granted() if not action.startswith("kms:")}
-    assert storage_actions == required_actions()
+    assert storage_actions == conversations | accounts
+    # Each table gets exactly its own adapter's calls.
+    assert granted_on(TABLE_ARN, INDEX_ARN) == {a for a in conversations if a.startswith("dynamodb:")}
+    assert granted_on(ACCOUNTS_TABLE_ARN, ACCOUNTS_INDEX_ARN) == accounts
 
 
-def test_service_policy_is_scoped_to_the_table_indexes_bucket_and_key() -> None:
+def test_account_adapters_never_scan() -> None:
+    ddb_methods, s3_methods, _ = adapter_calls(ACCOUNT_SOURCES)
+    assert "scan" not in ddb_methods and not s3_methods
+
+
+def test_service_policy_is_scoped_to_the_tables_indexes_bucket_and_key() -> None:
     for action, resources in granted().items():
         assert "*" not in action, action
         service = action.split(":")[0]
         if action == "dynamodb:Query":
-            assert resources == {TABLE_ARN, INDEX_ARN}
+            assert resources == {TABLE_ARN, INDEX_ARN, ACCOUNTS_TABLE_ARN, ACCOUNTS_INDEX_ARN}
         elif service == "dynamodb":
-            assert resources == {TABLE_ARN}, action
+            assert resources and resources <= {TABLE_ARN, ACCOUNTS_TABLE_ARN}, action
         elif action == "s3:ListBucket":
             assert resources == {BUCKET_ARN}
         elif service == "s3":
@@ -359,12 +412,17 @@ def test_service_policy_is_scoped_to_the_table_indexes_bucket_and_key() -> None:
     assert set(via["values"]) == {"s3.${var.region}.amazonaws.com", "dynamodb.${var.region}.amazonaws.com"}
 
 
-def test_service_cannot_create_reconfigure_or_drop_resources(created: dict[str, Any]) -> None:
+def test_service_cannot_create_reconfigure_or_drop_resources(
+    created: dict[str, Any], created_accounts: dict[str, Any]
+) -> None:
     def iam_action(service: str, method: str) -> str:
         return RESOURCE_ADMIN_ACTIONS.get(method) or f"{service}:{''.join(p.title() for p in method.split('_'))}"
 
-    local_only = {iam_action("dynamodb", m) for m in created["ddb_calls"]} | {
-        iam_action("s3", m) for m in created["s3_calls"]
+    local_only = {
+        iam_action(service, method)
+        for calls in (created, created_accounts)
+        for service, methods in (("dynamodb", calls["ddb_calls"]), ("s3", calls["s3_calls"]))
+        for method in methods
     }
     assert {"dynamodb:CreateTable", "dynamodb:UpdateTimeToLive", "s3:CreateBucket"} <= local_only
     actions = set(granted())
@@ -389,14 +447,16 @@ def test_service_identity_is_a_user_with_that_policy() -> None:
 def test_outputs_feed_the_modal_secret() -> None:
     outputs = MODULE["output"]
     assert outputs["service_secret_access_key"]["sensitive"] is True
-    for name in ("table_name", "bucket_name", "kms_key_arn", "service_user_name", "service_access_key_id"):
+    names = ("table_name", "accounts_table_name", "bucket_name", "kms_key_arn", "service_user_name")
+    for name in (*names, "service_access_key_id"):
         assert name in outputs, name
     command = outputs["modal_secret_command"]["value"]
     created_secret = re.search(r"modal secret create (\S+) ", command)
     read_by_the_app = re.findall(r'modal\.Secret\.from_name\("([^"]+)"\)', MODAL_APP_SOURCE.read_text())
     assert created_secret and created_secret.group(1) in read_by_the_app
     prefix = Settings.model_config["env_prefix"]
-    for field in ("aws_region", "conversations_table", "conversations_bucket", "conversations_kms_key_id"):
+    fields = ("aws_region", "conversations_table", "conversations_bucket", "conversations_kms_key_id", "accounts_table")
+    for field in fields:
         assert field in Settings.model_fields
         assert f"{prefix}{field.upper()}=" in command, field
     assert "AWS_ACCESS_KEY_ID=" in command and "AWS_SECRET_ACCESS_KEY=" in command
