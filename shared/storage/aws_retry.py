@@ -95,6 +95,6 @@ class Retrier:
             return retrying(fn, **kwargs)
         except (ClientError, BotoConnectionError, HTTPClientError, NoCredentialsError) as exc:
             if is_transient(exc) or error_code(exc) in UNUSABLE_CODES or isinstance(exc, NoCredentialsError):
-                logger.warning("conversation store unavailable: %s", exc)
+                logger.warning("AWS store unavailable: %s", exc)
                 raise StoreUnavailableError() from exc
             raise

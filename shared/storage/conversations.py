@@ -157,7 +157,7 @@ class VersionConflictError(FleetchatError):
 class StoreUnavailableError(ServiceUnavailableError):
     """The backing store cannot be reached (after retries). Never raised for a bad request."""
 
-    def __init__(self, message: str = "Conversation storage is unavailable right now.") -> None:
+    def __init__(self, message: str = "Storage is unavailable right now.") -> None:
         super().__init__(message, retry_after_s=5, code="store_unavailable")
 
 
