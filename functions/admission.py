@@ -95,8 +95,7 @@ class Admission:
                 param="max_tokens",
                 code="invalid_value",
             )
-        budget = limits.brownout_max_output_tokens if self.brownout else limits.max_output_tokens
-        max_tokens = self._completion_budget(requested_max_tokens, budget, messages, pool)
+        budget, max_tokens, capped = self._completion_budget(limits, requested_max_tokens, messages, pool)
         reserved = estimate_prompt_tokens(messages) + (max_tokens or budget)
         smallest_tpm = min(limits.key_tpm, limits.tenant_tpm)
         if reserved > smallest_tpm:
@@ -110,7 +109,7 @@ class Admission:
         moment = now.timestamp()
         window_start = int(moment // WINDOW_S * WINDOW_S)
         scopes = (f"key:{key_id}", f"tenant:{tenant_id}")
-        reservation = Reservation(scopes, window_start, reserved, max_tokens, self.brownout and max_tokens == budget)
+        reservation = Reservation(scopes, window_start, reserved, max_tokens, capped)
 
         def charge(requests: int, tokens: int) -> ChargeOutcome:
             return self.store.charge(
@@ -142,19 +141,22 @@ class Admission:
         self, limits: TierLimits, messages: list[ChatMessage], requested_max_tokens: int | None, pool: str
     ) -> Reservation:
         """A reservation that holds no counters (the store was unavailable): the budget still applies."""
-        budget = limits.brownout_max_output_tokens if self.brownout else limits.max_output_tokens
-        max_tokens = self._completion_budget(requested_max_tokens, budget, messages, pool)
-        return Reservation((), 0, 0, max_tokens, self.brownout and max_tokens == budget)
+        _, max_tokens, capped = self._completion_budget(limits, requested_max_tokens, messages, pool)
+        return Reservation((), 0, 0, max_tokens, capped)
 
     def _completion_budget(
-        self, requested: int | None, budget: int, messages: list[ChatMessage], pool: str
-    ) -> int | None:
+        self, limits: TierLimits, requested: int | None, messages: list[ChatMessage], pool: str
+    ) -> tuple[int, int | None, bool]:
+        """(the tier's budget now, max_tokens to send, whether brownout capped it)."""
+        budget = limits.brownout_max_output_tokens if self.brownout else limits.max_output_tokens
         if requested is not None:
-            return min(requested, budget)  # only brownout lowers the budget below the tier's ceiling (see admit)
-        # Unasked, the budget is sent only where it surely fits the context (the worker refuses prompt +
-        # max_tokens > context); otherwise the worker bounds the answer by the context and settlement corrects.
-        room = self.context_tokens.get(pool, 0) - prompt_token_bound(messages)
-        return budget if room >= budget else None
+            max_tokens: int | None = min(requested, budget)  # only brownout lowers it below the ceiling (see admit)
+        else:
+            # Unasked, the budget is sent only where it surely fits the context (the worker refuses prompt +
+            # max_tokens > context); otherwise the worker bounds the answer by the context and settlement corrects.
+            room = self.context_tokens.get(pool, 0) - prompt_token_bound(messages)
+            max_tokens = budget if room >= budget else None
+        return budget, max_tokens, self.brownout and max_tokens == budget
 
     def _count_message(self, tenant_id: str, limits: TierLimits, now: datetime, reservation: Reservation) -> None:
         assert limits.message_cap is not None

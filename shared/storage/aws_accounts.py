@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -45,7 +44,7 @@ class AwsTenantStore(AccountsTable):
     # -- tenants --------------------------------------------------------------------------------------------------
 
     def create_tenant(self, name: str, tier: Tier) -> Tenant:
-        tenant = Tenant(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now())
+        tenant = Tenant.new(name, tier)
         pointer = {**directory_key(tenant), "tenant_id": tenant.id}
         if not self._transact([{"Put": self._put_new(tenant_item(tenant))}, {"Put": self._put_new(pointer)}]):
             raise RuntimeError(f"tenant id {tenant.id} collided")  # a random 128-bit id: never in practice
@@ -82,7 +81,7 @@ class AwsTenantStore(AccountsTable):
     # -- users ----------------------------------------------------------------------------------------------------
 
     def create_user(self, tenant_id: str, email: str, name: str | None) -> User:
-        user = User(id=f"usr_{uuid.uuid4().hex}", tenant_id=tenant_id, email=email, name=name, created_at=utc_now())
+        user = User.new(tenant_id, email, name)
         guard = {**email_key(tenant_id, email), "user_id": user.id}
         written = self._transact(
             [
@@ -104,15 +103,7 @@ class AwsTenantStore(AccountsTable):
     def add_api_key(
         self, tenant_id: str, key_hash: str, label: str, *, user_id: str | None = None, hint: str = ""
     ) -> ApiKeyRecord:
-        record = ApiKeyRecord(
-            id=f"key_{uuid.uuid4().hex}",
-            tenant_id=tenant_id,
-            key_hash=key_hash,
-            label=label,
-            created_at=utc_now(),
-            user_id=user_id,
-            hint=hint,
-        )
+        record = ApiKeyRecord.new(tenant_id, key_hash, label, user_id, hint)
         pointer = {"tenant_id": tenant_id, "key_id": record.id}
         writes: list[dict[str, Any]] = [
             {"ConditionCheck": self._exists(tenant_key(tenant_id))},
@@ -175,7 +166,7 @@ class AwsTenantStore(AccountsTable):
     # -- admin keys -----------------------------------------------------------------------------------------------
 
     def add_admin_key(self, key_hash: str, label: str) -> AdminKeyRecord:
-        record = AdminKeyRecord(id=f"adm_{uuid.uuid4().hex}", key_hash=key_hash, label=label, created_at=utc_now())
+        record = AdminKeyRecord.new(key_hash, label)
         if not self._transact([{"Put": self._put_new(admin_key_item(record))}]):  # a transaction for its token
             raise ValueError("an admin key with this hash exists")
         return record

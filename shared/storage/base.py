@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.storage.timestamps import utc_now
 from shared.tiers import LimitOverrides, Tier
 
 
@@ -22,6 +24,10 @@ class Tenant(BaseModel):
     limits: LimitOverrides | None = None
     # The Stripe customer its usage is metered to (None: ledger only, not billed through Stripe).
     stripe_customer_id: str | None = None
+
+    @classmethod
+    def new(cls, name: str, tier: Tier) -> Tenant:
+        return cls(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now())
 
 
 class TenantChanges(BaseModel):
@@ -52,6 +58,10 @@ class User(BaseModel):
     name: str | None = None
     created_at: datetime
 
+    @classmethod
+    def new(cls, tenant_id: str, email: str, name: str | None) -> User:
+        return cls(id=f"usr_{uuid.uuid4().hex}", tenant_id=tenant_id, email=email, name=name, created_at=utc_now())
+
 
 class ApiKeyRecord(BaseModel):
     id: str
@@ -64,6 +74,18 @@ class ApiKeyRecord(BaseModel):
     # The key's first characters, to tell keys apart in a listing ("fc-AbCd…"); never enough to use it.
     hint: str = ""
 
+    @classmethod
+    def new(cls, tenant_id: str, key_hash: str, label: str, user_id: str | None, hint: str) -> ApiKeyRecord:
+        return cls(
+            id=f"key_{uuid.uuid4().hex}",
+            tenant_id=tenant_id,
+            key_hash=key_hash,
+            label=label,
+            created_at=utc_now(),
+            user_id=user_id,
+            hint=hint,
+        )
+
 
 class AdminKeyRecord(BaseModel):
     id: str
@@ -71,6 +93,10 @@ class AdminKeyRecord(BaseModel):
     label: str
     created_at: datetime
     revoked_at: datetime | None = None
+
+    @classmethod
+    def new(cls, key_hash: str, label: str) -> AdminKeyRecord:
+        return cls(id=f"adm_{uuid.uuid4().hex}", key_hash=key_hash, label=label, created_at=utc_now())
 
 
 class TenantStore(Protocol):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ class SQLiteStore:
     # Tenants
 
     def create_tenant(self, name: str, tier: Tier) -> Tenant:
-        tenant = Tenant(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now())
+        tenant = Tenant.new(name, tier)
         with self._database.write() as db:
             db.execute(
                 "INSERT INTO tenants (id, name, tier, created_at) VALUES (?, ?, ?, ?)",
@@ -70,7 +69,7 @@ class SQLiteStore:
     # Users
 
     def create_user(self, tenant_id: str, email: str, name: str | None) -> User:
-        user = User(id=f"usr_{uuid.uuid4().hex}", tenant_id=tenant_id, email=email, name=name, created_at=utc_now())
+        user = User.new(tenant_id, email, name)
         try:
             with self._database.write() as db:
                 db.execute(
@@ -91,15 +90,7 @@ class SQLiteStore:
     def add_api_key(
         self, tenant_id: str, key_hash: str, label: str, *, user_id: str | None = None, hint: str = ""
     ) -> ApiKeyRecord:
-        record = ApiKeyRecord(
-            id=f"key_{uuid.uuid4().hex}",
-            tenant_id=tenant_id,
-            key_hash=key_hash,
-            label=label,
-            created_at=utc_now(),
-            user_id=user_id,
-            hint=hint,
-        )
+        record = ApiKeyRecord.new(tenant_id, key_hash, label, user_id, hint)
         try:
             with self._database.write() as db:
                 db.execute(
@@ -150,7 +141,7 @@ class SQLiteStore:
     # Admin keys
 
     def add_admin_key(self, key_hash: str, label: str) -> AdminKeyRecord:
-        record = AdminKeyRecord(id=f"adm_{uuid.uuid4().hex}", key_hash=key_hash, label=label, created_at=utc_now())
+        record = AdminKeyRecord.new(key_hash, label)
         with self._database.write() as db:
             db.execute(
                 "INSERT INTO admin_keys (id, key_hash, label, created_at) VALUES (?, ?, ?, ?)",
