@@ -55,6 +55,9 @@ GATEWAY_PACKAGES = (
     "boto3>=1.40",
     "tenacity>=8.2",
     "stripe>=16",
+    "presidio-analyzer>=2.2,<3",
+    "tokenizers>=0.20",
+    "numpy>=1.26",
 )
 # Pinned so an image rebuild cannot change the engine under a running service.
 VLLM_PACKAGE = "vllm==0.33.0"

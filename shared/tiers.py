@@ -42,9 +42,28 @@ class LimitOverrides(BaseModel):
     max_output_tokens: int | None = Field(default=None, ge=1)
 
 
+class SafetyPolicy(BaseModel):
+    """What the safety pipeline does for a tier (enterprise tenants may change the first two, see SafetyOverrides)."""
+
+    # Halt a stream whose output contains PII (emails, phones, cards, secrets, IPs) instead of sending it.
+    block_outbound_pii: bool = False
+    # Keep a PII-redacted excerpt of the blocked/halted text in the safety audit record (else no content at all).
+    audit_raw_content: bool = False
+    # Safety audit records are kept this many days, then swept (legal hold keeps them).
+    audit_retention_days: int = Field(ge=1)
+
+
+class SafetyOverrides(BaseModel):
+    """Per-tenant safety choices; only enterprise tenants may set them (unset: the tier's)."""
+
+    block_outbound_pii: bool | None = None
+    audit_raw_content: bool | None = None
+
+
 class TierPolicy(BaseModel):
     tier: Tier
     limits: TierLimits
+    safety: SafetyPolicy
     pools: tuple[str, ...]
     default_pool: str
     # Conversations expire after this many days without a new turn; None: kept until deleted (enterprise sets
@@ -65,6 +84,7 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
             max_output_tokens=1024,
             brownout_max_output_tokens=256,
         ),
+        safety=SafetyPolicy(audit_retention_days=30),
         pools=("mini",),
         default_pool="mini",
         retention_days=30,
@@ -79,6 +99,7 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
             max_output_tokens=4096,
             brownout_max_output_tokens=1024,
         ),
+        safety=SafetyPolicy(audit_retention_days=90),
         pools=("flagship", "mini"),
         default_pool="flagship",
         retention_days=90,
@@ -93,6 +114,7 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
             max_output_tokens=8192,
             brownout_max_output_tokens=2048,
         ),
+        safety=SafetyPolicy(audit_retention_days=365),
         pools=("flagship", "mini"),
         default_pool="flagship",
         retention_days=None,
@@ -110,5 +132,13 @@ def limits_for(tier: Tier, overrides: LimitOverrides | None = None) -> TierLimit
     """The tier's limits with a tenant's overrides applied."""
     base = TIER_TABLE[tier].limits
     if overrides is None:
+        return base
+    return base.model_copy(update=overrides.model_dump(exclude_none=True))
+
+
+def safety_for(tier: Tier, overrides: SafetyOverrides | None = None) -> SafetyPolicy:
+    """The tier's safety policy; an enterprise tenant's overrides applied (other tiers cannot change it)."""
+    base = TIER_TABLE[tier].safety
+    if overrides is None or tier is not Tier.ENTERPRISE:
         return base
     return base.model_copy(update=overrides.model_dump(exclude_none=True))
