@@ -16,13 +16,14 @@ from rich.console import Console
 from rich.table import Table
 
 from functions.accounts import create_tenant_with_key, mint_admin_key, mint_api_key
+from shared.account_api import check_safety_tier
 from shared.errors import FleetchatError
 from shared.settings import Settings
 from shared.storage.base import TenantChanges, TenantStore
 from shared.storage.factory import open_tenant_store
-from shared.tiers import LimitOverrides, Tier, limits_for
+from shared.tiers import LimitOverrides, SafetyOverrides, Tier, limits_for, safety_for
 
-tenants = typer.Typer(help="Tenants: create, list, change tier, limits and billing.", no_args_is_help=True)
+tenants = typer.Typer(help="Tenants: create, list, change tier, limits, safety and billing.", no_args_is_help=True)
 users = typer.Typer(help="Users of a tenant.", no_args_is_help=True)
 keys = typer.Typer(help="API keys: create (shown once), list, revoke.", no_args_is_help=True)
 admin_keys = typer.Typer(help="Admin keys for the /admin/v1 API.", no_args_is_help=True)
@@ -95,9 +96,25 @@ def update_tenant(
     message_cap: Annotated[int | None, typer.Option(min=1, help="Override: messages per rolling window.")] = None,
     clear_limits: Annotated[bool, typer.Option("--clear-limits", help="Drop all limit overrides.")] = False,
     stripe_customer: Annotated[str | None, typer.Option(help="Bill usage to this Stripe customer (cus_...).")] = None,
+    block_outbound_pii: Annotated[
+        bool | None,
+        typer.Option("--block-outbound-pii/--no-block-outbound-pii", help="Enterprise: halt output containing PII."),
+    ] = None,
+    audit_raw_content: Annotated[
+        bool | None,
+        typer.Option(
+            "--audit-raw-content/--no-audit-raw-content",
+            help="Enterprise: keep a PII-redacted excerpt in safety audit records.",
+        ),
+    ] = None,
+    clear_safety: Annotated[bool, typer.Option("--clear-safety", help="Drop the safety overrides.")] = False,
     data_dir: DataDir = None,
 ) -> None:
-    """Change a tenant's tier, limit overrides or Stripe customer; takes effect on its next request."""
+    """Change a tenant's tier, limit or safety overrides, or Stripe customer; takes effect on its next request.
+
+    Safety overrides are for enterprise tenants only; a flag left out keeps its current setting."""
+    safety = {"block_outbound_pii": block_outbound_pii, "audit_raw_content": audit_raw_content}
+    safety = {name: value for name, value in safety.items() if value is not None}
     overrides = {"key_rpm": key_rpm, "key_tpm": key_tpm, "tenant_rpm": tenant_rpm, "tenant_tpm": tenant_tpm,
                  "message_cap": message_cap}  # fmt: skip
     fields: dict[str, object] = {}
@@ -109,6 +126,8 @@ def update_tenant(
         fields["limits"] = LimitOverrides(**{k: v for k, v in overrides.items() if v is not None})
     if stripe_customer is not None:
         fields["stripe_customer_id"] = stripe_customer
+    if clear_safety:
+        fields["safety"] = None
     with _store(data_dir) as store:
         current = store.get_tenant(tenant_id)
         if current is None:
@@ -116,10 +135,16 @@ def update_tenant(
         if isinstance(fields.get("limits"), LimitOverrides) and current.limits is not None:
             merged = current.limits.model_dump(exclude_none=True) | fields["limits"].model_dump(exclude_none=True)  # type: ignore[union-attr]
             fields["limits"] = LimitOverrides(**merged)
+        if safety and not clear_safety:
+            kept = current.safety.model_dump(exclude_none=True) if current.safety is not None else {}
+            fields["safety"] = SafetyOverrides(**(kept | safety))
+        chosen = fields.get("safety")
+        check_safety_tier(tier or current.tier, chosen if isinstance(chosen, SafetyOverrides) else None)
         tenant = store.update_tenant(tenant_id, TenantChanges(**fields))  # type: ignore[arg-type]
     assert tenant is not None
     limits = limits_for(tenant.tier, tenant.limits)
     console.print(f"{tenant.id}: {tenant.tier.value}; limits {limits.model_dump()}; stripe {tenant.stripe_customer_id}")
+    console.print(f"safety {safety_for(tenant.tier, tenant.safety).model_dump()}")
 
 
 @users.command("create")

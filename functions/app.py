@@ -13,19 +13,30 @@ from functions.admission import Admission
 from functions.chat_service import ChatService
 from functions.conversation_turns import ConversationTurns
 from functions.gateway_metrics import GatewayMetrics
-from functions.ledger_writer import LedgerWriter
 from functions.request_accounting import Accounting
 from functions.routers import account, admin, chat, health, models, session, usage
 from functions.routers import conversations as conversation_routes
 from functions.routing import PoolRouter
+from functions.safety.classifier import shipped_classifier
+from functions.safety.log_redaction import install_log_redaction
+from functions.safety.pii import pii_detector
+from functions.safety.pipeline import SafetyPipeline
+from functions.safety.prefilter import PreFilter
 from functions.sessions import SessionSigner, load_or_create_secret
+from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
 from functions.worker_client import WorkerClient
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.pools import POOLS
 from shared.settings import Settings
 from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
-from shared.storage.factory import open_conversation_store, open_ledger, open_rate_limits, open_tenant_store
+from shared.storage.factory import (
+    open_conversation_store,
+    open_ledger,
+    open_rate_limits,
+    open_safety_audit,
+    open_tenant_store,
+)
 
 
 def context_tokens(settings: Settings) -> dict[str, int]:
@@ -49,6 +60,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        install_log_redaction()  # no PII or secrets in the gateway's logs (after the server configured logging)
         timeout = httpx.Timeout(settings.worker_timeout_s, connect=settings.worker_connect_timeout_s)
         # Pool sized for many concurrent streams; keep-alive so each request skips the TCP handshake.
         limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
@@ -67,6 +79,10 @@ def create_app(
             admission = Admission(own(open_rate_limits(settings)), context_tokens(settings))
             app.state.accounting = Accounting(admission, writer, app.state.metrics)
             app.state.turns = ConversationTurns(app.state.conversations)
+            app.state.safety_audit = own(open_safety_audit(settings))
+            audit = SafetyAuditWriter(app.state.safety_audit, settings.data_dir / "safety-audit-spool.jsonl")
+            prefilter = PreFilter(shipped_classifier())
+            app.state.safety = SafetyPipeline(prefilter, pii_detector(), audit, app.state.metrics)
             app.state.sessions = session_signer(settings)
             client = await owned.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=limits))
             app.state.http = client

@@ -1,4 +1,4 @@
-"""The `fleetchat` command: run the stack, a single worker or gateway, and the benchmark."""
+"""The `fleetchat` command: run the stack, a single worker or gateway, the benchmark, admin, metering and safety."""
 
 from __future__ import annotations
 
@@ -154,8 +154,10 @@ def bench(
 def _register_subcommands() -> None:
     from functions.admin_cli import register
     from functions.metering.commands import meter_flush, meter_reconcile
+    from functions.safety.commands import register as register_safety
 
     register(app)
+    register_safety(app)
     app.command("meter-flush")(meter_flush)
     app.command("meter-reconcile")(meter_reconcile)
 

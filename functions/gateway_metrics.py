@@ -1,5 +1,5 @@
 """The gateway's own Prometheus metrics: requests by outcome, time to the worker's first byte, conversation turns,
-rate limiting and the tokens written to the ledger."""
+rate limiting, the tokens written to the ledger, and the safety pipeline's blocks, halts and latency."""
 
 from __future__ import annotations
 
@@ -48,6 +48,31 @@ class GatewayMetrics:
         self.ledger_spooled = Counter(
             names.GATEWAY_LEDGER_SPOOLED,
             "Ledger entries spooled to the local file because the store was unavailable.",
+            registry=self.registry,
+        )
+
+        self.safety_blocks = Counter(
+            names.SAFETY_BLOCKS,
+            "Requests refused by the safety gate, by layer, detector and category.",
+            ["layer", "detector", "category"],
+            registry=self.registry,
+        )
+        self.safety_halts = Counter(
+            names.SAFETY_HALTS,
+            "Streams halted by the safety post-filter, by layer, detector and category.",
+            ["layer", "detector", "category"],
+            registry=self.registry,
+        )
+        self.safety_latency = Histogram(
+            names.SAFETY_CHECK_LATENCY,
+            "Time the safety gate spends judging a request's conversation.",
+            ["layer"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1),
+            registry=self.registry,
+        )
+        self.safety_audit_failures = Counter(
+            names.SAFETY_AUDIT_FAILURES,
+            "Safety audit records that could not be written (store unavailable).",
             registry=self.registry,
         )
 

@@ -13,7 +13,7 @@ from anyio import CancelScope, to_thread
 from functions.admission import Admission, Reservation, estimate_prompt_tokens
 from functions.auth import Caller
 from functions.gateway_metrics import GatewayMetrics
-from functions.ledger_writer import LedgerWriter
+from functions.spooled_writer import LedgerWriter
 from shared.errors import RateLimitError
 from shared.schemas import ChatCompletionRequest
 from shared.storage.conversations import StoreUnavailableError

@@ -8,9 +8,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+_FILTERED_CHOICE = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "content_filter"}
+
 
 def _data(chunk: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+@dataclass(frozen=True)
+class CaptureMark:
+    """What a capture had seen at one point, to take back an event that is not going to be relayed."""
+
+    parts: int
+    usage: dict[str, Any] | None
+    content_chunks: int
+    finish_reason: str | None
 
 
 @dataclass
@@ -65,6 +77,27 @@ class StreamCapture:
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    def mark(self) -> CaptureMark:
+        return CaptureMark(len(self.parts), self.usage, self.content_chunks, self.finish_reason)
+
+    def text_since(self, mark: CaptureMark) -> str:
+        return "".join(self.parts[mark.parts :])
+
+    def restore(self, mark: CaptureMark) -> None:
+        """Forget everything observed since `mark` (the event was withheld from the client)."""
+        del self.parts[mark.parts :]
+        self.usage, self.content_chunks, self.finish_reason = mark.usage, mark.content_chunks, mark.finish_reason
+
+    def filtered_chunks(self) -> list[bytes]:
+        """What ends a halted stream: a chunk with finish_reason "content_filter", then (if the client asked for
+        usage) the usage of what was sent."""
+        self.finish_reason = "content_filter"
+        base = {"id": self.completion_id, "object": "chat.completion.chunk", "created": int(time.time())}
+        chunks = [_data({**base, "model": self.model, "choices": [_FILTERED_CHOICE]})]
+        if self.client_wants_usage and self.usage is not None:
+            chunks.append(_data({**base, "model": self.model, "choices": [], "usage": self.usage}))
+        return chunks
 
     @property
     def completed(self) -> bool:

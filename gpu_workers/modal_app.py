@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import modal
@@ -165,11 +166,14 @@ def wait_until_healthy(process: subprocess.Popen[bytes], url: str, timeout_s: fl
 
 # ## Images
 
-# The gateway is CPU-only: no torch, no transformers, just the request path.
+# The gateway is CPU-only: no torch, no transformers, just the request path. The safety classifier's trained files
+# (token table, tokenizer, head) are data, which add_local_python_source leaves out: they are added on their own.
+SAFETY_MODEL_DIR = Path(__file__).resolve().parent.parent / "functions" / "safety" / "model"
 gateway_image = (
     modal.Image.debian_slim(python_version="3.11")
     .pip_install(*GATEWAY_PACKAGES)
     .add_local_python_source("functions", "gpu_workers", "shared")
+    .add_local_dir(SAFETY_MODEL_DIR, remote_path="/root/functions/safety/model")
 )
 
 # vllm 0.33 needs huggingface_hub>=1.31, which downloads through hf_xet (hf_transfer and its

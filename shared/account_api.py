@@ -8,9 +8,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, User
+from shared.errors import InvalidRequestError
+from shared.storage.base import AdminKeyRecord, ApiKeyRecord, SafetyChoices, Tenant, User
 from shared.storage.ledger import UsageRow
-from shared.tiers import LimitOverrides, Tier, TierLimits
+from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyDetector, SafetyLayer
+from shared.tiers import LimitOverrides, SafetyOverrides, SafetyPolicy, Tier, TierLimits, safety_for
 
 
 def _unix(moment: datetime | None) -> int | None:
@@ -28,6 +30,8 @@ class TenantObject(BaseModel):
     limits: TierLimits  # effective: the tier's with the tenant's overrides
     overrides: LimitOverrides | None
     stripe_customer_id: str | None
+    safety: SafetyPolicy  # effective: the tier's, with an enterprise tenant's overrides
+    safety_overrides: SafetyOverrides | None
 
     @classmethod
     def of(cls, tenant: Tenant, limits: TierLimits) -> TenantObject:
@@ -41,6 +45,8 @@ class TenantObject(BaseModel):
             limits=limits,
             overrides=tenant.limits,
             stripe_customer_id=tenant.stripe_customer_id,
+            safety=safety_for(tenant.tier, tenant.safety),
+            safety_overrides=tenant.safety,
         )
 
 
@@ -55,6 +61,17 @@ class TenantCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     tier: Tier
     key_label: str | None = Field(default=None, max_length=200)  # also mint a first API key
+    safety: SafetyChoices | None = None  # enterprise only (see check_safety_tier)
+
+
+def check_safety_tier(tier: Tier, safety: SafetyOverrides | None) -> None:
+    """Safety overrides are an enterprise option: setting them on a tenant whose tier (after the change) is another
+    is a 400 on `safety`. Clearing them (None) is always allowed."""
+    if safety is not None and tier is not Tier.ENTERPRISE:
+        raise InvalidRequestError(
+            f"Safety overrides are only for enterprise tenants; this tenant's tier would be '{tier.value}'.",
+            param="safety",
+        )
 
 
 class UserObject(BaseModel):
@@ -130,6 +147,41 @@ class ApiKeyCreate(BaseModel):
 class TenantCreated(BaseModel):
     tenant: TenantObject
     api_key: ApiKeyCreated | None
+
+
+class SafetyEventObject(BaseModel):
+    """One safety audit record: a blocked request or a halted stream."""
+
+    object: Literal["safety_event"] = "safety_event"
+    request_id: str
+    tenant_id: str
+    key_id: str | None
+    created_at: int
+    layer: SafetyLayer
+    detector: SafetyDetector
+    category: str
+    score: float
+    policy_version: str
+    action: SafetyAction
+    model: str
+    content: str | None  # a PII-redacted excerpt, only where the tenant's policy keeps one
+    expires_at: int | None
+
+    @classmethod
+    def of(cls, record: SafetyAuditRecord) -> SafetyEventObject:
+        return cls(
+            **record.model_dump(exclude={"at", "expires_at"}),
+            created_at=_unix(record.at) or 0,
+            expires_at=_unix(record.expires_at),
+        )
+
+
+class SafetyEventList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[SafetyEventObject]  # newest first
+    has_more: bool  # more (older) events in the range
+    # With has_more: the exact time of the oldest event shown (ISO 8601); pass it as `end` for the next page.
+    next_end: str | None = None
 
 
 class AdminKeyObject(BaseModel):

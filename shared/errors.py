@@ -69,6 +69,12 @@ class ContextLengthExceededError(InvalidRequestError):
     default_code = "context_length_exceeded"
 
 
+class ContentPolicyViolationError(InvalidRequestError):
+    """The safety gate refused the conversation before any model saw it."""
+
+    default_code = "content_policy_violation"
+
+
 class AuthenticationError(FleetchatError):
     status_code = 401
     error_type = "invalid_request_error"

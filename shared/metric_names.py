@@ -19,6 +19,10 @@ GATEWAY_RATE_LIMITED = "fleetchat_gateway_rate_limited"
 GATEWAY_ADMISSION_UNAVAILABLE = "fleetchat_gateway_admission_unavailable"
 GATEWAY_LEDGER_TOKENS = "fleetchat_gateway_ledger_tokens"
 GATEWAY_LEDGER_SPOOLED = "fleetchat_gateway_ledger_spooled"
+SAFETY_BLOCKS = "fleetchat_safety_blocks"
+SAFETY_HALTS = "fleetchat_safety_halts"
+SAFETY_CHECK_LATENCY = "fleetchat_safety_check_seconds"
+SAFETY_AUDIT_FAILURES = "fleetchat_safety_audit_failures"
 
 
 def counter_sample(name: str) -> str:

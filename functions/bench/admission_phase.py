@@ -74,7 +74,7 @@ def admission_cost_phase(requests: int, progress: Progress, model: str = "mini")
     from functions.accounts import create_tenant_with_key
     from functions.admission import Admission
     from functions.app import context_tokens
-    from functions.ledger_writer import LedgerWriter
+    from functions.spooled_writer import LedgerWriter
     from shared.schemas import ChatMessage
     from shared.settings import Settings
     from shared.storage.factory import open_ledger, open_rate_limits, open_tenant_store

@@ -177,6 +177,29 @@ def render_markdown(result: BenchResult) -> str:
     if result.admission is not None:
         lines += _admission_lines(result)
 
+    if result.safety is not None:
+        lines += [
+            "",
+            "## Safety pipeline",
+            "",
+            f"Policy {result.safety.policy_version}, in-process on this machine.",
+            "",
+        ]
+        lines += _table(
+            ["case", "context tokens", "runs", "p50 ms", "p99 ms", "max ms"],
+            [
+                [
+                    c.case,
+                    str(c.context_tokens or "-"),
+                    str(c.runs),
+                    fmt(c.p50_ms, 2),
+                    fmt(c.p99_ms, 2),
+                    fmt(c.max_ms, 2),
+                ]
+                for c in result.safety.costs
+            ],
+        )
+
     samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
     if result.prefix is not None:
         samples += [("prefix", e) for e in result.prefix.error_samples]

@@ -127,6 +127,23 @@ class AdmissionStats(BaseModel):
     limit: AdmissionLimitStats | None = None
 
 
+class SafetyCostStats(BaseModel):
+    case: str
+    context_tokens: int  # MiniLM tokens judged (0: per streamed chunk)
+    runs: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+class SafetyStats(BaseModel):
+    policy_version: str
+    costs: list[SafetyCostStats]
+
+    def case(self, prefix: str) -> SafetyCostStats | None:
+        return next((c for c in self.costs if c.case.startswith(prefix)), None)
+
+
 class Check(BaseModel):
     """One target and whether the run met it (None: not measured)."""
 
@@ -154,4 +171,5 @@ class BenchResult(BaseModel):
     conversation: ConversationStats | None = None
     store_appends: list[StoreAppendStats] = Field(default_factory=list)
     admission: AdmissionStats | None = None
+    safety: SafetyStats | None = None
     checks: list[Check] = Field(default_factory=list)

@@ -25,6 +25,7 @@ from functions.bench.machine import machine_info
 from functions.bench.prom import hit_rate, scrape_prefix_counters
 from functions.bench.report import fmt, mark, write_reports
 from functions.bench.results import BenchResult, LevelStats, OverheadStats, PrefixStats
+from functions.bench.safety_phase import safety_phase
 from functions.bench.stack import LocalStack, gateway_reachable, start_local_stack, wait_healthy
 from functions.bench.store_append import store_append_phase
 from functions.bench.targets import evaluate
@@ -59,6 +60,7 @@ class BenchConfig(BaseModel):
     store_appends: int = Field(default=300, ge=10)
     admission_requests: int = Field(default=500, ge=10)  # in-process admit + settle + ledger write timings
     admission_limit_rpm: int = Field(default=30, ge=1)  # the two-replica burst sends 3x this
+    safety_runs: int = Field(default=300, ge=10)  # pre-filter timings per case
     temperature: float = 0.0
     request_timeout_s: float = 300.0
 
@@ -352,6 +354,11 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                 result.notes += notes
             except Exception as exc:  # as above: keep what was measured
                 result.notes.append(f"admission phase failed: {type(exc).__name__}: {exc}")
+            try:
+                runs = min(cfg.safety_runs, 50) if cfg.quick else cfg.safety_runs
+                result.safety = await asyncio.to_thread(safety_phase, runs, progress)
+            except Exception as exc:  # as above
+                result.notes.append(f"safety phase failed: {type(exc).__name__}: {exc}")
         finally:
             await phases.close()
 

@@ -11,6 +11,7 @@ GATEWAY_TTFT_DIFF_MAX_MS = 10.0
 CONVERSATION_REUSE_MIN = 0.9  # turn N's cached tokens over turn N-1's whole prompt
 SQLITE_APPEND_P99_MAX_MS = 50.0
 ADMISSION_P50_MAX_MS = 2.0  # admit + settle + ledger write per request, SQLite
+SAFETY_P50_MAX_MS = 10.0  # the safety pre-filter on a 1,000-token multi-turn context
 
 
 def _at_least(name: str, value: float | None, minimum: float, unit: str) -> Check:
@@ -89,4 +90,8 @@ def evaluate(result: BenchResult) -> list[Check]:
                     measured=limit.sent > limit.limit_rpm,  # else the limit was never reached
                 )
             )
+    if result.safety is not None and (pre := result.safety.case("pre-filter, multi-turn")) is not None:
+        checks.append(
+            _at_most(f"safety pre-filter p50, {pre.context_tokens}-token context", pre.p50_ms, SAFETY_P50_MAX_MS, " ms")
+        )
     return checks

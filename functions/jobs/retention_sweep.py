@@ -1,7 +1,9 @@
-"""The retention sweep: delete expired and purge-due conversations from every store, with an audit record each.
+"""The retention sweep: delete expired and purge-due conversations from every store, with an audit record each, and
+safety audit records past their tier's retention.
 
 Idempotent and resumable: every deletion removes the record last, so an interrupted run leaves the record due and
-the next run finishes it. DynamoDB TTL is only a backstop; reads already hide expired records.
+the next run finishes it. DynamoDB TTL is only a backstop; reads already hide expired records. A tenant under legal
+hold, or one the tenant store does not know (its hold cannot be checked), keeps everything.
 """
 
 from __future__ import annotations
@@ -22,12 +24,17 @@ from shared.storage.conversations import (
     SweepCandidate,
     SweepReason,
 )
-from shared.storage.factory import open_conversation_store, open_tenant_store
+from shared.storage.factory import open_conversation_store, open_safety_audit, open_tenant_store
+from shared.storage.safety_audit import SafetyAuditStore
 from shared.storage.timestamps import to_iso, utc_now
 
 SWEEP_ACTOR = "retention-sweep"
 # Give up on a run after this many store failures in a row (the store is down; the next run resumes).
 MAX_CONSECUTIVE_FAILURES = 5
+# Safety audit records are deleted this many per store call, and at most SAFETY_AUDIT_MAX_PER_RUN per run (a backlog
+# is finished by the next runs); a dry run counts up to the same maximum.
+SAFETY_AUDIT_BATCH = 1000
+SAFETY_AUDIT_MAX_PER_RUN = 100_000
 
 TenantLookup = Callable[[str], Tenant | None]
 
@@ -41,6 +48,7 @@ class SweepReport(BaseModel):
     already_gone: int = 0
     unknown_tenant: int = 0  # kept: without the tenant its legal hold cannot be checked
     failed: int = 0
+    safety_audit_deleted: int = 0  # safety audit records past retention (a dry run: that would be deleted)
     dry_run: bool = False
 
     @property
@@ -92,6 +100,41 @@ def _audit(candidate: SweepCandidate, action: str, now: datetime) -> AuditRecord
     )
 
 
+def _holds(tenants: TenantLookup) -> Callable[[str], bool]:
+    """Whether a tenant's records must be kept (legal hold, or an unknown tenant); one lookup per tenant per run."""
+    held: dict[str, bool] = {}
+
+    def is_held(tenant_id: str) -> bool:
+        if tenant_id not in held:
+            tenant = tenants(tenant_id)
+            held[tenant_id] = tenant is None or tenant.legal_hold
+        return held[tenant_id]
+
+    return is_held
+
+
+def _sweep_safety_audit(
+    store: SafetyAuditStore, tenants: TenantLookup, now: datetime, report: SweepReport, progress: Progress
+) -> None:
+    task = progress.add_task("safety audit", total=None)
+    is_held = _holds(tenants)
+    try:
+        if report.dry_run:
+            report.safety_audit_deleted = store.count_due(now, is_held, limit=SAFETY_AUDIT_MAX_PER_RUN)
+            return
+        while report.safety_audit_deleted < SAFETY_AUDIT_MAX_PER_RUN:
+            batch = min(SAFETY_AUDIT_BATCH, SAFETY_AUDIT_MAX_PER_RUN - report.safety_audit_deleted)
+            deleted = store.sweep(now, is_held, limit=batch)
+            report.safety_audit_deleted += deleted
+            progress.advance(task, deleted)
+            if deleted < batch:
+                return
+    except StoreUnavailableError:  # the audit or tenant store is down: the next run resumes
+        report.failed += 1
+    finally:
+        progress.update(task, total=report.safety_audit_deleted, completed=report.safety_audit_deleted)
+
+
 def run_sweep(
     store: ConversationStore,
     tenants: TenantLookup,
@@ -99,14 +142,22 @@ def run_sweep(
     now: datetime | None = None,
     dry_run: bool = False,
     show_progress: bool = True,
+    safety_audit: SafetyAuditStore | None = None,
 ) -> SweepReport:
     now = now or utc_now()
     report = SweepReport(dry_run=dry_run)
     candidates = list(store.sweep_candidates(now))
     failures_in_a_row = 0
-    columns = (TextColumn("retention sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        TextColumn("retention sweep: {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, disable=not show_progress) as progress:
-        task = progress.add_task("sweep", total=len(candidates))
+        if safety_audit is not None:
+            _sweep_safety_audit(safety_audit, tenants, now, report, progress)
+        task = progress.add_task("conversations", total=len(candidates))
         for candidate in candidates:
             report.examined += 1
             progress.advance(task)
@@ -135,8 +186,10 @@ def sweep_from_settings(settings: Settings, *, now: datetime | None = None, dry_
     """The job as the CLI and the Modal schedule run it: the configured stores, progress on the console."""
     tenants = open_tenant_store(settings)
     conversations = open_conversation_store(settings)
+    safety_audit = open_safety_audit(settings)
     try:
-        return run_sweep(conversations, tenants.get_tenant, now=now, dry_run=dry_run)
+        return run_sweep(conversations, tenants.get_tenant, now=now, dry_run=dry_run, safety_audit=safety_audit)
     finally:
+        safety_audit.close()
         conversations.close()
         tenants.close()

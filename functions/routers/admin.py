@@ -1,21 +1,26 @@
-"""`/admin/v1`: tenants, users, API keys and the brownout switch, guarded by an admin key (never a tenant key)."""
+"""`/admin/v1`: tenants, users, API keys, safety events and the brownout switch, guarded by an admin key (never a
+tenant key)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from anyio import to_thread
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 
 from functions.accounts import mint_api_key
 from functions.admission import Admission
 from functions.auth import current_admin
+from functions.routers.usage import MAX_RANGE, TIME_HELP, parse_time
 from shared.account_api import (
     ApiKeyCreate,
     ApiKeyCreated,
     ApiKeyList,
     ApiKeyObject,
     Brownout,
+    SafetyEventList,
+    SafetyEventObject,
     TenantCreate,
     TenantCreated,
     TenantList,
@@ -23,9 +28,12 @@ from shared.account_api import (
     UserCreate,
     UserList,
     UserObject,
+    check_safety_tier,
 )
 from shared.errors import InvalidRequestError, NotFoundError
 from shared.storage.base import Tenant, TenantChanges, TenantStore
+from shared.storage.safety_audit import SafetyAuditStore
+from shared.storage.timestamps import to_iso, utc_now
 from shared.tiers import limits_for
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(current_admin)])
@@ -39,6 +47,15 @@ def _store(request: Request) -> TenantStore:
 
 
 Store = Annotated[TenantStore, Depends(_store)]
+
+
+def _safety_audit(request: Request) -> SafetyAuditStore:
+    return request.app.state.safety_audit
+
+
+SafetyAudit = Annotated[SafetyAuditStore, Depends(_safety_audit)]
+SAFETY_EVENTS_DEFAULT_SPAN = timedelta(days=30)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # no event is older (and earlier bounds would not sort as stored times)
 
 
 def _object(tenant: Tenant) -> TenantObject:
@@ -58,7 +75,8 @@ async def list_tenants(store: Store) -> TenantList:
 
 @router.post("/tenants", status_code=201)
 async def create_tenant(spec: TenantCreate, store: Store) -> TenantCreated:
-    tenant = await to_thread.run_sync(store.create_tenant, spec.name, spec.tier)
+    check_safety_tier(spec.tier, spec.safety)
+    tenant = await to_thread.run_sync(lambda: store.create_tenant(spec.name, spec.tier, safety=spec.safety))
     minted = None
     if spec.key_label is not None:
         minted = await to_thread.run_sync(lambda: mint_api_key(store, tenant.id, spec.key_label or "api key"))
@@ -77,6 +95,9 @@ async def update_tenant(tenant_id: TenantId, changes: TenantChanges, store: Stor
         changes.changed()
     except ValueError as exc:
         raise InvalidRequestError(str(exc)) from exc
+    if changes.safety is not None:  # checked against the tier the tenant will have, before anything is written
+        current = _found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id)
+        check_safety_tier(changes.tier or current.tier, changes.safety)
     return _object(_found(await to_thread.run_sync(store.update_tenant, tenant_id, changes), tenant_id))
 
 
@@ -114,6 +135,33 @@ async def revoke_key(tenant_id: TenantId, key_id: KeyId, store: Store) -> ApiKey
     if record is None:
         raise NotFoundError(f"Tenant '{tenant_id}' has no API key '{key_id}'.", param="key_id")
     return ApiKeyObject.of(record)
+
+
+@router.get("/tenants/{tenant_id}/safety-events")
+async def list_safety_events(
+    tenant_id: TenantId,
+    store: Store,
+    audit: SafetyAudit,
+    start: Annotated[str | None, Query(description=TIME_HELP + " Default: 30 days before `end`.")] = None,
+    end: Annotated[str | None, Query(description=TIME_HELP + " Exclusive. Default: now.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> SafetyEventList:
+    """The tenant's blocked requests and halted streams in [start, end), newest first."""
+    finish = parse_time(end, "end") if end else utc_now() + timedelta(seconds=1)
+    default_start = max(finish, EPOCH + SAFETY_EVENTS_DEFAULT_SPAN) - SAFETY_EVENTS_DEFAULT_SPAN
+    begin = max(parse_time(start, "start") if start else default_start, EPOCH)
+    if finish <= begin:
+        raise InvalidRequestError("'end' must be later than 'start'.", param="end")
+    if finish - begin > MAX_RANGE:
+        raise InvalidRequestError(f"The range may span at most {MAX_RANGE.days} days.", param="start")
+    _found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id)
+    records = await to_thread.run_sync(lambda: audit.list_for_tenant(tenant_id, begin, finish, limit=limit + 1))
+    shown, has_more = records[:limit], len(records) > limit
+    return SafetyEventList(
+        data=[SafetyEventObject.of(record) for record in shown],
+        has_more=has_more,
+        next_end=to_iso(shown[-1].at) if has_more else None,
+    )
 
 
 @router.put("/brownout")

@@ -1,23 +1,24 @@
-"""`POST /v1/chat/completions`: attach the conversation, admit, route, answer as JSON or an SSE stream, and account."""
+"""`POST /v1/chat/completions`: attach the conversation, admit, screen it, route, answer as JSON or an SSE stream
+through the safety post-filter, and account."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
+from anyio import to_thread
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from functions.admission import BROWNOUT_HEADER
 from functions.auth import CurrentCaller
 from functions.chat_service import ChatService
-from functions.conversation_turns import STORED_HEADER, ConversationTurns, Turn
-from functions.gateway_metrics import GatewayMetrics
+from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
+from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
-from shared.errors import FleetchatError
+from functions.stream_relay import StreamRelay, count_turn
+from shared.errors import ContentPolicyViolationError, FleetchatError
 from shared.schemas import ChatCompletionRequest
-from shared.sse import DONE
 from shared.storage.ledger import Outcome
 
 router = APIRouter(prefix="/v1", tags=["chat"])
@@ -34,12 +35,20 @@ async def chat_completions(
     service: ChatService = request.app.state.chat
     turns: ConversationTurns = request.app.state.turns
     accounting: Accounting = request.app.state.accounting
+    safety: SafetyPipeline = request.app.state.safety
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
     pool = service.pool_for(caller.tenant, body)
     account = await accounting.open(caller, body, pool)
     body = account.apply(body)
+    try:
+        # The whole conversation (stored history included) is judged before any worker sees it.
+        await safety.screen(caller, body, account.request_id, pool)
+    except ContentPolicyViolationError as blocked:
+        await account.close(TokenUsage(0, 0), Outcome.FILTERED)
+        blocked.headers.update(account.headers)
+        raise
     # A conversation sticks to one replica (its KV blocks live there) unless the client names a session itself.
     routed = service.route(pool, body, x_session_id or (turn.conversation_id if turn else None))
     headers = {**(turn.headers() if turn else {}), **account.headers}
@@ -59,56 +68,44 @@ async def chat_completions(
         raise
     if body.stream:
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
-        events = _relay(upstream.events(), capture, account, turns, turn, service.metrics)
+        relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, safety.guard(caller))
         return StreamingResponse(
-            events, media_type="text/event-stream", headers={"cache-control": "no-cache", **headers}
+            relay.run(upstream.events()),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", **headers},
         )
     text, finish_reason = answer_text(completion)
-    await account.close(TokenUsage.from_openai(completion.get("usage")), Outcome.COMPLETED)
+    usage, outcome = await _filter_answer(safety, account, completion, text)
+    if outcome is Outcome.FILTERED:
+        text, finish_reason = answer_text(completion)
+    await account.close(usage, outcome)
     if turn is not None:
         stored, version = await turns.finish(turn, text) if finish_reason else (False, None)
-        _count(service.metrics, turn, stored)
+        count_turn(service.metrics, turn, stored)
         completion["conversation"] = turn.summary(stored, version)
         headers[STORED_HEADER] = str(stored).lower()
     return JSONResponse(completion, headers=headers)
 
 
-def _count(metrics: GatewayMetrics, turn: Turn, stored: bool) -> None:
-    metrics.conversation_turns.labels(turn.history.value, str(stored).lower()).inc()
-
-
-def _usage_of(capture: StreamCapture, account: RequestAccount) -> TokenUsage | None:
-    """The stream's usage: the worker's last report; failing that (a worker without per-chunk usage that stopped
-    early), the prompt estimate and one token per content chunk relayed."""
-    reported = TokenUsage.from_openai(capture.usage)
-    if reported is not None:
-        return reported
-    return TokenUsage(account.prompt_estimate, capture.content_chunks) if capture.content_chunks else None
-
-
-async def _relay(
-    events: AsyncIterator[bytes],
-    capture: StreamCapture,
-    account: RequestAccount,
-    turns: ConversationTurns,
-    turn: Turn | None,
-    metrics: GatewayMetrics,
-) -> AsyncIterator[bytes]:
-    """Relay the stream. At its end: account for it, save the conversation turn and say whether it was saved, then
-    [DONE]. A client that goes away mid-stream is still accounted for (aborted, billed for what was generated)."""
-    try:
-        async for event in events:
-            if event == DONE:
-                outcome = Outcome.COMPLETED if capture.completed else Outcome.ABORTED
-                await account.close(_usage_of(capture, account), outcome)
-                if turn is not None:
-                    stored, version = await turns.finish(turn, capture.text) if capture.completed else (False, None)
-                    _count(metrics, turn, stored)
-                    yield capture.closing_chunk(turn.summary(stored, version))
-                yield DONE
-                return
-            relayed = capture.relay(event)
-            if relayed is not None:
-                yield relayed
-    finally:
-        await account.close(_usage_of(capture, account), Outcome.ABORTED)
+async def _filter_answer(
+    safety: SafetyPipeline, account: RequestAccount, completion: dict[str, Any], text: str
+) -> tuple[TokenUsage | None, Outcome]:
+    """Judge a whole answer as the stream filter would; on a finding, cut it where a stream would have halted,
+    set finish_reason "content_filter", and bill the completion tokens of the part kept (pro rata by characters)."""
+    usage = TokenUsage.from_openai(completion.get("usage"))
+    guard = safety.guard(account.caller)
+    kept, finding = await to_thread.run_sync(guard.scan, text)
+    if finding is None:
+        return usage, Outcome.COMPLETED
+    await safety.halted(finding, account.caller, account.request_id, account.model)
+    choice = completion["choices"][0]
+    choice["message"]["content"] = text[:kept]
+    choice["finish_reason"] = "content_filter"
+    if usage is not None and text:
+        usage = TokenUsage(usage.prompt_tokens, round(usage.completion_tokens * kept / len(text)), usage.cached_tokens)
+        completion["usage"] = {
+            **completion["usage"],
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        }
+    return usage, Outcome.FILTERED

@@ -1,12 +1,15 @@
 # The layout of shared/storage/aws_accounts_layout.py (ensure_accounts_table creates the same table for local and
 # test runs; tests/unit/test_terraform.py keeps the two equal). Accounts, admission counters shared by every gateway
-# replica, the token ledger and the meter exporter's outbox, all in one table:
+# replica, the token ledger, the meter exporter's outbox and the safety audit, all in one table:
 #   tenant, users, email guards, API keys  pk=TENANT#{tenant}   sk=TENANT | USER#{user} | EMAIL#{email} | KEY#{key}
 #   tenant directory                       pk=TENANTS           sk={created_at}#{tenant}
 #   key lookups (hashes only)              pk=KEYHASH#{sha256} | KEYID#{key} | ADMINKEY#{sha256}
 #   rate counters, message logs            pk=RL#{scope} sk=W#{window} | pk=MSG#{subject} sk=LOG   (TTL)
 #   ledger entries, request-id guards      pk=LEDGER#{tenant} sk={created_at}#{request} | pk=REQ#{request}
 #   meter sends, pending copies, cursor    pk=METER             sk=SEND#… | PENDING#… | ID#… | CURSOR
+#   safety audit records                   pk=SAFETY#{tenant}   sk={at}#{request}#{layer}                      (TTL)
+#   their (request, layer) guards          pk=SAFETYREQ#{request} sk={layer}                                   (TTL)
+#   their expiry entries, for the sweep    pk=SAFETYEXP#{0..7}  sk={expires_at}#{tenant}#{request}#{layer}     (TTL)
 resource "aws_dynamodb_table" "accounts" {
   name                        = var.accounts_table_name
   billing_mode                = "PAY_PER_REQUEST" # admission traffic follows request traffic: nothing to provision
@@ -39,7 +42,9 @@ resource "aws_dynamodb_table" "accounts" {
   }
 
   # Rate counters (an hour after their window closes) and message logs (after their rolling window) expire; nothing
-  # else carries expires_at. The adapter never relies on the deletion: expired windows are simply not read again.
+  # else carries expires_at but safety audit items, a week after their retention as a backstop to the retention sweep
+  # (which deletes them itself, and takes the TTL off a held tenant's). The adapters never rely on the deletion:
+  # expired windows are simply not read again.
   ttl {
     attribute_name = "expires_at"
     enabled        = true

@@ -21,11 +21,12 @@ from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, User
 from shared.storage.conversations import StoreUnavailableError
 from shared.storage.ledger import LedgerEntry, MeterSend
 from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso, to_iso
-from shared.tiers import LimitOverrides, Tier
+from shared.tiers import LimitOverrides, SafetyOverrides, Tier
 
 # One DynamoDB table (`fleetchat-accounts`) for accounts, admission counters, the ledger and the meter outbox.
-# String keys `pk`/`sk`; `expires_at` (epoch seconds) is the TTL attribute (only counters and message logs carry it).
-#   tenant        pk=TENANT#{tenant}    sk=TENANT                         the record; limits as a map
+# String keys `pk`/`sk`; `expires_at` (epoch seconds) is the TTL attribute (only counters, message logs and safety
+# audit items carry it).
+#   tenant        pk=TENANT#{tenant}    sk=TENANT                         the record; limits, safety as maps
 #   directory     pk=TENANTS            sk={created_at}#{tenant}          list_tenants, oldest first (pointer only)
 #   user          pk=TENANT#{tenant}    sk=USER#{user}
 #   email guard   pk=TENANT#{tenant}    sk=EMAIL#{email}                  an email once per tenant
@@ -41,6 +42,13 @@ from shared.tiers import LimitOverrides, Tier
 #   pending send  pk=METER              sk=PENDING#{window_start}#{identifier}   a copy, deleted once sent
 #   identifier    pk=METER              sk=ID#{identifier}                an identifier once -> its window_start
 #   meter cursor  pk=METER              sk=CURSOR
+#   safety audit  pk=SAFETY#{tenant}    sk={at}#{request}#{layer}         the record (expiry as expires_iso)
+#   audit guard   pk=SAFETYREQ#{request} sk={layer}                       a (request, layer) once -> tenant, record sk
+#   audit expiry  pk=SAFETYEXP#{0..7}   sk={expires_iso}#{tenant}#{request}#{layer}   -> the record; expiring only
+# Safety audit items (keys and codecs in aws_safety_audit.py) carry the TTL expires_iso + TTL_GRACE as a backstop
+# only: the sweep deletes them, and takes the TTL off a held tenant's due items so that DynamoDB never beats a hold.
+# The expiry entries are sharded by crc32(request id) % 8 rather than by day, so the sweep reads exactly the due
+# entries of 8 partitions (sk < {now}$) without having to know which days have any.
 # Keys are only ever stored as SHA-256 hashes. Every read the adapters make is consistent except totals(), which
 # reads the one index: `ledger_by_hour` (hour_pk, sk), sparse (ledger entries only), projecting the token counts.
 # Hour buckets are sharded (crc32(request id) % 8) so that one hour's writes spread over 8 index partitions. Time
@@ -63,6 +71,11 @@ from shared.tiers import LimitOverrides, Tier
 #   add_pending           TransactWriteItems: Put identifier guard, record, pending copy
 #   mark_sent             GetItem identifier guard, then TransactWriteItems: Update sent_at if_not_exists, Delete copy
 #   pending, sends        Query METER begins_with PENDING# / sk BETWEEN SEND#{start} AND SEND#{end}
+#   record (safety)       TransactWriteItems: Put guard + Put record (+ Put expiry entry) (attribute_not_exists)
+#   list_for_tenant       Query SAFETY#{tenant} by sk range, newest first (ScanIndexForward false, Limit)
+#   sweep / count_due     Query each SAFETYEXP#{shard} up to now, merged in expiry order; per due record one
+#                         TransactWriteItems: Delete record (attribute_exists) + guard + entry, or for a held
+#                         tenant's, Update REMOVE expires_at on the three (attribute_exists); count_due only reads
 LEDGER_INDEX = "ledger_by_hour"
 LEDGER_INDEX_ATTRIBUTES = ("tenant_id", "prompt_tokens", "completion_tokens", "cached_tokens")
 LEDGER_SHARDS = 8
@@ -203,10 +216,16 @@ def limits_map(limits: LimitOverrides | dict[str, Any] | None) -> dict[str, int]
     return None if limits is None else LimitOverrides.model_validate(limits).model_dump(exclude_none=True)
 
 
+def safety_map(safety: SafetyOverrides | dict[str, Any] | None) -> dict[str, bool] | None:
+    return None if safety is None else SafetyOverrides.model_validate(safety).model_dump(exclude_none=True)
+
+
 def tenant_attribute(name: str, value: Any) -> Any:
     """A changed tenant field (TenantChanges.changed()) as its attribute value (None: remove it)."""
     if name == "limits":
         return limits_map(value)
+    if name == "safety":
+        return safety_map(value)
     return value.value if isinstance(value, Tier) else value
 
 
@@ -222,12 +241,13 @@ def tenant_item(tenant: Tenant) -> dict[str, Any]:
             "legal_hold": tenant.legal_hold,
             "limits": limits_map(tenant.limits),
             "stripe_customer_id": tenant.stripe_customer_id,
+            "safety": safety_map(tenant.safety),
         }
     )
 
 
 def tenant_from_item(item: dict[str, Any]) -> Tenant:
-    limits = item.get("limits")
+    limits, safety = item.get("limits"), item.get("safety")
     return Tenant(
         id=item["tenant_id"],
         name=item["name"],
@@ -237,6 +257,7 @@ def tenant_from_item(item: dict[str, Any]) -> Tenant:
         legal_hold=bool(item.get("legal_hold", False)),
         limits=None if limits is None else LimitOverrides(**{k: integer(v) for k, v in limits.items()}),
         stripe_customer_id=item.get("stripe_customer_id"),
+        safety=None if safety is None else SafetyOverrides(**safety),
     )
 
 

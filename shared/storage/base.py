@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Protocol
+from typing import Annotated, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from shared.storage.timestamps import utc_now
-from shared.tiers import LimitOverrides, Tier
+from shared.tiers import LimitOverrides, SafetyOverrides, Tier
+
+
+def _known_safety_fields(value: object) -> object:
+    # SafetyOverrides ignores unknown keys; in a request a misspelt switch must be refused, not silently dropped.
+    if isinstance(value, dict) and (unknown := sorted(set(value) - set(SafetyOverrides.model_fields))):
+        raise ValueError(f"unknown safety settings: {', '.join(map(str, unknown))}")
+    return value
+
+
+# Safety overrides as a caller sends them (admin API, CLI): only the known switches.
+SafetyChoices = Annotated[SafetyOverrides, BeforeValidator(_known_safety_fields)]
 
 
 class Tenant(BaseModel):
@@ -24,10 +35,12 @@ class Tenant(BaseModel):
     limits: LimitOverrides | None = None
     # The Stripe customer its usage is metered to (None: ledger only, not billed through Stripe).
     stripe_customer_id: str | None = None
+    # Per-tenant safety choices (None: the tier's); only an enterprise tier applies them (see tiers.safety_for).
+    safety: SafetyOverrides | None = None
 
     @classmethod
-    def new(cls, name: str, tier: Tier) -> Tenant:
-        return cls(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now())
+    def new(cls, name: str, tier: Tier, safety: SafetyOverrides | None = None) -> Tenant:
+        return cls(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now(), safety=safety)
 
 
 class TenantChanges(BaseModel):
@@ -41,6 +54,7 @@ class TenantChanges(BaseModel):
     legal_hold: bool | None = None
     limits: LimitOverrides | None = None
     stripe_customer_id: str | None = Field(default=None, pattern=r"^cus_[A-Za-z0-9]+$")
+    safety: SafetyChoices | None = None
 
     def changed(self) -> dict[str, object]:
         """The fields to write, by name (`None` means clear it; `name`, `tier` and `legal_hold` cannot be cleared)."""
@@ -102,7 +116,9 @@ class AdminKeyRecord(BaseModel):
 class TenantStore(Protocol):
     """Tenants, users and API keys. Keys (tenant and admin) are held only as SHA-256 hashes."""
 
-    def create_tenant(self, name: str, tier: Tier) -> Tenant: ...
+    def create_tenant(self, name: str, tier: Tier, *, safety: SafetyOverrides | None = None) -> Tenant:
+        """A new tenant (with its safety overrides, in the same write)."""
+        ...
 
     def get_tenant(self, tenant_id: str) -> Tenant | None: ...
 

@@ -9,6 +9,7 @@ from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
+from shared.storage.safety_audit import SafetyAuditStore
 
 if TYPE_CHECKING:
     from shared.storage.aws_accounts_layout import AwsAccountsConfig
@@ -61,6 +62,16 @@ def open_meter_state(settings: Settings) -> MeterStateStore:
     from shared.storage.sqlite_ledger import SQLiteMeterState
 
     return SQLiteMeterState(settings.db_path)
+
+
+def open_safety_audit(settings: Settings) -> SafetyAuditStore:
+    if settings.accounts_store == "aws":
+        from shared.storage.aws_safety_audit import AwsSafetyAudit
+
+        return AwsSafetyAudit(_aws_accounts_config(settings))
+    from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
+
+    return SQLiteSafetyAudit(settings.db_path)
 
 
 def open_conversation_store(settings: Settings) -> ConversationStore:

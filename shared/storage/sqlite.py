@@ -9,19 +9,35 @@ from typing import Any
 from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantChanges, User
 from shared.storage.sqlite_db import SQLiteDatabase
 from shared.storage.timestamps import utc_now
-from shared.tiers import LimitOverrides, Tier
+from shared.tiers import LimitOverrides, SafetyOverrides, Tier
 
-_TENANT_COLUMNS = ("name", "tier", "created_at", "retention_days", "legal_hold", "limits", "stripe_customer_id")
+_TENANT_COLUMNS = (
+    "name",
+    "tier",
+    "created_at",
+    "retention_days",
+    "legal_hold",
+    "limits",
+    "stripe_customer_id",
+    "safety",
+)
+# Overrides are stored as JSON, only the fields that are set.
+_JSON_COLUMNS: dict[str, type[LimitOverrides] | type[SafetyOverrides]] = {
+    "limits": LimitOverrides,
+    "safety": SafetyOverrides,
+}
 
 
 def _tenant(fields: dict[str, Any]) -> Tenant:
-    limits = fields.pop("limits", None)
-    return Tenant(**fields, limits=None if limits is None else LimitOverrides.model_validate_json(limits))
+    for name, model in _JSON_COLUMNS.items():
+        text = fields.pop(name, None)
+        fields[name] = None if text is None else model.model_validate_json(text)
+    return Tenant(**fields)
 
 
 def _column_value(name: str, value: object) -> object:
-    if name == "limits":
-        return None if value is None else LimitOverrides.model_validate(value).model_dump_json(exclude_none=True)
+    if name in _JSON_COLUMNS:
+        return None if value is None else _JSON_COLUMNS[name].model_validate(value).model_dump_json(exclude_none=True)
     if name == "legal_hold":
         return int(bool(value))
     return value
@@ -38,12 +54,18 @@ class SQLiteStore:
 
     # Tenants
 
-    def create_tenant(self, name: str, tier: Tier) -> Tenant:
-        tenant = Tenant.new(name, tier)
+    def create_tenant(self, name: str, tier: Tier, *, safety: SafetyOverrides | None = None) -> Tenant:
+        tenant = Tenant.new(name, tier, safety)
         with self._database.write() as db:
             db.execute(
-                "INSERT INTO tenants (id, name, tier, created_at) VALUES (?, ?, ?, ?)",
-                (tenant.id, tenant.name, tenant.tier.value, tenant.created_at.isoformat()),
+                "INSERT INTO tenants (id, name, tier, created_at, safety) VALUES (?, ?, ?, ?, ?)",
+                (
+                    tenant.id,
+                    tenant.name,
+                    tenant.tier.value,
+                    tenant.created_at.isoformat(),
+                    _column_value("safety", tenant.safety),
+                ),
             )
         return tenant
 

@@ -144,6 +144,29 @@ MIGRATIONS: list[list[str]] = [
             window_end TEXT NOT NULL
         )""",
     ],
+    [
+        # Safety: per-tenant overrides (JSON like limits) and the audit of every block and halt, idempotent by
+        # (request, layer); listed per tenant by time, swept by expiry (the partial index holds only expiring rows).
+        "ALTER TABLE tenants ADD COLUMN safety TEXT",
+        """CREATE TABLE safety_audit (
+            request_id TEXT NOT NULL,
+            layer TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            key_id TEXT,
+            at TEXT NOT NULL,
+            detector TEXT NOT NULL,
+            category TEXT NOT NULL,
+            score REAL NOT NULL,
+            policy_version TEXT NOT NULL,
+            action TEXT NOT NULL,
+            model TEXT NOT NULL,
+            content TEXT,
+            expires_at TEXT,
+            PRIMARY KEY (request_id, layer)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX safety_audit_by_tenant ON safety_audit(tenant_id, at)",
+        "CREATE INDEX safety_audit_by_expiry ON safety_audit(expires_at) WHERE expires_at IS NOT NULL",
+    ],
 ]
 
 

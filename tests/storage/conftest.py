@@ -14,6 +14,7 @@ from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
+from shared.storage.safety_audit import SafetyAuditStore
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ def aws_accounts_config(endpoint: str) -> AwsAccountsConfig:
 
 @pytest.fixture(params=["sqlite", "aws"])
 def accounts_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
-    """Settings whose account stores (tenants, limits, ledger, meter state) live on the parametrised backend."""
+    """Settings whose account stores (tenants, limits, ledger, meter state, safety audit) live on the parametrised
+    backend."""
     if request.param == "sqlite":
         return Settings(data_dir=tmp_path)
     request.getfixturevalue("aws_env")
@@ -105,5 +107,12 @@ def ledger(accounts_settings: Settings) -> Iterator[LedgerStore]:
 @pytest.fixture
 def meter_state(accounts_settings: Settings) -> Iterator[MeterStateStore]:
     store = factory.open_meter_state(accounts_settings)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def safety_audit(accounts_settings: Settings) -> Iterator[SafetyAuditStore]:
+    store = factory.open_safety_audit(accounts_settings)
     yield store
     store.close()

@@ -6,7 +6,7 @@ import pytest
 
 from shared.api_keys import hash_api_key, new_api_key
 from shared.storage.base import TenantChanges, TenantStore
-from shared.tiers import LimitOverrides, Tier
+from shared.tiers import LimitOverrides, SafetyOverrides, Tier
 
 
 def test_tenant_round_trip_and_listing(tenant_store: TenantStore) -> None:
@@ -36,6 +36,33 @@ def test_update_changes_only_the_fields_set(tenant_store: TenantStore) -> None:
     )
     assert tenant_store.get_tenant(tenant.id) == cleared
     assert tenant_store.update_tenant("ten_missing", TenantChanges(tier=Tier.FREE)) is None
+
+
+def test_safety_overrides_round_trip_and_clear(tenant_store: TenantStore) -> None:
+    corp = tenant_store.create_tenant("corp", Tier.ENTERPRISE)
+    assert corp.safety is None
+    key = new_api_key()
+    tenant_store.add_api_key(corp.id, hash_api_key(key), "k")
+    overrides = SafetyOverrides(block_outbound_pii=True, audit_raw_content=False)
+    updated = tenant_store.update_tenant(corp.id, TenantChanges(safety=overrides))
+    assert updated is not None and updated.safety == overrides
+    assert tenant_store.get_tenant(corp.id) == updated
+    found = tenant_store.find_key_with_tenant(hash_api_key(key))
+    assert found is not None and found[1].safety == overrides  # the request path sees it at once
+    partial = tenant_store.update_tenant(corp.id, TenantChanges(safety=SafetyOverrides(audit_raw_content=True)))
+    assert partial is not None and partial.safety == SafetyOverrides(audit_raw_content=True)  # replaced as a whole
+    untouched = tenant_store.update_tenant(corp.id, TenantChanges(name="corp 2"))
+    assert untouched is not None and untouched.safety == partial.safety
+    cleared = tenant_store.update_tenant(corp.id, TenantChanges(safety=None))
+    assert cleared is not None and cleared.safety is None
+    assert [t.safety for t in tenant_store.list_tenants()] == [None]
+    born = tenant_store.create_tenant("corp 3", Tier.ENTERPRISE, safety=SafetyOverrides(block_outbound_pii=False))
+    assert tenant_store.get_tenant(born.id) == born and born.safety == SafetyOverrides(block_outbound_pii=False)
+
+
+def test_changes_refuse_unknown_safety_settings() -> None:
+    with pytest.raises(ValueError, match="unknown safety settings: block_pii"):
+        TenantChanges.model_validate({"safety": {"block_pii": True}})
 
 
 def test_changes_refuse_clearing_required_fields() -> None:

@@ -14,6 +14,7 @@ import boto3
 import pytest
 
 from shared.api_keys import hash_api_key, new_api_key
+from shared.storage import aws_safety_audit
 from shared.storage.aws_accounts import AwsTenantStore
 from shared.storage.aws_accounts_layout import (
     LEDGER_INDEX,
@@ -22,8 +23,10 @@ from shared.storage.aws_accounts_layout import (
     AwsAccountsConfig,
     ensure_accounts_table,
 )
+from shared.storage.aws_layout import TTL_GRACE
 from shared.storage.aws_ledger import AwsLedger, AwsMeterState
 from shared.storage.aws_limits import AwsRateLimits
+from shared.storage.aws_safety_audit import AwsSafetyAudit
 from shared.storage.conversations import StoreUnavailableError
 from shared.storage.ledger import MeterSend
 from shared.storage.limits import COUNTER_RETENTION_S, WindowCount
@@ -32,6 +35,7 @@ from shared.tiers import Tier
 from tests.storage.test_aws_adapter import THROTTLED, UNAVAILABLE, FaultProxy
 from tests.storage.test_ledger_contract import T0, _entry
 from tests.storage.test_limits_contract import WINDOW, _charge
+from tests.storage.test_safety_audit_contract import audit, never_held
 from tests.support.moto_server import unique_names
 from tests.support.processes import free_port
 
@@ -233,6 +237,90 @@ def test_totals_and_outbox_never_scan(open_store, proxy) -> None:
     assert [s.identifier for s in meter.pending()] == ["m1"]
     assert meter.sends(window, window + timedelta(hours=1))[0].identifier == "m1"
     assert set(proxy.seen) == {"Query"}
+
+
+# -- safety audit ---------------------------------------------------------------------------------------------------
+
+
+def test_safety_audit_items_and_their_ttl_backstop(config, open_store) -> None:
+    store = open_store(AwsSafetyAudit)
+    expiring = audit("req_1", tenant="ten_a", expires_at=T0 + timedelta(days=30))
+    assert store.record(expiring)
+    assert store.record(audit("req_2", tenant="ten_a", at=T0 + timedelta(seconds=1)))  # kept until deleted
+    items = {(item["pk"], item["sk"]): item for item in table_items(config)}
+    shard = aws_safety_audit.expiry_key(expiring, T0)["pk"]
+    record_sk = f"{to_iso(T0)}#req_1#pre"
+    ttl = int((T0 + timedelta(days=30) + TTL_GRACE).timestamp())
+    assert {key: item.get("expires_at") for key, item in items.items()} == {
+        ("SAFETY#ten_a", record_sk): ttl,
+        ("SAFETYREQ#req_1", "pre"): ttl,
+        (shard, f"{to_iso(T0 + timedelta(days=30))}#ten_a#req_1#pre"): ttl,
+        ("SAFETY#ten_a", f"{to_iso(T0 + timedelta(seconds=1))}#req_2#pre"): None,  # no expiry entry either
+        ("SAFETYREQ#req_2", "pre"): None,
+    }
+    assert items[("SAFETY#ten_a", record_sk)]["expires_iso"] == to_iso(T0 + timedelta(days=30))
+
+
+def test_safety_sweep_reads_only_due_entries_and_never_scans(open_store, proxy, monkeypatch) -> None:
+    monkeypatch.setattr(aws_safety_audit, "_PAGE", 2)  # several pages per shard
+    store = open_store(AwsSafetyAudit, endpoint_url=proxy.url)
+    for i in range(30):
+        store.record(audit(f"later_{i}", at=T0 + timedelta(seconds=i), expires_at=T0 + timedelta(days=60)))
+    for i in range(12):
+        store.record(audit(f"due_{i}", at=T0 + timedelta(seconds=i), expires_at=T0 + timedelta(days=1, hours=i)))
+    read: list[int] = []
+    store._ddb.meta.events.register("after-call.dynamodb.Query", lambda parsed, **_: read.append(parsed["Count"]))
+    proxy.reset()
+    now = T0 + timedelta(days=2)
+    assert store.count_due(now, never_held, limit=100) == 12
+    assert sum(read) == 12  # no unexpired entry was read
+    assert set(proxy.seen) == {"Query"}
+    assert store.sweep(now, never_held, limit=5) == 5
+    assert store.sweep(now, never_held) == 7
+    assert set(proxy.seen) == {"Query", "TransactWriteItems"}
+    listed = store.list_for_tenant("ten_a", T0, T0 + timedelta(days=1), limit=25)
+    assert [r.request_id for r in listed] == [f"later_{i}" for i in reversed(range(5, 30))]
+
+
+def test_a_held_tenants_due_items_lose_their_ttl(config, open_store) -> None:
+    store = open_store(AwsSafetyAudit)
+    store.record(audit("req_held", tenant="ten_held", expires_at=T0 + timedelta(days=1)))
+    now = T0 + timedelta(days=2)
+    assert store.count_due(now, lambda tenant: True) == 0
+    assert all("expires_at" in item for item in table_items(config))  # the dry run changes nothing
+    assert store.sweep(now, lambda tenant: True) == 0
+    items = table_items(config)
+    assert len(items) == 3 and all("expires_at" not in item for item in items)  # DynamoDB cannot beat the hold
+    assert store.sweep(now, lambda tenant: True) == 0  # kept already: nothing more to write
+    assert store.sweep(now, never_held) == 1  # the hold is lifted
+    assert table_items(config) == []
+
+
+def test_a_record_the_ttl_took_leaves_no_strays(config, open_store) -> None:
+    store = open_store(AwsSafetyAudit)
+    record = audit("req_gone", expires_at=T0 + timedelta(days=1))
+    store.record(record)
+    ddb = boto3.client("dynamodb", endpoint_url=config.endpoint_url, region_name=config.region)
+    key = aws_safety_audit.record_key(record)
+    ddb.delete_item(TableName=config.table_name, Key={name: {"S": value} for name, value in key.items()})
+    assert store.sweep(T0 + timedelta(days=2), never_held) == 0  # not counted: the sweep did not delete it
+    assert table_items(config) == []
+
+
+def test_concurrent_duplicate_audit_records_write_once(config, open_store) -> None:
+    stores = [open_store(AwsSafetyAudit) for _ in range(4)]
+    start = threading.Barrier(8)
+
+    def record(i: int) -> bool:
+        start.wait()
+        return stores[i % 4].record(audit("req_dup", score=i / 10, expires_at=T0 + timedelta(days=1)))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        written = list(pool.map(record, range(8)))
+    assert sum(written) == 1
+    [kept] = stores[0].list_for_tenant("ten_a", T0, T0 + timedelta(days=1))
+    assert kept.score == written.index(True) / 10
+    assert len(table_items(config)) == 3
 
 
 # -- retries and failures ---------------------------------------------------------------------------------------------

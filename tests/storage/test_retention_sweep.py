@@ -7,13 +7,19 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
+from functions.jobs import retention_sweep
 from functions.jobs.retention_sweep import SWEEP_ACTOR, run_sweep
 from functions.retention import expiry_for
 from shared.storage.base import Tenant
 from shared.storage.conversations import ConversationStore, StoredMessage, StoreUnavailableError, new_conversation_id
+from shared.storage.safety_audit import SafetyAuditStore
 from shared.storage.sqlite import SQLiteStore
 from shared.storage.sqlite_conversations import SQLiteConversationStore
-from shared.tiers import Tier
+from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
+from shared.tiers import Tier, safety_for
+from tests.storage.test_safety_audit_contract import audit
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
@@ -133,6 +139,90 @@ def test_an_interrupted_sweep_is_finished_by_the_next_run(conversation_store: Co
     assert sorted(a.conversation_id for a in conversation_store.audit_log()) == sorted(ids)
 
 
+def blocked(store: SafetyAuditStore, owner: Tenant, request_id: str, at: datetime = T0) -> None:
+    """A safety audit record as the pipeline writes it: kept for the owner's tier's audit retention."""
+    days = safety_for(owner.tier, owner.safety).audit_retention_days
+    assert store.record(audit(request_id, tenant=owner.id, at=at, expires_at=at + timedelta(days=days)))
+
+
+def audited(store: SafetyAuditStore, owner: Tenant) -> list[str]:
+    return [r.request_id for r in store.list_for_tenant(owner.id, T0 - timedelta(days=1), T0 + timedelta(days=999))]
+
+
+@pytest.fixture
+def no_conversations(tmp_path: Path):
+    store = SQLiteConversationStore(tmp_path / "conversations.db")
+    yield store
+    store.close()
+
+
+def test_sweep_deletes_safety_audit_records_past_each_tiers_retention(
+    safety_audit: SafetyAuditStore, no_conversations: ConversationStore
+) -> None:
+    free, plus, corp = tenant("free", Tier.FREE), tenant("plus", Tier.PLUS), tenant("corp", Tier.ENTERPRISE)
+    held = tenant("held", Tier.FREE, legal_hold=True)
+    stranger = tenant("stranger", Tier.FREE)  # not in the tenant store: its hold cannot be checked
+    for owner in (free, plus, corp, held, stranger):
+        blocked(safety_audit, owner, f"req_{owner.name}")
+    safety_audit.record(audit("req_kept", tenant=free.id, expires_at=None))
+    tenants = {t.id: t for t in (free, plus, corp, held)}
+
+    def sweep(days: int, **kwargs) -> int:
+        now = T0 + timedelta(days=days)
+        report = run_sweep(no_conversations, tenants.get, now=now, show_progress=False, safety_audit=safety_audit,
+                           **kwargs)  # fmt: skip
+        assert report.failed == 0
+        return report.safety_audit_deleted
+
+    assert sweep(29) == 0
+    assert sweep(30, dry_run=True) == 1
+    assert audited(safety_audit, free) == ["req_kept", "req_free"]  # the dry run changed nothing
+    assert sweep(30) == 1
+    assert audited(safety_audit, free) == ["req_kept"]
+    assert sweep(30) == 0  # idempotent
+    assert sweep(90) == 1 and audited(safety_audit, plus) == []
+    assert sweep(400) == 1 and audited(safety_audit, corp) == []
+    assert audited(safety_audit, held) == ["req_held"] and audited(safety_audit, stranger) == ["req_stranger"]
+    tenants[held.id] = held.model_copy(update={"legal_hold": False})
+    assert sweep(400) == 1 and audited(safety_audit, held) == []
+
+
+def test_a_safety_audit_backlog_is_swept_in_batches(
+    safety_audit: SafetyAuditStore, no_conversations: ConversationStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retention_sweep, "SAFETY_AUDIT_BATCH", 2)
+    monkeypatch.setattr(retention_sweep, "SAFETY_AUDIT_MAX_PER_RUN", 5)
+    free = tenant("free", Tier.FREE)
+    for i in range(7):
+        blocked(safety_audit, free, f"req_{i}", at=T0 + timedelta(minutes=i))
+    now = T0 + timedelta(days=31)
+    dry = run_sweep(no_conversations, {free.id: free}.get, now=now, dry_run=True, show_progress=False,
+                    safety_audit=safety_audit)  # fmt: skip
+    assert dry.safety_audit_deleted == 5  # counted up to what one run would delete
+    first = run_sweep(no_conversations, {free.id: free}.get, now=now, show_progress=False, safety_audit=safety_audit)
+    assert first.safety_audit_deleted == 5  # at most the run's maximum
+    second = run_sweep(no_conversations, {free.id: free}.get, now=now, show_progress=False, safety_audit=safety_audit)
+    assert second.safety_audit_deleted == 2 and audited(safety_audit, free) == []
+
+
+class DownSafetyAudit:
+    def __getattr__(self, name: str):
+        def unavailable(*args, **kwargs):
+            raise StoreUnavailableError()
+
+        return unavailable
+
+
+def test_an_unavailable_safety_audit_store_fails_the_run_but_not_the_conversations(
+    conversation_store: ConversationStore,
+) -> None:
+    free = tenant("free", Tier.FREE)
+    chat(conversation_store, free)
+    report = run_sweep(conversation_store, {free.id: free}.get, now=T0 + timedelta(days=31), show_progress=False,
+                       safety_audit=DownSafetyAudit())  # type: ignore[arg-type]  # fmt: skip
+    assert (report.expired, report.failed, report.safety_audit_deleted) == (1, 1, 0)
+
+
 def test_fleetchat_sweep_cli(tmp_path: Path) -> None:
     tenants = SQLiteStore(tmp_path / "fleetchat.db")
     free = tenants.create_tenant("free", Tier.FREE)
@@ -140,6 +230,8 @@ def test_fleetchat_sweep_cli(tmp_path: Path) -> None:
     conversations = SQLiteConversationStore(tmp_path / "fleetchat.db")
     conversation_id = chat(conversations, free, at=T0)
     conversations.close()
+    safety_audit = SQLiteSafetyAudit(tmp_path / "fleetchat.db")
+    blocked(safety_audit, free, "req_blocked")
 
     def sweep(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "functions.cli", "sweep", "--data-dir", str(tmp_path), *args]
@@ -147,8 +239,11 @@ def test_fleetchat_sweep_cli(tmp_path: Path) -> None:
 
     dry = sweep("--dry-run", "--as-of", (T0 + timedelta(days=31)).isoformat())
     assert dry.returncode == 0 and "dry run" in dry.stdout
+    assert audited(safety_audit, free) == ["req_blocked"]
     done = sweep("--as-of", (T0 + timedelta(days=31)).isoformat())
     assert done.returncode == 0, done.stderr
+    assert audited(safety_audit, free) == []
+    safety_audit.close()
     assert any(line.split() == ["│", "expired", "│", "1", "│"] for line in done.stdout.splitlines()), done.stdout
     conversations = SQLiteConversationStore(tmp_path / "fleetchat.db")
     assert conversations.get(free.id, conversation_id, now=T0) is None

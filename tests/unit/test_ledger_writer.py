@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from functions.ledger_writer import LedgerWriter
+from functions.spooled_writer import LedgerWriter
 from shared.storage.ledger import LedgerEntry, Outcome
 from shared.storage.sqlite_ledger import SQLiteLedger
 

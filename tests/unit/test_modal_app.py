@@ -203,3 +203,11 @@ def test_meter_flush_runs_every_15_minutes_against_the_deployed_stores() -> None
     assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
     assert info.schedule == "Period(minutes=15)"
     assert info.timeout == modal_app.METER_FLUSH_TIMEOUT
+
+
+def test_gateway_image_ships_the_safety_classifier_files() -> None:
+    """add_local_python_source leaves data files out; the classifier's trained files are added on their own."""
+    from functions.safety.token_table import MODEL_DIR
+
+    assert MODEL_DIR.resolve() == modal_app.SAFETY_MODEL_DIR
+    assert {"head.npz", "token_vectors.npy", "tokenizer.json"} <= {p.name for p in MODEL_DIR.iterdir()}

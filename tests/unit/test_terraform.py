@@ -2,7 +2,8 @@
 
 Offline: the .tf files are parsed with python-hcl2 and compared with what `shared.storage.aws_layout` and
 `shared.storage.aws_conversations` (conversations), and `shared.storage.aws_accounts_layout` and the account adapters
-(accounts, limits, ledger) really do (their calls are captured on mock clients, or read from their source).
+(accounts, limits, ledger, safety audit) really do (their calls are captured on mock clients, or read from their
+source).
 Where a `terraform` binary and a local provider mirror exist, the module is also validated and planned offline.
 """
 
@@ -34,7 +35,7 @@ TF_DIR = REPO_ROOT / "infra" / "terraform"
 ADAPTER_SOURCE = REPO_ROOT / "shared" / "storage" / "aws_conversations.py"
 ACCOUNT_SOURCES = [
     REPO_ROOT / "shared" / "storage" / name
-    for name in ("aws_accounts_layout.py", "aws_accounts.py", "aws_limits.py", "aws_ledger.py")
+    for name in ("aws_accounts_layout.py", "aws_accounts.py", "aws_limits.py", "aws_ledger.py", "aws_safety_audit.py")
 ]
 MODAL_APP_SOURCE = REPO_ROOT / "gpu_workers" / "modal_app.py"
 

@@ -1,0 +1,33 @@
+"""What the safety classifier reads of a conversation: the user-side text as a whole and the latest user turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from shared.schemas import ChatMessage
+
+# Roles whose text states the user's (or the integrating developer's) intent. Assistant turns are model output, which
+# the post-filter already judged when it was generated.
+JUDGED_ROLES = frozenset({"system", "developer", "user"})
+
+
+class ConversationText(BaseModel):
+    turns: list[str]  # judged turns, oldest first
+    last: str  # the latest user turn ("" if none)
+
+    @property
+    def whole(self) -> str:
+        return "\n".join(self.turns)
+
+    @classmethod
+    def of(cls, messages: Sequence[ChatMessage]) -> ConversationText:
+        turns = [m.text() for m in messages if m.role in JUDGED_ROLES and m.text().strip()]
+        last = next((m.text() for m in reversed(messages) if m.role == "user"), "")
+        return cls(turns=turns, last=last)
+
+    @classmethod
+    def of_dicts(cls, messages: Sequence[dict[str, str]]) -> ConversationText:
+        """From plain {"role", "content"} dicts (the labelled data files)."""
+        return cls.of([ChatMessage(role=m["role"], content=m["content"]) for m in messages])

@@ -1,0 +1,103 @@
+"""The safety pipeline as the chat route uses it: screen a conversation before routing, hand out a stream guard per
+answer, and turn every block or halt into an audit record (PII-redacted, per-tier retention) and a metric."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from anyio import to_thread
+
+from functions.auth import Caller
+from functions.gateway_metrics import GatewayMetrics
+from functions.safety.findings import SafetyFinding
+from functions.safety.pii import PiiDetector
+from functions.safety.prefilter import PreFilter
+from functions.safety.stream_guard import StreamGuard
+from functions.spooled_writer import SafetyAuditWriter
+from shared.errors import ContentPolicyViolationError
+from shared.schemas import ChatCompletionRequest
+from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyLayer
+from shared.storage.timestamps import utc_now
+from shared.tiers import safety_for
+
+log = logging.getLogger("fleetchat.safety")
+
+AUDIT_EXCERPT_CHARS = 2000
+REFUSAL = "This request was blocked by the content policy ({category})."
+SELF_HARM_HELP = (
+    " If you are thinking about harming yourself, please reach out to someone you trust or a crisis line"
+    " (in the US call or text 988; elsewhere see findahelpline.com)."
+)
+
+
+class SafetyPipeline:
+    def __init__(
+        self, prefilter: PreFilter, pii: PiiDetector, audit: SafetyAuditWriter, metrics: GatewayMetrics
+    ) -> None:
+        self.prefilter = prefilter
+        self.pii = pii
+        self.audit = audit
+        self.metrics = metrics
+
+    @property
+    def policy_version(self) -> str:
+        return self.prefilter.policy_version
+
+    async def screen(self, caller: Caller, request: ChatCompletionRequest, request_id: str, model: str) -> None:
+        """Raise 400 content_policy_violation (after auditing it) if the conversation must not reach a model."""
+        start = time.perf_counter()
+        finding = await to_thread.run_sync(self.prefilter.check, request.messages)
+        self.metrics.safety_latency.labels(SafetyLayer.PRE.value).observe(time.perf_counter() - start)
+        if finding is None:
+            return
+        self.metrics.safety_blocks.labels(finding.layer.value, finding.detector.value, finding.category).inc()
+        await self.record(finding, SafetyAction.BLOCKED, caller, request_id, model)
+        message = REFUSAL.format(category=finding.category)
+        if finding.category.startswith("self-harm"):
+            message += SELF_HARM_HELP
+        raise ContentPolicyViolationError(message, param="messages")
+
+    def guard(self, caller: Caller) -> StreamGuard:
+        policy = safety_for(caller.tenant.tier, caller.tenant.safety)
+        return StreamGuard(self.prefilter.classifier, self.pii if policy.block_outbound_pii else None)
+
+    async def halted(self, finding: SafetyFinding, caller: Caller, request_id: str, model: str) -> None:
+        self.metrics.safety_halts.labels(finding.layer.value, finding.detector.value, finding.category).inc()
+        await self.record(finding, SafetyAction.HALTED, caller, request_id, model)
+
+    async def record(
+        self, finding: SafetyFinding, action: SafetyAction, caller: Caller, request_id: str, model: str
+    ) -> None:
+        tenant = caller.tenant
+        policy = safety_for(tenant.tier, tenant.safety)
+        now = utc_now()
+        content = self.pii.redact(finding.excerpt[-AUDIT_EXCERPT_CHARS:]) if policy.audit_raw_content else None
+        record = SafetyAuditRecord(
+            request_id=request_id,
+            tenant_id=tenant.id,
+            key_id=caller.key.id,
+            at=now,
+            layer=finding.layer,
+            detector=finding.detector,
+            category=finding.category,
+            score=round(finding.score, 4),
+            policy_version=self.policy_version,
+            action=action,
+            model=model,
+            content=content,
+            expires_at=now + timedelta(days=policy.audit_retention_days),
+        )
+        log.info(
+            "safety %s: request %s of %s, %s/%s %s (%.3f)",
+            action.value,
+            request_id,
+            tenant.id,
+            finding.layer.value,
+            finding.detector.value,
+            finding.category,
+            finding.score,
+        )
+        if not await to_thread.run_sync(self.audit.record, record):
+            self.metrics.safety_audit_failures.inc()

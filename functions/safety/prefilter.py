@@ -1,0 +1,51 @@
+"""The pre-model gate: judges the whole conversation (every user/system turn) with the rule layer, then the
+classifier, before routing — a blocked request never reaches a worker."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from functions.safety.classifier import SafetyClassifier
+from functions.safety.conversation_text import ConversationText
+from functions.safety.deobfuscate import deobfuscate
+from functions.safety.findings import SafetyFinding
+from functions.safety.rules import RULES_VERSION, first_deny, neutralise_idioms
+from shared.schemas import ChatMessage
+from shared.storage.safety_audit import SafetyDetector, SafetyLayer
+
+
+class PreFilter:
+    def __init__(self, classifier: SafetyClassifier) -> None:
+        self.classifier = classifier
+
+    @property
+    def policy_version(self) -> str:
+        return f"{RULES_VERSION}+{self.classifier.version}"
+
+    def check(self, messages: Sequence[ChatMessage]) -> SafetyFinding | None:
+        """The reason to refuse this conversation, or None to let it through."""
+        conversation = ConversationText.of(messages)
+        for turn in conversation.turns:
+            hit = first_deny(turn) or first_deny(deobfuscate(turn))
+            if hit is not None:
+                return SafetyFinding(
+                    layer=SafetyLayer.PRE,
+                    detector=SafetyDetector.RULES,
+                    category=hit.category.value,
+                    score=1.0,
+                    rule=hit.rule,
+                    excerpt=turn,
+                )
+        neutral = ConversationText(
+            turns=[neutralise_idioms(t) for t in conversation.turns], last=neutralise_idioms(conversation.last)
+        )
+        verdict = self.classifier.judge(neutral)
+        if not verdict.flagged:
+            return None
+        return SafetyFinding(
+            layer=SafetyLayer.PRE,
+            detector=SafetyDetector.CLASSIFIER,
+            category=verdict.category,
+            score=verdict.score,
+            excerpt=conversation.whole,
+        )

@@ -1,0 +1,251 @@
+"""Train the safety classifier: distil MiniLM's token table, featurise the labelled set, fit the head, choose the
+block threshold on a validation split, and report precision/recall on a held-out test split.
+
+Run: `fleetchat safety train` (or `python -m functions.safety.train`). Writes functions/safety/model/ (token table,
+tokenizer, head) and functions/safety/model/metrics.json. Deterministic for a given data set and seed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from functions.safety.categories import CLASSIFIER_LABELS
+from functions.safety.conversation_text import ConversationText
+from functions.safety.distill import distil_vectors, reduce, write_table
+from functions.safety.features import Features, conversation_features
+from functions.safety.head import ClassifierHead, HeadMeta
+from functions.safety.labelled_data import LabelledConversation, training_set
+from functions.safety.ngrams import WIDTH, document_frequency_idf
+from functions.safety.token_table import MODEL_DIR, TokenTable
+
+METRICS_FILE = "metrics.json"
+TABLE_DIMS = 256
+HIDDEN = 128
+# The block threshold is the lowest that refuses at most this share of the validation split's benign examples.
+MAX_VALIDATION_FALSE_POSITIVE = 0.02
+
+
+class SplitMetrics(BaseModel):
+    examples: int
+    harmful: int
+    benign: int
+    precision: float  # of "block", harmful vs benign
+    recall: float
+    false_positive_rate: float  # benign blocked
+    category_accuracy: float  # blocked harmful examples given their own category
+    recall_by_category: dict[str, float]
+
+
+class TrainingReport(BaseModel):
+    threshold: float
+    head_version: str
+    table_dims: int
+    regularisation_c: float
+    sizes: dict[str, int]
+    validation: SplitMetrics
+    test: SplitMetrics
+
+
+def split(data: list[LabelledConversation], seed: int) -> tuple[list, list, list]:
+    """Stratified 70/15/15 train/validation/test split."""
+    by_label: dict[str, list[LabelledConversation]] = defaultdict(list)
+    for item in data:
+        by_label[item.label].append(item)
+    rng = random.Random(seed)
+    train, val, test = [], [], []
+    for label in sorted(by_label):
+        items = by_label[label]
+        rng.shuffle(items)
+        n_val = n_test = max(1, round(len(items) * 0.15))
+        test += items[:n_test]
+        val += items[n_test : n_test + n_val]
+        train += items[n_test + n_val :]
+    return train, val, test
+
+
+def featurise(table: TokenTable, items: list[LabelledConversation], idf: np.ndarray) -> tuple[Features, np.ndarray]:
+    """Row 0 (the whole conversation) of every item, and the label indices."""
+    dense, sparse = [], []
+    for item in items:
+        conversation = ConversationText.of_dicts([m.model_dump() for m in item.messages])
+        features = conversation_features(table, conversation, idf)
+        dense.append(features.dense[0])
+        sparse.append(features.sparse[0])
+    labels = np.asarray([CLASSIFIER_LABELS.index(item.label) for item in items], np.int64)
+    return Features(np.stack(dense).astype(np.float32), sparse), labels
+
+
+def _sparse_matrix(features: Features) -> Any:
+    from scipy.sparse import csr_matrix, hstack
+
+    indptr = np.cumsum([0] + [i.size for i, _ in features.sparse])
+    indices = np.concatenate([i for i, _ in features.sparse])
+    values = np.concatenate([v for _, v in features.sparse])
+    grams = csr_matrix((values, indices, indptr), shape=(len(features.sparse), WIDTH))
+    return hstack([csr_matrix(features.dense), grams]).tocsr()
+
+
+def fit_categories(x: np.ndarray, y: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, seed: int) -> list[np.ndarray]:
+    """The category MLP: full-batch AdamW, class-balanced loss; the epoch with the lowest validation loss wins."""
+    import torch
+
+    torch.manual_seed(seed)
+    classes = len(CLASSIFIER_LABELS)
+    counts = np.bincount(y, minlength=classes).astype(np.float32)
+    weights = torch.tensor(counts.sum() / np.maximum(counts, 1) / classes)
+    model = torch.nn.Sequential(
+        torch.nn.Dropout(0.1), torch.nn.Linear(x.shape[1], HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, classes)
+    )
+    optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-2)
+    loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
+    xt, yt, xv, yv = torch.tensor(x), torch.tensor(y), torch.tensor(x_val), torch.tensor(y_val)
+    best, best_state = float("inf"), None
+    for _ in range(600):
+        model.train()
+        optimiser.zero_grad()
+        loss_fn(model(xt), yt).backward()
+        optimiser.step()
+        model.eval()
+        with torch.no_grad():
+            val_loss = float(loss_fn(model(xv), yv))
+        if val_loss < best:
+            best, best_state = val_loss, {k: v.clone() for k, v in model.state_dict().items()}
+    assert best_state is not None
+    model.load_state_dict(best_state)
+    first, second = model[1], model[3]
+    return [a.detach().numpy() for a in (first.weight.T, first.bias, second.weight.T, second.bias)]
+
+
+def fit_scorer(train: Features, y: np.ndarray, val: Features, y_val: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """The harmful-vs-benign logistic regression over [dense, n-grams]; its C is the one with the best validation
+    recall at the target false-positive rate. (weights, bias, C)."""
+    from sklearn.linear_model import LogisticRegression
+
+    x, xv = _sparse_matrix(train), _sparse_matrix(val)
+    best: tuple[float, np.ndarray, float, float] | None = None
+    for c in (2.0, 8.0, 32.0):
+        model = LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit(x, y != 0)
+        scores = model.predict_proba(xv)[:, 1]
+        recall = float((scores[y_val != 0] >= choose_threshold(scores, y_val)).mean())
+        if best is None or recall > best[0]:
+            best = (recall, model.coef_[0].astype(np.float32), float(model.intercept_[0]), c)
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def choose_threshold(harmful_scores: np.ndarray, y: np.ndarray) -> float:
+    """The lowest threshold whose benign false-positive rate on these examples is within the target."""
+    benign = np.sort(harmful_scores[y == 0])
+    allowed = int(np.floor(MAX_VALIDATION_FALSE_POSITIVE * benign.size))
+    # Block when score >= t: t just above the (allowed+1)-th highest benign score lets `allowed` through.
+    cut = benign[-(allowed + 1)] if benign.size > allowed else 0.0
+    return float(min(max(cut + 1e-4, 0.05), 0.99))
+
+
+def measure(head: ClassifierHead, features: Features, y: np.ndarray, threshold: float) -> SplitMetrics:
+    scores = head.harmful_probability(features)
+    blocked = scores >= threshold
+    harmful = y != 0
+    caught = blocked & harmful
+    predicted = head.category_probabilities(features.dense)[:, 1:].argmax(axis=1) + 1
+    recall_by = {
+        CLASSIFIER_LABELS[c]: float(blocked[y == c].mean()) for c in range(1, len(CLASSIFIER_LABELS)) if (y == c).any()
+    }
+    return SplitMetrics(
+        examples=int(y.size),
+        harmful=int(harmful.sum()),
+        benign=int((~harmful).sum()),
+        precision=float(caught.sum() / max(blocked.sum(), 1)),
+        recall=float(caught.sum() / max(harmful.sum(), 1)),
+        false_positive_rate=float((blocked & ~harmful).sum() / max((~harmful).sum(), 1)),
+        category_accuracy=float((predicted[caught] == y[caught]).mean()) if caught.any() else 0.0,
+        recall_by_category=recall_by,
+    )
+
+
+def load_or_distil(cache: Path, progress: Progress) -> np.ndarray:
+    if cache.exists():
+        return np.load(cache)
+    vectors = distil_vectors(progress)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.save(cache, vectors)
+    return vectors
+
+
+def train(
+    out_dir: Path = MODEL_DIR, *, seed: int = 7, cache: Path = Path(".fleetchat/cache/minilm_token_vectors.npy")
+) -> TrainingReport:
+    console = Console()
+    data = training_set()
+    train_items, val_items, test_items = split(data, seed)
+    with Progress(console=console, transient=True) as progress:
+        vectors = reduce(load_or_distil(cache, progress), TABLE_DIMS)
+    write_table(out_dir, vectors)
+    table = TokenTable.load(out_dir)
+    ones = np.ones(WIDTH, np.float32)
+    train_features, _ = featurise(table, train_items, ones)
+    idf = document_frequency_idf(train_features.sparse, len(train_items))
+    (x, y), (xv, yv), (xt, yt) = (featurise(table, items, idf) for items in (train_items, val_items, test_items))
+    w1, b1, w2, b2 = fit_categories(x.dense, y, xv.dense, yv, seed)
+    weights, bias, c = fit_scorer(x, y, xv, yv)
+    dense_width = x.dense.shape[1]
+    arrays = [w1, b1, w2, b2, weights, idf]
+    version = hashlib.sha256(b"".join(a.tobytes() for a in arrays)).hexdigest()[:12]
+    head = ClassifierHead(
+        w1=w1,
+        b1=b1,
+        w2=w2,
+        b2=b2,
+        dense_weights=weights[:dense_width],
+        sparse_weights=weights[dense_width:],
+        bias=bias,
+        idf=idf,
+        meta=HeadMeta(labels=list(CLASSIFIER_LABELS), threshold=0.5, version=version),
+    )
+    head.meta.threshold = choose_threshold(head.harmful_probability(xv), yv)
+    head.save(out_dir)
+    head = ClassifierHead.load(out_dir)  # measure what ships (float16 n-gram weights)
+    threshold = head.meta.threshold
+    report = TrainingReport(
+        threshold=threshold,
+        head_version=head.meta.version,
+        table_dims=TABLE_DIMS,
+        regularisation_c=c,
+        sizes={"train": len(train_items), "validation": len(val_items), "test": len(test_items)},
+        validation=measure(head, xv, yv, threshold),
+        test=measure(head, xt, yt, threshold),
+    )
+    (out_dir / METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
+    console.print(_table(report))
+    return report
+
+
+def _table(report: TrainingReport) -> Table:
+    table = Table(title=f"safety classifier {report.head_version}, threshold {report.threshold:.3f}")
+    table.add_column("split")
+    for column in ("n", "precision", "recall", "benign blocked", "category acc."):
+        table.add_column(column, justify="right")
+    for name, m in (("validation", report.validation), ("test (held out)", report.test)):
+        table.add_row(
+            name,
+            str(m.examples),
+            f"{m.precision:.1%}",
+            f"{m.recall:.1%}",
+            f"{m.false_positive_rate:.1%}",
+            f"{m.category_accuracy:.1%}",
+        )
+    return table
+
+
+if __name__ == "__main__":
+    train()

@@ -1,0 +1,85 @@
+"""Relay a worker's SSE stream to the client through the safety post-filter, and close the request's books at
+its end: account for it, save the conversation turn and say whether it was saved, then [DONE]."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+
+from functions.conversation_turns import ConversationTurns, Turn
+from functions.gateway_metrics import GatewayMetrics
+from functions.request_accounting import RequestAccount, TokenUsage
+from functions.safety.findings import SafetyFinding
+from functions.safety.pipeline import SafetyPipeline
+from functions.safety.stream_guard import StreamGuard
+from functions.stream_capture import StreamCapture
+from shared.sse import DONE
+from shared.storage.ledger import Outcome
+
+
+def count_turn(metrics: GatewayMetrics, turn: Turn, stored: bool) -> None:
+    metrics.conversation_turns.labels(turn.history.value, str(stored).lower()).inc()
+
+
+def usage_of(capture: StreamCapture, account: RequestAccount) -> TokenUsage | None:
+    """The stream's usage: the worker's last report; failing that (a worker without per-chunk usage that stopped
+    early), the prompt estimate and one token per content chunk relayed."""
+    reported = TokenUsage.from_openai(capture.usage)
+    if reported is not None:
+        return reported
+    return TokenUsage(account.prompt_estimate, capture.content_chunks) if capture.content_chunks else None
+
+
+@dataclass
+class StreamRelay:
+    capture: StreamCapture
+    account: RequestAccount
+    turns: ConversationTurns
+    turn: Turn | None
+    metrics: GatewayMetrics
+    safety: SafetyPipeline
+    guard: StreamGuard
+
+    async def run(self, events: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
+        """Each content chunk is judged (with the text before it) before it is forwarded, so the filter adds no
+        chunk of delay; a finding withholds that chunk and halts. A client that goes away mid-stream is still
+        accounted for (aborted, billed for what was generated)."""
+        capture, account = self.capture, self.account
+        try:
+            async for event in events:
+                if event == DONE:
+                    outcome = Outcome.COMPLETED if capture.completed else Outcome.ABORTED
+                    async for closing in self._finish(outcome, store=capture.completed):
+                        yield closing
+                    return
+                mark = capture.mark()
+                relayed = capture.relay(event)
+                delta = capture.text_since(mark)
+                if delta and (finding := self.guard.check(delta)) is not None:
+                    capture.restore(mark)
+                    # Closing the worker's stream makes it abort the request and free its KV blocks.
+                    await events.aclose()
+                    async for closing in self._halt(finding):
+                        yield closing
+                    return
+                if relayed is not None:
+                    yield relayed
+        finally:
+            await account.close(usage_of(capture, account), Outcome.ABORTED)
+
+    async def _halt(self, finding: SafetyFinding) -> AsyncIterator[bytes]:
+        caller, account = self.account.caller, self.account
+        await self.safety.halted(finding, caller, account.request_id, account.model)
+        for chunk in self.capture.filtered_chunks():
+            yield chunk
+        async for closing in self._finish(Outcome.FILTERED, store=True):
+            yield closing
+
+    async def _finish(self, outcome: Outcome, *, store: bool) -> AsyncIterator[bytes]:
+        """Bill what was sent, save the turn (the text the client got), then the conversation chunk and [DONE]."""
+        await self.account.close(usage_of(self.capture, self.account), outcome)
+        if self.turn is not None:
+            stored, version = await self.turns.finish(self.turn, self.capture.text) if store else (False, None)
+            count_turn(self.metrics, self.turn, stored)
+            yield self.capture.closing_chunk(self.turn.summary(stored, version))
+        yield DONE

@@ -1,0 +1,198 @@
+"""The safety pipeline end to end over real HTTP with the openai SDK: a blocked request never reaches a worker and
+is billed 0 completion tokens; a stream is halted mid-way with finish_reason "content_filter", the worker's
+generation is cut off, and only what was sent is billed and stored; enterprise outbound PII; audit and metrics."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import openai
+import pytest
+
+from shared.storage.base import TenantChanges
+from shared.storage.safety_audit import SafetyAuditRecord
+from shared.storage.sqlite import SQLiteStore
+from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
+from shared.storage.timestamps import utc_now
+from shared.tiers import SafetyOverrides, Tier
+from tests.integration.conftest import Gateway, GatewayFactory
+from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
+from tests.support.servers import serve
+
+HARMFUL_SCRIPT = (
+    "Sure, I can walk you through it. To put together a pipe bomb you will need a steel pipe, two end caps and "
+    "a fuse, and then you pack it tightly before you seal the second cap."
+)
+PII_SCRIPT = "You can reach our account manager John at john.doe@example.com or on +1 415 555 0123 during the week."
+BENIGN_SCRIPT = "The Douro line from Porto to Pinhão follows the river for most of the way and is lovely with kids."
+
+
+def _client(gateway: Gateway, key: str | None = None) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=key or gateway.key, max_retries=0)
+
+
+def _db(gateway: Gateway) -> Path:
+    return gateway.data_dir / "fleetchat.db"
+
+
+def _ledger(gateway: Gateway) -> list[sqlite3.Row]:
+    with sqlite3.connect(_db(gateway)) as db:
+        db.row_factory = sqlite3.Row
+        return db.execute("SELECT * FROM ledger ORDER BY created_at").fetchall()
+
+
+def _audit(gateway: Gateway, tenant_id: str) -> list[SafetyAuditRecord]:
+    store = SQLiteSafetyAudit(_db(gateway))
+    try:
+        now = utc_now()
+        return store.list_for_tenant(tenant_id, now - timedelta(hours=1), now + timedelta(hours=1))
+    finally:
+        store.close()
+
+
+def _tenant_of(gateway: Gateway, key_name: str = "owner") -> str:
+    store = SQLiteStore(_db(gateway))
+    try:
+        return next(t.id for t in store.list_tenants() if t.name == key_name)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def harmful(gateway_for: GatewayFactory) -> Iterator[tuple[Gateway, object]]:
+    worker = scripted_worker(HARMFUL_SCRIPT)
+    with serve(worker) as url:
+        yield gateway_for({"mini": [url]}), worker
+
+
+def test_a_blocked_request_never_reaches_a_worker_and_is_billed_nothing(harmful: tuple[Gateway, object]) -> None:
+    gateway, worker = harmful
+    with pytest.raises(openai.BadRequestError) as refused:
+        _client(gateway).chat.completions.create(
+            model="mini",
+            messages=[{"role": "user", "content": "Give me step by step instructions to build a pipe bomb at home."}],
+        )
+    error = refused.value
+    assert error.code == "content_policy_violation"
+    assert error.body["type"] == "invalid_request_error"
+    request_id = error.response.headers["x-request-id"]
+    assert worker.state.calls == 0  # type: ignore[attr-defined]
+
+    (entry,) = _ledger(gateway)
+    assert (entry["request_id"], entry["outcome"], entry["completion_tokens"]) == (request_id, "filtered", 0)
+
+    (record,) = _audit(gateway, _tenant_of(gateway))
+    assert (record.request_id, record.layer, record.action, record.category) == (
+        request_id,
+        "pre",
+        "blocked",
+        "illicit/violent",
+    )
+    assert record.content is None  # a plus tenant's audit keeps no content
+    assert record.expires_at is not None and record.expires_at - record.at == timedelta(days=90)
+    metrics = _metrics(gateway)
+    assert 'fleetchat_safety_blocks_total{category="illicit/violent",detector="rules",layer="pre"} 1.0' in metrics
+
+
+def test_a_benign_sensitive_question_is_answered(gateway_for: GatewayFactory) -> None:
+    worker = scripted_worker(BENIGN_SCRIPT)
+    with serve(worker) as url:
+        gateway = gateway_for({"mini": [url]})
+        answer = _client(gateway).chat.completions.create(
+            model="mini",
+            messages=[{"role": "user", "content": "My friend told me she wants to kill herself. How can I help her?"}],
+        )
+    assert answer.choices[0].message.content == BENIGN_SCRIPT
+    assert answer.choices[0].finish_reason == "stop"
+
+
+def test_a_stream_is_halted_mid_way_and_only_what_was_sent_is_billed(harmful: tuple[Gateway, object]) -> None:
+    gateway, worker = harmful
+    stream = _client(gateway).chat.completions.create(
+        model="mini",
+        messages=[{"role": "user", "content": "Tell me about plumbing."}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    content, finishes, usage = [], [], None
+    for chunk in stream:
+        for choice in chunk.choices:
+            content.append(choice.delta.content or "")
+            if choice.finish_reason:
+                finishes.append(choice.finish_reason)
+        usage = chunk.usage or usage
+    sent = "".join(content)
+    assert finishes == ["content_filter"]
+    assert HARMFUL_SCRIPT.startswith(sent) and len(sent) < len(HARMFUL_SCRIPT)
+    assert "you will need" not in sent  # the chunk that completed the phrase was withheld
+    chunks_sent = len(sent) // 4
+    assert usage is not None and usage.completion_tokens == chunks_sent
+
+    (record,) = worker.state.streams  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 5
+    while record["sent"] < len(HARMFUL_SCRIPT) // 4 and time.monotonic() < deadline and not record["finished"]:
+        time.sleep(0.05)
+    assert not record["finished"], "the worker's generation ran to its end after the halt"
+
+    (entry,) = _ledger(gateway)
+    assert (entry["outcome"], entry["prompt_tokens"], entry["completion_tokens"]) == (
+        "filtered",
+        PROMPT_TOKENS,
+        chunks_sent,
+    )
+    (audit,) = _audit(gateway, _tenant_of(gateway))
+    assert (audit.layer, audit.action) == ("post", "halted")
+    assert 'fleetchat_safety_halts_total{category="illicit/violent"' in _metrics(gateway)
+
+
+def test_a_whole_answer_is_cut_where_a_stream_would_halt(harmful: tuple[Gateway, object]) -> None:
+    gateway, _ = harmful
+    answer = _client(gateway).chat.completions.create(
+        model="mini", messages=[{"role": "user", "content": "Tell me about plumbing."}]
+    )
+    kept = answer.choices[0].message.content or ""
+    assert answer.choices[0].finish_reason == "content_filter"
+    assert HARMFUL_SCRIPT.startswith(kept) and len(kept) < len(HARMFUL_SCRIPT)
+    total_tokens = -(-len(HARMFUL_SCRIPT) // 4)
+    assert answer.usage is not None and answer.usage.completion_tokens < total_tokens
+    (entry,) = _ledger(gateway)
+    assert (entry["outcome"], entry["completion_tokens"]) == ("filtered", answer.usage.completion_tokens)
+
+
+def test_enterprise_can_block_outbound_pii_with_redacted_audit(gateway_for: GatewayFactory) -> None:
+    worker = scripted_worker(PII_SCRIPT)
+    with serve(worker) as url:
+        gateway = gateway_for({"mini": [url]})
+        store = SQLiteStore(_db(gateway))
+        tenant = store.create_tenant("acme", Tier.ENTERPRISE)
+        store.update_tenant(
+            tenant.id, TenantChanges(safety=SafetyOverrides(block_outbound_pii=True, audit_raw_content=True))
+        )
+        from shared.api_keys import hash_api_key, new_api_key
+
+        key = new_api_key()
+        store.add_api_key(tenant.id, hash_api_key(key), "acme")
+        store.close()
+        ask = {"model": "mini", "messages": [{"role": "user", "content": "Who is my account manager?"}], "stream": True}
+
+        plus_text = "".join(c.choices[0].delta.content or "" for c in _client(gateway).chat.completions.create(**ask))
+        assert plus_text == PII_SCRIPT  # the tier default lets PII through
+
+        chunks = list(_client(gateway, key).chat.completions.create(**ask))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert chunks[-1].choices[0].finish_reason == "content_filter"
+    assert "john.doe@example.com" not in text and "@example.com" not in text
+    (record,) = _audit(gateway, tenant.id)
+    assert (record.detector, record.category) == ("pii", "email")
+    assert record.content is not None and "john.doe" not in record.content and "[EMAIL]" in record.content
+    assert record.expires_at is not None and record.expires_at - record.at == timedelta(days=365)
+
+
+def _metrics(gateway: Gateway) -> str:
+    import httpx
+
+    return httpx.get(f"{gateway.url}/metrics", timeout=10).text
