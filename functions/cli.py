@@ -112,7 +112,7 @@ def sweep(
         datetime | None, typer.Option(help="Sweep as if it were this UTC time (ISO 8601); default: now.")
     ] = None,
 ) -> None:
-    """Delete expired and purge-due conversations from the configured stores, with an audit record each."""
+    """Delete expired and purge-due conversations (with an audit record each) and expired safety audit records."""
     from rich.console import Console
     from rich.table import Table
 
@@ -122,8 +122,9 @@ def sweep(
     settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
     now = None if as_of is None else as_of.replace(tzinfo=as_of.tzinfo or UTC)
     report = sweep_from_settings(settings, now=now, dry_run=dry_run)
-    table = Table("outcome", "conversations")
-    for name in ("examined", "expired", "purged", "held", "rescheduled", "unknown_tenant", "already_gone", "failed"):
+    table = Table("outcome", "records")
+    counts = ("examined", "expired", "purged", "held", "rescheduled", "unknown_tenant", "already_gone", "failed")
+    for name in (*counts, "safety_audit_deleted"):
         table.add_row(name.replace("_", " "), str(getattr(report, name)))
     console = Console()
     console.print("retention sweep" + (" (dry run: nothing changed)" if dry_run else ""))

@@ -26,7 +26,8 @@ class PreFilter:
         """The reason to refuse this conversation, or None to let it through."""
         conversation = ConversationText.of(messages)
         for turn in conversation.turns:
-            hit = first_deny(turn) or first_deny(deobfuscate(turn))
+            plain = deobfuscate(turn)
+            hit = first_deny(turn) or (first_deny(plain) if plain != turn else None)
             if hit is not None:
                 return SafetyFinding(
                     layer=SafetyLayer.PRE,
