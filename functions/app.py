@@ -24,6 +24,7 @@ from functions.safety.pipeline import SafetyPipeline
 from functions.safety.prefilter import PreFilter
 from functions.sessions import SessionSigner, load_or_create_secret
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
+from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
 from functions.worker_client import WorkerClient
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.pools import POOLS
@@ -94,7 +95,9 @@ def create_app(
     app.state.worker_urls = worker_urls
     app.state.metrics = GatewayMetrics()
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)
     for module in (chat, conversation_routes, account, usage, session, admin, models, health):
         app.include_router(module.router)
+    mount_web_ui(app, settings.web_dist_dir)
     return app

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from functions.gateway_metrics import GatewayMetrics
-from functions.routing import PoolRouter, resolve_pool
+from functions.routing import PoolRouter, pools_for_tier, resolve_pool
 from functions.worker_client import UpstreamStream, WorkerClient
 from shared.errors import FleetchatError
 from shared.schemas import ChatCompletionRequest
@@ -19,7 +19,7 @@ from shared.storage.base import Tenant
 MODAL_SESSION_HEADER = "Modal-Session-ID"
 
 # Extension fields the gateway reads itself; workers (and vLLM) never see them.
-GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id", "store"})
+GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id", "store", "replace_from"})
 
 
 @dataclass
@@ -39,6 +39,14 @@ class ChatService:
     def pool_for(self, tenant: Tenant, request: ChatCompletionRequest) -> str:
         """The pool serving the requested model for this tenant's tier (404 model_not_found otherwise)."""
         return resolve_pool(tenant.tier, request.model, self.router.pools)
+
+    def fallback_for(self, tenant: Tenant, pool: str) -> str | None:
+        """The pool that answers when `pool` has no reachable replica: the tier's next pool (the tier table lists
+        them best first), or None when the tier has no other. The response always says so (never a silent
+        downgrade)."""
+        allowed = pools_for_tier(tenant.tier, self.router.pools)
+        later = allowed[allowed.index(pool) + 1 :] if pool in allowed else []
+        return later[0] if later else None
 
     def route(self, pool: str, request: ChatCompletionRequest, session_id: str | None) -> RoutedRequest:
         body = request.model_dump(exclude_none=True, exclude=set(GATEWAY_ONLY_FIELDS))

@@ -28,6 +28,7 @@ from shared.storage.conversations import (
     StoreUnavailableError,
     VersionConflictError,
     check_conversation_id,
+    check_keep,
     new_conversation_id,
 )
 from shared.storage.timestamps import utc_now
@@ -59,6 +60,7 @@ class Turn:
     history: History
     title: str | None = None
     loaded: Conversation | None = None  # the stored conversation this turn continues, as read in `begin`
+    keep: int | None = None  # an edit: how many stored messages stay before this turn (None: all of them)
 
     def apply(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
         """The request as the worker must see it: the rendered conversation instead of the client's messages."""
@@ -143,6 +145,8 @@ class ConversationTurns:
             )
         if stored is None:
             raise ConversationNotFoundError(conversation_id)
+        if request.replace_from is not None:
+            return self._edit(tenant, stored, sent, request.replace_from)
         new = _new_turn_only(stored.messages, sent)
         if stored.complete:
             history, status = stored.messages, History.LOADED
@@ -166,6 +170,31 @@ class ConversationTurns:
         )
 
     @staticmethod
+    def _edit(tenant: Tenant, stored: Conversation, sent: list[StoredMessage], replace_from: int) -> Turn:
+        """Edit-and-resend or regenerate: the history up to `replace_from` is kept, the rest replaced by this turn."""
+        if not stored.complete:
+            raise StoreUnavailableError("The stored conversation is incomplete right now; try the edit again shortly.")
+        keep = check_keep(replace_from, len(stored.messages))
+        if keep == len(stored.messages) or stored.messages[keep].role != "user":
+            raise InvalidRequestError(
+                "replace_from must name one of the conversation's user messages.", param="replace_from"
+            )
+        if any(m.role != "user" for m in sent):
+            raise InvalidRequestError("An edit sends only the new user message(s).", param="messages")
+        history = stored.messages[:keep]
+        return Turn(
+            tenant=tenant,
+            conversation_id=stored.id,
+            expected_version=stored.version,
+            render_version=stored.render_version,
+            new_messages=sent,
+            rendered=render(stored.render_version, history, sent),
+            history=History.LOADED,
+            loaded=stored,
+            keep=keep,
+        )
+
+    @staticmethod
     def _requested_id(request: ChatCompletionRequest, header_id: str | None) -> str | None:
         body_id = request.conversation_id
         if body_id is not None and header_id is not None and body_id != header_id:
@@ -175,11 +204,17 @@ class ConversationTurns:
         chosen = body_id or header_id
         return None if chosen is None else check_conversation_id(chosen)
 
-    async def finish(self, turn: Turn, assistant_text: str) -> tuple[bool, int | None]:
-        """Persist the user turn and the answer; (stored, new version). Retries on top of a concurrent writer."""
+    async def finish(
+        self, turn: Turn, assistant_text: str, finish_reason: str | None = None
+    ) -> tuple[bool, int | None]:
+        """Persist the user turn and the answer (and how it ended); (stored, new version). Retries on top of a
+        concurrent writer, except for an edit (replaying it on top of another turn would delete that turn)."""
         if turn.history is History.UNAVAILABLE:
             return False, None
-        messages = [*turn.new_messages, StoredMessage(role="assistant", content=assistant_text, created_at=utc_now())]
+        answer = StoredMessage(
+            role="assistant", content=assistant_text, created_at=utc_now(), finish_reason=finish_reason
+        )
+        messages = [*turn.new_messages, answer]
         try:
             meta = await to_thread.run_sync(lambda: self._append(turn, messages))
         except (StoreUnavailableError, ConversationNotFoundError, VersionConflictError) as exc:
@@ -202,11 +237,14 @@ class ConversationTurns:
                     title=turn.title,
                     now=now,
                     loaded=loaded,
+                    keep=turn.keep,
                 )
             except VersionConflictError:
                 # Another writer appended first (a second tab): keep both turns, ours after theirs.
+                if turn.keep is not None or version == 0 or attempt == APPEND_ATTEMPTS - 1:
+                    raise
                 loaded = self.store.get(turn.tenant.id, turn.conversation_id)
-                if loaded is None or attempt == APPEND_ATTEMPTS - 1 or version == 0:
+                if loaded is None:
                     raise
                 version = loaded.version
         raise AssertionError("unreachable")

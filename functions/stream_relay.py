@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
+from anyio import CancelScope
+
 from functions.conversation_turns import ConversationTurns, Turn
 from functions.gateway_metrics import GatewayMetrics
 from functions.request_accounting import RequestAccount, TokenUsage
@@ -15,6 +17,9 @@ from functions.safety.stream_guard import StreamGuard
 from functions.stream_capture import StreamCapture
 from shared.sse import DONE
 from shared.storage.ledger import Outcome
+
+# The finish reason stored with an answer the client stopped mid-stream (its partial text is kept).
+STOPPED = "stopped"
 
 
 def count_turn(metrics: GatewayMetrics, turn: Turn, stored: bool) -> None:
@@ -39,11 +44,12 @@ class StreamRelay:
     metrics: GatewayMetrics
     safety: SafetyPipeline
     guard: StreamGuard
+    finished: bool = False  # the books are closed and the turn saved (or deliberately not)
 
     async def run(self, events: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
         """Each content chunk is judged (with the text before it) before it is forwarded, so the filter adds no
-        chunk of delay; a finding withholds that chunk and halts. A client that goes away mid-stream is still
-        accounted for (aborted, billed for what was generated)."""
+        chunk of delay; a finding withholds that chunk and halts. A client that goes away mid-stream (Stop) is
+        still accounted for (aborted, billed for what was generated) and its partial answer is saved as stopped."""
         capture, account = self.capture, self.account
         try:
             async for event in events:
@@ -66,6 +72,10 @@ class StreamRelay:
                     yield relayed
         finally:
             await account.close(usage_of(capture, account), Outcome.ABORTED)
+            if not self.finished and self.turn is not None and capture.text and not capture.failed:
+                with CancelScope(shield=True):
+                    stored, _ = await self.turns.finish(self.turn, capture.text, STOPPED)
+                count_turn(self.metrics, self.turn, stored)
 
     async def _halt(self, finding: SafetyFinding) -> AsyncIterator[bytes]:
         caller, account = self.account.caller, self.account
@@ -78,8 +88,12 @@ class StreamRelay:
     async def _finish(self, outcome: Outcome, *, store: bool) -> AsyncIterator[bytes]:
         """Bill what was sent, save the turn (the text the client got), then the conversation chunk and [DONE]."""
         await self.account.close(usage_of(self.capture, self.account), outcome)
+        self.finished = True
         if self.turn is not None:
-            stored, version = await self.turns.finish(self.turn, self.capture.text) if store else (False, None)
+            finish_reason = self.capture.finish_reason
+            stored, version = (
+                await self.turns.finish(self.turn, self.capture.text, finish_reason) if store else (False, None)
+            )
             count_turn(self.metrics, self.turn, stored)
             yield self.capture.closing_chunk(self.turn.summary(stored, version))
         yield DONE

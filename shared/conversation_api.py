@@ -18,6 +18,9 @@ class MessageObject(BaseModel):
     role: str
     content: str
     created_at: int
+    finish_reason: str | None = Field(
+        default=None, description='How an answer ended: "stop", "length", "content_filter", or "stopped" by the user.'
+    )
 
 
 class ConversationObject(BaseModel):
@@ -50,7 +53,9 @@ class ConversationDetail(ConversationObject):
     def of(cls, meta: ConversationMeta) -> ConversationDetail:
         assert isinstance(meta, Conversation)
         messages = [
-            MessageObject(role=m.role, content=m.content, created_at=int(m.created_at.timestamp()))
+            MessageObject(
+                role=m.role, content=m.content, created_at=int(m.created_at.timestamp()), finish_reason=m.finish_reason
+            )
             for m in meta.messages
         ]
         return cls(**ConversationObject.of(meta).model_dump(), messages=messages)

@@ -57,6 +57,10 @@ class ChatCompletionRequest(BaseModel):
     # OpenAI's `store`: keep this exchange as a new conversation. `conversation_id` (extension): continue one.
     store: bool | None = None
     conversation_id: str | None = Field(default=None, max_length=64)
+    # Extension: edit-and-resend / regenerate. Drop the conversation's stored messages from this index on (it must
+    # name a user message; the index counts stored messages as `GET /v1/conversations/{id}` lists them) and answer
+    # this request's user message in their place.
+    replace_from: int | None = Field(default=None, ge=0)
 
     @field_validator("n")
     @classmethod
@@ -73,6 +77,12 @@ class ChatCompletionRequest(BaseModel):
         if isinstance(stop, list) and any(s == "" for s in stop):
             raise ValueError("stop sequences must not be empty")
         return stop
+
+    @model_validator(mode="after")
+    def _replace_needs_a_conversation(self) -> ChatCompletionRequest:
+        if self.replace_from is not None and self.conversation_id is None:
+            raise ValueError("replace_from needs conversation_id (the body field)")
+        return self
 
     @model_validator(mode="after")
     def _stream_options_need_stream(self) -> ChatCompletionRequest:

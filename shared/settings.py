@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     worker_urls: dict[str, list[str]] = {}
     local_tenant_tier: Tier = Tier.PLUS
     max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # The built web chat (`npm run build` in web/), served at `/`; the repo's web/dist unless set.
+    web_dist_dir: Path = Path(__file__).resolve().parent.parent / "web" / "dist"
     worker_timeout_s: float = 600.0
     worker_connect_timeout_s: float = 5.0
     # Conversation storage: the local SQLite file, or DynamoDB + S3 (deployed; any endpoint, e.g. moto, for tests).

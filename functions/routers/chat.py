@@ -17,11 +17,15 @@ from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_relay import StreamRelay, count_turn
-from shared.errors import ContentPolicyViolationError, FleetchatError
+from functions.worker_client import UpstreamStream
+from shared.errors import ContentPolicyViolationError, FleetchatError, ServiceUnavailableError
 from shared.schemas import ChatCompletionRequest
 from shared.storage.ledger import Outcome
 
 router = APIRouter(prefix="/v1", tags=["chat"])
+
+# Set when the requested model's pool had no reachable replica and another pool of the tier answered.
+FALLBACK_HEADER = "x-fleetchat-fallback-model"
 
 
 @router.post("/chat/completions", response_model=None)
@@ -50,15 +54,20 @@ async def chat_completions(
         blocked.headers.update(account.headers)
         raise
     # A conversation sticks to one replica (its KV blocks live there) unless the client names a session itself.
-    routed = service.route(pool, body, x_session_id or (turn.conversation_id if turn else None))
+    session = x_session_id or (turn.conversation_id if turn else None)
     headers = {**(turn.headers() if turn else {}), **account.headers}
     if account.reservation.brownout:
         headers[BROWNOUT_HEADER] = "true"
     try:
-        if body.stream:
-            upstream = await service.open_stream(routed)
-        else:
-            completion = await service.complete(routed)
+        try:
+            answer = await _answer(service, pool, body, session)
+        except ServiceUnavailableError:
+            fallback = service.fallback_for(caller.tenant, pool)
+            if fallback is None:
+                raise
+            answer = await _answer(service, fallback, body.model_copy(update={"model": fallback}), session)
+            account.model = fallback  # billed as the model that answered
+            headers[FALLBACK_HEADER] = fallback
     except FleetchatError as exc:
         await account.close(None, Outcome.FAILED)
         exc.headers.update(account.headers)
@@ -66,25 +75,34 @@ async def chat_completions(
     except BaseException:
         await account.close(None, Outcome.ABORTED)
         raise
-    if body.stream:
+    if isinstance(answer, UpstreamStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, safety.guard(caller))
         return StreamingResponse(
-            relay.run(upstream.events()),
+            relay.run(answer.events()),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", **headers},
         )
+    completion = answer
     text, finish_reason = answer_text(completion)
     usage, outcome = await _filter_answer(safety, account, completion, text)
     if outcome is Outcome.FILTERED:
         text, finish_reason = answer_text(completion)
     await account.close(usage, outcome)
     if turn is not None:
-        stored, version = await turns.finish(turn, text) if finish_reason else (False, None)
+        stored, version = await turns.finish(turn, text, finish_reason) if finish_reason else (False, None)
         count_turn(service.metrics, turn, stored)
         completion["conversation"] = turn.summary(stored, version)
         headers[STORED_HEADER] = str(stored).lower()
     return JSONResponse(completion, headers=headers)
+
+
+async def _answer(
+    service: ChatService, pool: str, body: ChatCompletionRequest, session: str | None
+) -> UpstreamStream | dict[str, Any]:
+    """The worker's answer from `pool`: an open stream, or the whole completion body."""
+    routed = service.route(pool, body, session)
+    return await (service.open_stream(routed) if body.stream else service.complete(routed))
 
 
 async def _filter_answer(

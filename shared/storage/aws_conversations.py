@@ -56,6 +56,7 @@ from shared.storage.conversations import (
     SweepCandidate,
     VersionConflictError,
     check_conversation_id,
+    check_keep,
 )
 from shared.storage.timestamps import utc_now
 
@@ -93,6 +94,7 @@ class AwsConversationStore:
         title: str | None = None,
         now: datetime | None = None,
         loaded: Conversation | None = None,
+        keep: int | None = None,
     ) -> ConversationMeta:
         check_conversation_id(conversation_id)
         if expected_version < 0:
@@ -110,6 +112,8 @@ class AwsConversationStore:
             if not current.complete:  # appending would make the loss permanent
                 raise StoreUnavailableError("The stored conversation is incomplete; try again shortly.")
         previous = current.messages if current else []
+        if keep is not None and current is not None:
+            previous = previous[: check_keep(keep, len(previous))]
         meta = ConversationMeta(
             id=conversation_id,
             tenant_id=tenant_id,

@@ -45,6 +45,15 @@ def check_conversation_id(value: str, param: str = "conversation_id") -> str:
     return value
 
 
+def check_keep(keep: int, stored: int) -> int:
+    """How many stored messages an edit keeps: 0..stored, else a 400 (nothing is changed)."""
+    if not 0 <= keep <= stored:
+        raise InvalidRequestError(
+            f"replace_from must be between 0 and the conversation's {stored} stored messages.", param="replace_from"
+        )
+    return keep
+
+
 def encode_list_cursor(position: str) -> str:
     """An opaque `after` cursor for a listing position `{updated_at}#{conversation_id}`."""
     return base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
@@ -65,6 +74,9 @@ class StoredMessage(BaseModel):
     role: StoredRole
     content: str
     created_at: datetime
+    # Assistant messages: how the answer ended ("stop", "length", "content_filter", or "stopped" when the client
+    # stopped it and the partial answer was kept); None for other roles and for turns stored before it was kept.
+    finish_reason: str | None = None
 
 
 class ConversationMeta(BaseModel):
@@ -180,8 +192,12 @@ class ConversationStore(Protocol):
         title: str | None = None,
         now: datetime | None = None,
         loaded: Conversation | None = None,
+        keep: int | None = None,
     ) -> ConversationMeta:
         """Append `messages` durably and return the new record (version = expected_version + 1).
+
+        `keep`: keep only the first `keep` stored messages and replace the rest by `messages` (edit a message and
+        resend, regenerate an answer); None keeps them all. More than the stored count is an InvalidRequestError.
 
         expected_version=0 creates the conversation (`title` and `render_version` are used only then).
         `loaded`: the conversation as the caller just read it at `expected_version`; an adapter that needs the

@@ -16,6 +16,7 @@ from shared.storage.conversations import (
     StoredMessage,
     SweepCandidate,
     VersionConflictError,
+    check_keep,
     decode_list_cursor,
     encode_list_cursor,
     sweep_time,
@@ -51,6 +52,7 @@ class SQLiteConversationStore:
         title: str | None = None,
         now: datetime | None = None,
         loaded: Conversation | None = None,  # unused: appending rows needs no earlier messages
+        keep: int | None = None,
     ) -> ConversationMeta:
         now = now or utc_now()
         stamp, expires = to_iso(now), optional_iso(expires_at)
@@ -77,14 +79,22 @@ class SQLiteConversationStore:
                 if row["version"] != expected_version:
                     raise VersionConflictError(conversation_id, expected_version)
                 start = row["message_count"]
+                if keep is not None:
+                    check_keep(keep, start)
+                    db.execute("DELETE FROM messages WHERE conversation_id = ? AND seq >= ?", (conversation_id, keep))
+                    start = keep
             db.executemany(
-                "INSERT INTO messages (conversation_id, seq, role, content, created_at) VALUES (?, ?, ?, ?, ?)",
-                [(conversation_id, start + i, m.role, m.content, to_iso(m.created_at)) for i, m in enumerate(messages)],
+                "INSERT INTO messages (conversation_id, seq, role, content, created_at, finish_reason)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (conversation_id, start + i, m.role, m.content, to_iso(m.created_at), m.finish_reason)
+                    for i, m in enumerate(messages)
+                ],
             )
             db.execute(
-                "UPDATE conversations SET version = version + 1, message_count = message_count + ?, updated_at = ?,"
+                "UPDATE conversations SET version = version + 1, message_count = ?, updated_at = ?,"
                 " expires_at = ?, sweep_at = ? WHERE id = ?",
-                (len(messages), stamp, expires, sweep_at, conversation_id),
+                (start + len(messages), stamp, expires, sweep_at, conversation_id),
             )
             row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
         return _meta(row)
@@ -98,11 +108,17 @@ class SQLiteConversationStore:
             if row is None:
                 return None
             rows = db.execute(
-                "SELECT role, content, created_at FROM messages WHERE conversation_id = ? ORDER BY seq",
+                "SELECT role, content, created_at, finish_reason FROM messages WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
             ).fetchall()
         messages = [
-            StoredMessage(role=r["role"], content=r["content"], created_at=from_iso(r["created_at"])) for r in rows
+            StoredMessage(
+                role=r["role"],
+                content=r["content"],
+                created_at=from_iso(r["created_at"]),
+                finish_reason=r["finish_reason"],
+            )
+            for r in rows
         ]
         return Conversation(**_meta(row).model_dump(), messages=messages)
 

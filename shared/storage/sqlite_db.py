@@ -167,6 +167,10 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX safety_audit_by_tenant ON safety_audit(tenant_id, at)",
         "CREATE INDEX safety_audit_by_expiry ON safety_audit(expires_at) WHERE expires_at IS NOT NULL",
     ],
+    [
+        # How an assistant answer ended (the web chat marks stopped and filtered answers).
+        "ALTER TABLE messages ADD COLUMN finish_reason TEXT",
+    ],
 ]
 
 

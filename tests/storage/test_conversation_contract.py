@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from shared.errors import InvalidRequestError
 from shared.storage.conversations import (
     PURGE_AFTER,
     AuditRecord,
@@ -73,6 +74,81 @@ def test_append_moves_version_and_keeps_order(conversation_store: ConversationSt
     assert got is not None
     assert [m.content for m in got.messages] == ["hello", "hi there", "again", "sure"]
     assert got.expires_at == later + timedelta(days=30)
+
+
+def test_keep_replaces_the_tail_of_the_history(conversation_store: ConversationStore) -> None:
+    """Edit-and-resend: the stored messages after the edited one are replaced, in one conditional write."""
+    meta = create(conversation_store)
+    later = T0 + timedelta(minutes=1)
+    conversation_store.append_turn(
+        TENANT,
+        meta.id,
+        expected_version=1,
+        messages=msgs(("user", "q2"), ("assistant", "a2")),
+        expires_at=None,
+        render_version=1,
+        now=later,
+    )
+    edited = conversation_store.append_turn(
+        TENANT,
+        meta.id,
+        expected_version=2,
+        messages=msgs(("user", "q2 edited"), ("assistant", "a2 new")),
+        expires_at=None,
+        render_version=1,
+        now=later,
+        keep=2,
+    )
+    assert (edited.version, edited.message_count) == (3, 4)
+    got = conversation_store.get(TENANT, meta.id, now=later)
+    assert got is not None and got.complete
+    assert [m.content for m in got.messages] == ["hello", "hi there", "q2 edited", "a2 new"]
+    # Replacing from the very first message keeps nothing of the old history.
+    conversation_store.append_turn(
+        TENANT,
+        meta.id,
+        expected_version=3,
+        messages=msgs(("user", "fresh"), ("assistant", "start")),
+        expires_at=None,
+        render_version=1,
+        now=later,
+        keep=0,
+    )
+    got = conversation_store.get(TENANT, meta.id, now=later)
+    assert got is not None and [m.content for m in got.messages] == ["fresh", "start"] and got.message_count == 2
+
+
+def test_keep_beyond_the_history_is_refused_and_changes_nothing(conversation_store: ConversationStore) -> None:
+    meta = create(conversation_store)
+    with pytest.raises(InvalidRequestError):
+        conversation_store.append_turn(
+            TENANT,
+            meta.id,
+            expected_version=1,
+            messages=msgs(("user", "x"), ("assistant", "y")),
+            expires_at=None,
+            render_version=1,
+            now=T0,
+            keep=3,
+        )
+    got = conversation_store.get(TENANT, meta.id, now=T0)
+    assert got is not None and (got.version, [m.content for m in got.messages]) == (1, ["hello", "hi there"])
+
+
+def test_finish_reason_round_trips(conversation_store: ConversationStore) -> None:
+    conv_id = new_conversation_id()
+    stopped = StoredMessage(role="assistant", content="partial ans", created_at=T0, finish_reason="stopped")
+    conversation_store.append_turn(
+        TENANT,
+        conv_id,
+        expected_version=0,
+        messages=[*msgs(("user", "q")), stopped],
+        expires_at=None,
+        render_version=1,
+        now=T0,
+    )
+    got = conversation_store.get(TENANT, conv_id, now=T0)
+    assert got is not None and [m.finish_reason for m in got.messages] == [None, "stopped"]
 
 
 def test_stale_version_is_a_conflict_and_changes_nothing(conversation_store: ConversationStore) -> None:

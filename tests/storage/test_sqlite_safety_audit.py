@@ -33,7 +33,7 @@ def test_migration_4_adds_safety_to_an_existing_database(tmp_path: Path) -> None
     path = tmp_path / "fleetchat.db"
     _database_at(path, 3)
     store = SQLiteStore(path)
-    assert store.schema_version == len(MIGRATIONS) == 4
+    assert store.schema_version == len(MIGRATIONS)
     old = store.get_tenant("ten_old")
     assert old is not None and old.safety is None and old.limits is not None and old.limits.key_rpm == 7
     overrides = SafetyOverrides(block_outbound_pii=True)
