@@ -12,6 +12,10 @@ from functions.safety.categories import CLASSIFIER_LABELS, Category
 
 DATA_DIR = Path(__file__).parent / "data"
 TRAINING_FILES = ("train_a.jsonl", "train_b.jsonl", "train_c.jsonl")
+# Written for the next training run and not yet in it: adding them lifted the golden block rate (81.7 -> 88.2 %) and
+# cut over-refusal (6.9 -> 6.0 %), but weakened the stream post-filter on harmful output, so the shipped model
+# predates them. `fleetchat safety train --with-candidates` trains on them too.
+CANDIDATE_FILES = ("train_d.jsonl", "train_e.jsonl")
 GOLDEN_ADVERSARIAL = "golden_adversarial.jsonl"
 GOLDEN_BENIGN = "golden_benign.jsonl"
 
@@ -59,11 +63,11 @@ def _read(path: Path, model: type[Item]) -> list[Item]:
     return items
 
 
-def training_set(data_dir: Path = DATA_DIR) -> list[LabelledConversation]:
+def training_set(data_dir: Path = DATA_DIR, *, with_candidates: bool = False) -> list[LabelledConversation]:
     """Every training conversation once (exact duplicates across files dropped)."""
     seen: set[str] = set()
     unique = []
-    for name in TRAINING_FILES:
+    for name in (*TRAINING_FILES, *CANDIDATE_FILES) if with_candidates else TRAINING_FILES:
         for item in _read(data_dir / name, LabelledConversation):
             if item.key() not in seen:
                 seen.add(item.key())

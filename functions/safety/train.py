@@ -183,10 +183,14 @@ def load_or_distil(cache: Path, progress: Progress) -> np.ndarray:
 
 
 def train(
-    out_dir: Path = MODEL_DIR, *, seed: int = 7, cache: Path = Path(".fleetchat/cache/minilm_token_vectors.npy")
+    out_dir: Path = MODEL_DIR,
+    *,
+    seed: int = 7,
+    cache: Path = Path(".fleetchat/cache/minilm_token_vectors.npy"),
+    with_candidates: bool = False,
 ) -> TrainingReport:
     console = Console()
-    data = training_set()
+    data = training_set(with_candidates=with_candidates)
     train_items, val_items, test_items = split(data, seed)
     with Progress(console=console, transient=True) as progress:
         vectors = reduce(load_or_distil(cache, progress), TABLE_DIMS)
