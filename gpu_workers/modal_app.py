@@ -169,11 +169,15 @@ def wait_until_healthy(process: subprocess.Popen[bytes], url: str, timeout_s: fl
 # The gateway is CPU-only: no torch, no transformers, just the request path. The safety classifier's trained files
 # (token table, tokenizer, head) are data, which add_local_python_source leaves out: they are added on their own.
 SAFETY_MODEL_DIR = Path(__file__).resolve().parent.parent / "functions" / "safety" / "model"
+# The web chat, built by `make web` before `modal deploy`; the gateway serves it at / (Settings.web_dist_dir is
+# <code root>/web/dist, so it lands beside the Python sources).
+WEB_DIST_DIR = Path(__file__).resolve().parent.parent / "web" / "dist"
 gateway_image = (
     modal.Image.debian_slim(python_version="3.11")
     .pip_install(*GATEWAY_PACKAGES)
     .add_local_python_source("functions", "gpu_workers", "shared")
     .add_local_dir(SAFETY_MODEL_DIR, remote_path="/root/functions/safety/model")
+    .add_local_dir(WEB_DIST_DIR, remote_path="/root/web/dist")
 )
 
 # vllm 0.33 needs huggingface_hub>=1.31, which downloads through hf_xet (hf_transfer and its

@@ -211,3 +211,10 @@ def test_gateway_image_ships_the_safety_classifier_files() -> None:
 
     assert MODEL_DIR.resolve() == modal_app.SAFETY_MODEL_DIR
     assert {"head.npz", "token_vectors.npy", "tokenizer.json"} <= {p.name for p in MODEL_DIR.iterdir()}
+
+
+def test_the_gateway_image_carries_the_web_chat_where_the_gateway_looks_for_it() -> None:
+    from shared.settings import Settings
+
+    assert Settings().web_dist_dir == modal_app.WEB_DIST_DIR
+    assert str(Settings().web_dist_dir).endswith("web/dist")

@@ -1,0 +1,62 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { api, ApiError, setUnauthorizedHandler } from "./api";
+
+type Call = { url: string; init: RequestInit };
+
+function mockFetch(status = 200, body: unknown = {}): Call[] {
+  const calls: Call[] = [];
+  vi.stubGlobal("fetch", async (url: string, init: RequestInit) => {
+    calls.push({ url, init });
+    return new Response(status === 204 ? null : JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+  });
+  return calls;
+}
+
+afterEach(() => {
+  vi.unstubAllGlobals();
+  setUnauthorizedHandler(null);
+});
+
+describe("api", () => {
+  it("sends the CSRF header on every state-changing request, same-origin relative URLs", async () => {
+    const calls = mockFetch(200, { id: "conv_1", deleted: true });
+    await api.renameConversation("conv_1", "New title");
+    await api.deleteConversation("conv_1");
+    await api.signIn("sk-x");
+    for (const call of calls) {
+      expect(call.url.startsWith("/v1/")).toBe(true);
+      expect((call.init.headers as Record<string, string>)["X-Requested-With"]).toBe("fleetchat");
+      expect(call.init.credentials).toBe("same-origin");
+    }
+    expect(calls.map((c) => c.init.method)).toEqual(["PATCH", "DELETE", "POST"]);
+    expect(JSON.parse(calls[0]!.init.body as string)).toEqual({ title: "New title" });
+  });
+
+  it("GETs carry no CSRF header; list paging passes the cursor", async () => {
+    const calls = mockFetch(200, { data: [], has_more: false, next_cursor: null });
+    await api.listConversations("abc=");
+    expect(calls[0]!.url).toBe("/v1/conversations?limit=20&after=abc%3D");
+    expect((calls[0]!.init.headers as Record<string, string>)["X-Requested-With"]).toBeUndefined();
+  });
+
+  it("a 401 on a signed-in call tells the app (session expired); sign-in's own 401 does not", async () => {
+    mockFetch(401, { error: { message: "expired", type: "authentication_error", param: null, code: null } });
+    const seen: ApiError[] = [];
+    setUnauthorizedHandler((e) => seen.push(e));
+    await expect(api.usage()).rejects.toMatchObject({ status: 401 });
+    await expect(api.signIn("bad")).rejects.toMatchObject({ status: 401, message: "expired" });
+    expect(seen).toHaveLength(1);
+  });
+
+  it("a fetch that throws is a network error", async () => {
+    vi.stubGlobal("fetch", async () => {
+      throw new TypeError("Failed to fetch");
+    });
+    await expect(api.models()).rejects.toMatchObject({ kind: "network" });
+  });
+
+  it("sign-out handles 204", async () => {
+    mockFetch(204);
+    await expect(api.signOut()).resolves.toBeUndefined();
+  });
+});

@@ -1,0 +1,109 @@
+/**
+ * The chat view's messages, and how they line up with the server's stored list (whose indices `replace_from` uses:
+ * system messages count even though the view hides them).
+ */
+import type { FinishReason, StoredMessage } from "./types";
+
+export type AnswerStatus = "streaming" | "done" | "stopped" | "filtered" | "error";
+
+export interface UiMessage {
+  /** Stable local key for rendering. */
+  key: string;
+  role: "user" | "assistant";
+  content: string;
+  /** Assistant messages only. */
+  status?: AnswerStatus;
+  finishReason?: FinishReason;
+  /** Index in the stored `messages` list (system messages included); undefined when not (known to be) stored. */
+  storedIndex?: number;
+  /** This turn was answered but not saved (`x-fleetchat-stored: false` / `conversation.stored` false). */
+  notSaved?: boolean;
+  /** What went wrong with this answer (status "error"). */
+  errorText?: string;
+}
+
+let counter = 0;
+export function newKey(prefix = "m"): string {
+  counter += 1;
+  return `${prefix}${Date.now().toString(36)}${counter.toString(36)}`;
+}
+
+export function statusFromFinish(reason: FinishReason | undefined): AnswerStatus {
+  if (reason === "stopped") return "stopped";
+  if (reason === "content_filter") return "filtered";
+  return "done";
+}
+
+/** The stored list → view messages (system messages hidden, stored indices kept). */
+export function fromStored(messages: StoredMessage[]): UiMessage[] {
+  const out: UiMessage[] = [];
+  messages.forEach((message, index) => {
+    if (message.role !== "user" && message.role !== "assistant") return;
+    const ui: UiMessage = {
+      key: newKey(),
+      role: message.role,
+      content: message.content ?? "",
+      storedIndex: index,
+    };
+    if (message.role === "assistant") {
+      ui.status = statusFromFinish(message.finish_reason);
+      ui.finishReason = message.finish_reason ?? null;
+    }
+    out.push(ui);
+  });
+  return out;
+}
+
+function sameMessage(local: UiMessage, stored: StoredMessage): boolean {
+  if (local.role !== stored.role) return false;
+  if (local.role === "user") return local.content === stored.content;
+  // The server may hold a few more characters of a stopped answer than the client read before it aborted.
+  const text = stored.content ?? "";
+  return local.content === "" ? text === "" : text.startsWith(local.content);
+}
+
+/**
+ * Line the view up with the server's stored list after a turn: matched messages get their stored indices (and the
+ * server's text for an answer it holds more of); the server's messages the view lacks are added; view messages the
+ * server does not hold (a turn that failed and was not saved) stay at the end, unstored.
+ */
+export function reconcile(local: UiMessage[], stored: StoredMessage[]): UiMessage[] {
+  const server = stored
+    .map((message, index) => ({ message, index }))
+    .filter(({ message }) => message.role === "user" || message.role === "assistant");
+  const out: UiMessage[] = [];
+  let i = 0;
+  for (; i < server.length && i < local.length; i++) {
+    const { message, index } = server[i]!;
+    const mine = local[i]!;
+    if (!sameMessage(mine, message)) break;
+    const merged: UiMessage = { ...mine, storedIndex: index, notSaved: false };
+    if (mine.role === "assistant") {
+      merged.content = message.content ?? mine.content;
+      if (mine.status !== "streaming") {
+        if (message.finish_reason !== undefined && message.finish_reason !== null) {
+          merged.finishReason = message.finish_reason;
+          merged.status = statusFromFinish(message.finish_reason);
+        } else if (mine.status === "error") {
+          merged.status = "done";
+        }
+      }
+    }
+    out.push(merged);
+  }
+  if (i < server.length) {
+    for (const { message, index } of server.slice(i)) out.push(...fromStored([message]).map((m) => ({ ...m, storedIndex: index })));
+  }
+  const rest = server.slice(i);
+  for (const mine of local.slice(i)) {
+    if (rest.some(({ message }) => sameMessage(mine, message))) continue; // the server's copy is already in
+    out.push({ ...mine, storedIndex: undefined });
+  }
+  return out;
+}
+
+/** Index (in the view) of the last user message, or -1. */
+export function lastUserIndex(messages: UiMessage[]): number {
+  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.role === "user") return i;
+  return -1;
+}

@@ -1,0 +1,224 @@
+/** The signed-in chat: sidebar, header, conversation, composer; wires the list, the chat and the URL together. */
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { api } from "../api";
+import { useChat } from "../hooks/useChat";
+import { useConversations } from "../hooks/useConversations";
+import { pickModel, saveModel } from "../prefs";
+import { conversationFromHash, setConversationHash } from "../route";
+import type { ConversationSummary, SessionObject } from "../types";
+import { Banner } from "./Banner";
+import { Composer } from "./Composer";
+import { ConfirmDelete } from "./ConfirmDelete";
+import { ErrorNotice } from "./ErrorNotice";
+import { Header } from "./Header";
+import { MessageList } from "./MessageList";
+import { Sidebar } from "./Sidebar";
+import { UsagePanel } from "./UsagePanel";
+
+type DraftUpdate = string | ((previous: string) => string);
+
+interface Props {
+  session: SessionObject;
+  draft: string;
+  setDraft(update: DraftUpdate): void;
+  onSignOut(): void;
+}
+
+const MOBILE = "(max-width: 768px)";
+
+function placeholderTitle(text: string): string {
+  const line = text.trim().split("\n")[0] ?? "";
+  return line.length > 60 ? `${line.slice(0, 57)}…` : line || "New chat";
+}
+
+export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
+  const [models, setModels] = useState<string[]>([]);
+  const [model, setModel] = useState("");
+  const [sidebarOpen, setSidebarOpen] = useState(false);
+  const [usageOpen, setUsageOpen] = useState(false);
+  const [deleting, setDeleting] = useState<ConversationSummary | null>(null);
+  const conversations = useConversations();
+  const activeRef = useRef<string | null>(null);
+
+  const closeSidebarOnMobile = () => {
+    if (window.matchMedia?.(MOBILE).matches) setSidebarOpen(false);
+  };
+
+  const chat = useChat({
+    model,
+    restoreDraft: (text) =>
+      setDraft((current) => {
+        if (!current.trim()) return text;
+        return current.includes(text) ? current : `${text}\n\n${current}`;
+      }),
+    clearDraftIf: (text) => setDraft((current) => (current.trim() === text.trim() ? "" : current)),
+    onConversationStarted: (id, first) => {
+      activeRef.current = id;
+      conversations.addLocal(id, placeholderTitle(first));
+      setConversationHash(id, true);
+    },
+    onTurnSettled: () => void conversations.refresh(),
+    onConversationSeen: (conversation) => conversations.upsert(conversation),
+    onConversationGone: (id) => {
+      conversations.remove(id);
+      if (conversationFromHash() === id) setConversationHash(null, true);
+    },
+  });
+  activeRef.current = chat.conversationId;
+
+  // Models (tier-dependent), the first page of conversations, and the conversation named in the URL.
+  useEffect(() => {
+    api
+      .models()
+      .then((list) => {
+        const ids = list.data.map((m) => m.id);
+        setModels(ids);
+        setModel(pickModel(ids));
+      })
+      .catch(() => setModels([]));
+    void conversations.loadMore();
+    const id = conversationFromHash();
+    if (id) void chat.openConversation(id);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, []);
+
+  // Back/forward and hand-edited URLs.
+  useEffect(() => {
+    const follow = () => {
+      const id = conversationFromHash();
+      if (id === activeRef.current) return;
+      if (id) void chat.openConversation(id);
+      else chat.newChat();
+    };
+    window.addEventListener("hashchange", follow);
+    window.addEventListener("popstate", follow);
+    return () => {
+      window.removeEventListener("hashchange", follow);
+      window.removeEventListener("popstate", follow);
+    };
+  }, [chat.openConversation, chat.newChat]);
+
+  // Esc stops a streaming answer.
+  useEffect(() => {
+    if (!chat.streaming) return;
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key === "Escape" && !event.defaultPrevented) {
+        event.preventDefault();
+        chat.stop();
+      }
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [chat.streaming, chat.stop]);
+
+  // Escape closes the mobile menu.
+  useEffect(() => {
+    if (!sidebarOpen) return;
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key === "Escape" && !event.defaultPrevented && !chat.streaming) setSidebarOpen(false);
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [sidebarOpen, chat.streaming]);
+
+  const selectConversation = useCallback(
+    (id: string) => {
+      closeSidebarOnMobile();
+      if (id === activeRef.current && !chat.loading) return;
+      setConversationHash(id);
+      void chat.openConversation(id);
+    },
+    [chat.openConversation, chat.loading],
+  );
+
+  const newChat = useCallback(() => {
+    closeSidebarOnMobile();
+    setConversationHash(null);
+    chat.newChat();
+  }, [chat.newChat]);
+
+  const rename = useCallback(
+    async (id: string, title: string) => {
+      const updated = await api.renameConversation(id, title);
+      conversations.upsert({ ...updated, title: updated.title ?? title });
+    },
+    [conversations.upsert],
+  );
+
+  const confirmDelete = useCallback(async () => {
+    const target = deleting;
+    if (!target) return;
+    await api.deleteConversation(target.id);
+    conversations.remove(target.id);
+    setDeleting(null);
+    if (target.id === activeRef.current) {
+      setConversationHash(null, true);
+      chat.newChat();
+    }
+  }, [deleting, conversations.remove, chat.newChat]);
+
+  const send = () => {
+    if (chat.send(draft)) setDraft("");
+  };
+
+  const active = conversations.state.items.find((c) => c.id === chat.conversationId);
+  useEffect(() => {
+    const title = active?.title?.trim();
+    document.title = title ? `${title} · fleetchat` : "fleetchat";
+  }, [active?.title]);
+
+  return (
+    <div class={`app${sidebarOpen ? " sidebar-open" : ""}`}>
+      <Sidebar
+        open={sidebarOpen}
+        list={conversations.state}
+        activeId={chat.conversationId}
+        tenantName={session.tenant.name}
+        onNewChat={newChat}
+        onSelect={selectConversation}
+        onRename={rename}
+        onDelete={setDeleting}
+        onLoadMore={() => void conversations.loadMore()}
+        onLoadAll={() => void conversations.loadAll()}
+      />
+      {sidebarOpen && <div class="scrim" aria-hidden="true" onClick={() => setSidebarOpen(false)} />}
+      <main class="main">
+        <Header
+          models={models}
+          model={model}
+          onModel={(m) => {
+            setModel(m);
+            saveModel(m);
+          }}
+          tier={session.tenant.tier}
+          exportId={chat.conversationId && chat.persisted ? chat.conversationId : null}
+          sidebarOpen={sidebarOpen}
+          onMenu={() => setSidebarOpen((open) => !open)}
+          onUsage={() => setUsageOpen(true)}
+          onSignOut={onSignOut}
+          modelDisabled={models.length === 0}
+        />
+        <MessageList chat={chat} />
+        <div class="composer-area">
+          {chat.banner && <Banner banner={chat.banner} onDismiss={chat.dismissBanner} />}
+          {chat.error && <ErrorNotice error={chat.error} onDismiss={chat.dismissError} />}
+          <Composer
+            value={draft}
+            onChange={setDraft}
+            onSend={send}
+            onStop={chat.stop}
+            streaming={chat.streaming}
+            disabled={!model || chat.loading}
+            focusKey={chat.conversationId}
+          />
+          <p class="composer-foot">Answers can be wrong. Check important facts.</p>
+        </div>
+        <div class="sr-only" role="status" aria-live="polite" aria-atomic="true" data-testid="live-status">
+          {chat.liveStatus}
+        </div>
+      </main>
+      {usageOpen && <UsagePanel onClose={() => setUsageOpen(false)} />}
+      {deleting && <ConfirmDelete conversation={deleting} onConfirm={confirmDelete} onCancel={() => setDeleting(null)} />}
+    </div>
+  );
+}

@@ -1,0 +1,60 @@
+/** The message box: Enter sends, Shift+Enter is a new line; Send becomes Stop while an answer streams. */
+import { useEffect, useRef } from "preact/hooks";
+import { SendIcon, StopIcon } from "./icons";
+
+interface Props {
+  value: string;
+  onChange(value: string): void;
+  onSend(): void;
+  onStop(): void;
+  streaming: boolean;
+  disabled: boolean;
+  focusKey: unknown;
+}
+
+export function Composer({ value, onChange, onSend, onStop, streaming, disabled, focusKey }: Props) {
+  const area = useRef<HTMLTextAreaElement>(null);
+  useEffect(() => {
+    if (window.matchMedia?.("(pointer: fine)").matches) area.current?.focus();
+  }, [focusKey]);
+  const lines = value.split("\n").length;
+  const canSend = !streaming && !disabled && value.trim().length > 0;
+  return (
+    <form
+      class="composer"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (canSend) onSend();
+      }}
+    >
+      <label for="composer-input" class="sr-only">
+        Message
+      </label>
+      <textarea
+        ref={area}
+        id="composer-input"
+        class="composer-input"
+        data-testid="composer"
+        placeholder="Message fleetchat"
+        rows={Math.min(8, Math.max(1, lines))}
+        value={value}
+        onInput={(e) => onChange((e.currentTarget as HTMLTextAreaElement).value)}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
+            e.preventDefault();
+            if (canSend) onSend();
+          }
+        }}
+      />
+      {streaming ? (
+        <button type="button" class="send-btn stop" data-testid="stop" aria-label="Stop generating" title="Stop (Esc)" onClick={onStop}>
+          <StopIcon />
+        </button>
+      ) : (
+        <button type="submit" class="send-btn" data-testid="send" aria-label="Send message" title="Send (Enter)" disabled={!canSend}>
+          <SendIcon />
+        </button>
+      )}
+    </form>
+  );
+}

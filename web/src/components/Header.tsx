@@ -1,0 +1,122 @@
+/** Top bar: mobile menu, model select + tier badge, export links, usage, theme toggle, sign out. */
+import { useEffect, useState } from "preact/hooks";
+import { exportUrl } from "../api";
+import { currentTheme, onThemeChange, toggleTheme, type Theme } from "../theme";
+import { ChartIcon, DownloadIcon, LogoutIcon, MenuIcon, MoonIcon, SunIcon } from "./icons";
+
+interface Props {
+  models: string[];
+  model: string;
+  onModel(model: string): void;
+  tier: string;
+  exportId: string | null;
+  sidebarOpen: boolean;
+  onMenu(): void;
+  onUsage(): void;
+  onSignOut(): void;
+  modelDisabled: boolean;
+}
+
+export function Header(props: Props) {
+  const [theme, setTheme] = useState<Theme>(currentTheme());
+  useEffect(() => onThemeChange(setTheme), []);
+  const nextTheme = theme === "dark" ? "light" : "dark";
+  return (
+    <header class="topbar">
+      <button
+        type="button"
+        class="icon-btn menu-btn"
+        data-testid="menu"
+        aria-label={props.sidebarOpen ? "Close conversations menu" : "Open conversations menu"}
+        aria-expanded={props.sidebarOpen ? "true" : "false"}
+        aria-controls="sidebar"
+        onClick={props.onMenu}
+      >
+        <MenuIcon />
+      </button>
+      <div class="model-picker">
+        <label for="model-select" class="sr-only">
+          Model
+        </label>
+        <select
+          id="model-select"
+          data-testid="model"
+          class="model-select"
+          value={props.model}
+          disabled={props.modelDisabled}
+          onChange={(e) => props.onModel((e.currentTarget as HTMLSelectElement).value)}
+        >
+          {props.models.length === 0 && <option value="">No models</option>}
+          {props.models.map((id) => (
+            <option key={id} value={id}>
+              {id}
+            </option>
+          ))}
+        </select>
+        {props.tier && (
+          <span class={`tier tier-${props.tier.replace(/[^a-z]/gi, "")}`} data-testid="tier" title="Your plan">
+            {props.tier}
+          </span>
+        )}
+      </div>
+      <div class="topbar-actions">
+        {props.exportId && (
+          <div class="export-links" role="group" aria-label="Export this conversation">
+            <a
+              class="icon-btn export-link"
+              data-testid="export-markdown"
+              href={exportUrl(props.exportId, "markdown")}
+              download={`${props.exportId}.md`}
+              aria-label="Export as Markdown"
+              title="Export as Markdown"
+            >
+              <DownloadIcon />
+              <span class="btn-text">MD</span>
+            </a>
+            <a
+              class="icon-btn export-link"
+              data-testid="export-json"
+              href={exportUrl(props.exportId, "json")}
+              download={`${props.exportId}.json`}
+              aria-label="Export as JSON"
+              title="Export as JSON"
+            >
+              <DownloadIcon />
+              <span class="btn-text">JSON</span>
+            </a>
+          </div>
+        )}
+        <button
+          type="button"
+          class="icon-btn"
+          data-testid="usage-open"
+          aria-label="Usage this month"
+          title="Usage"
+          onClick={props.onUsage}
+        >
+          <ChartIcon />
+        </button>
+        <button
+          type="button"
+          class="icon-btn"
+          data-testid="theme-toggle"
+          aria-label={`Switch to ${nextTheme} theme`}
+          title={`Switch to ${nextTheme} theme`}
+          onClick={() => toggleTheme()}
+        >
+          {theme === "dark" ? <SunIcon /> : <MoonIcon />}
+        </button>
+        <button
+          type="button"
+          class="icon-btn"
+          data-testid="sign-out"
+          aria-label="Sign out"
+          title="Sign out"
+          onClick={props.onSignOut}
+        >
+          <LogoutIcon />
+        </button>
+      </div>
+    </header>
+  );
+}

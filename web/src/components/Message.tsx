@@ -1,0 +1,181 @@
+/** One message. User: plain text, Edit (stored conversations). Assistant: markdown, status labels, Regenerate. */
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import type { UiMessage } from "../chatModel";
+import { copyText } from "../clipboard";
+import { markFirstTokenVisibleAfterPaint } from "../perf";
+import { CopyIcon, EditIcon, RefreshIcon } from "./icons";
+import { Markdown } from "./Markdown";
+
+interface UserProps {
+  message: UiMessage;
+  canEdit: boolean;
+  editDraft: string | null;
+  onEditStart(key: string): void;
+  onEditChange(key: string, draft: string): void;
+  onEditSave(key: string, text: string): void;
+  onEditCancel(): void;
+}
+
+export function UserMessage({ message, canEdit, editDraft, onEditStart, onEditChange, onEditSave, onEditCancel }: UserProps) {
+  const area = useRef<HTMLTextAreaElement>(null);
+  const editing = editDraft !== null;
+  useEffect(() => {
+    if (editing && area.current) {
+      area.current.focus();
+      const end = area.current.value.length;
+      area.current.setSelectionRange(end, end);
+    }
+  }, [editing]);
+
+  if (editing) {
+    const id = `edit-${message.key}`;
+    const save = () => {
+      if (editDraft.trim()) onEditSave(message.key, editDraft);
+    };
+    return (
+      <article class="message user editing" data-testid="message" data-role="user">
+        <form
+          class="edit-form"
+          onSubmit={(e) => {
+            e.preventDefault();
+            save();
+          }}
+        >
+          <label for={id} class="sr-only">
+            Edit message
+          </label>
+          <textarea
+            ref={area}
+            id={id}
+            class="edit-input"
+            data-testid="edit-input"
+            rows={Math.min(12, Math.max(2, editDraft.split("\n").length))}
+            value={editDraft}
+            onInput={(e) => onEditChange(message.key, (e.currentTarget as HTMLTextAreaElement).value)}
+            onKeyDown={(e) => {
+              if (e.key === "Escape") {
+                e.preventDefault();
+                e.stopPropagation();
+                onEditCancel();
+              } else if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+                e.preventDefault();
+                save();
+              }
+            }}
+          />
+          <div class="edit-actions">
+            <button type="button" class="btn" data-testid="edit-cancel" onClick={onEditCancel}>
+              Cancel
+            </button>
+            <button type="submit" class="btn btn-primary" data-testid="edit-save" disabled={!editDraft.trim()}>
+              Save &amp; send
+            </button>
+          </div>
+        </form>
+      </article>
+    );
+  }
+  return (
+    <article class="message user" data-testid="message" data-role="user">
+      <div class="message-body user-text">{message.content}</div>
+      {canEdit && (
+        <div class="message-actions">
+          <button
+            type="button"
+            class="icon-btn small"
+            data-testid="edit"
+            aria-label="Edit message"
+            title="Edit"
+            onClick={() => onEditStart(message.key)}
+          >
+            <EditIcon />
+          </button>
+        </div>
+      )}
+    </article>
+  );
+}
+
+interface AssistantProps {
+  message: UiMessage;
+  canRegenerate: boolean;
+  onRegenerate(): void;
+}
+
+export function AssistantMessage({ message, canRegenerate, onRegenerate }: AssistantProps) {
+  const status = message.status ?? "done";
+  const [copied, setCopied] = useState(false);
+  useLayoutEffect(() => {
+    if (status === "streaming" && message.content) markFirstTokenVisibleAfterPaint();
+  }, [status, message.content]);
+
+  const copyAnswer = async () => {
+    if (await copyText(message.content)) {
+      setCopied(true);
+      setTimeout(() => setCopied(false), 1500);
+    }
+  };
+
+  return (
+    <article class={`message assistant status-${status}`} data-testid="message" data-role="assistant" data-status={status}>
+      <div class="avatar" aria-hidden="true">
+        fc
+      </div>
+      <div class="message-main">
+        {message.content ? (
+          <Markdown text={message.content} />
+        ) : (
+          <div class="message-body markdown">
+            {status === "streaming" && (
+              <span class="thinking" aria-hidden="true">
+                <span />
+                <span />
+                <span />
+              </span>
+            )}
+          </div>
+        )}
+        <div class="message-notes">
+          {status === "stopped" && <span class="note note-stopped">Stopped</span>}
+          {status === "filtered" && <span class="note note-filtered">Stopped by the safety filter</span>}
+          {message.finishReason === "length" && status === "done" && (
+            <span class="note">Cut off at the length limit</span>
+          )}
+          {status === "error" && <span class="note note-error">{message.errorText || "The answer failed"}</span>}
+          {message.notSaved && (
+            <span class="note note-unsaved" data-testid="not-saved" title="This turn was answered but not saved">
+              Not saved
+            </span>
+          )}
+        </div>
+        {status !== "streaming" && (
+          <div class="message-actions">
+            {message.content && (
+              <button
+                type="button"
+                class="icon-btn small"
+                aria-label={copied ? "Copied" : "Copy answer"}
+                title={copied ? "Copied" : "Copy"}
+                onClick={() => void copyAnswer()}
+              >
+                <CopyIcon />
+              </button>
+            )}
+            {canRegenerate && (
+              <button
+                type="button"
+                class="icon-btn small"
+                data-testid="regenerate"
+                aria-label="Regenerate answer"
+                title="Regenerate"
+                onClick={onRegenerate}
+              >
+                <RefreshIcon />
+              </button>
+            )}
+          </div>
+        )}
+      </div>
+    </article>
+  );
+}

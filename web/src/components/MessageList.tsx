@@ -1,0 +1,91 @@
+/** The scrollable conversation: messages, auto-scroll while the answer streams (unless the reader scrolled up),
+ * and the code blocks' Copy buttons (one delegated listener; the buttons live in sanitized markdown HTML). */
+import { useLayoutEffect, useRef } from "preact/hooks";
+import { copyText } from "../clipboard";
+import type { ChatController } from "../hooks/useChat";
+import { AssistantMessage, UserMessage } from "./Message";
+
+interface Props {
+  chat: ChatController;
+}
+
+async function onCopyClick(event: MouseEvent) {
+  const target = event.target as Element | null;
+  const button = target?.closest?.("button.copy-code") as HTMLButtonElement | null;
+  if (!button) return;
+  const code = button.closest(".code-block")?.querySelector("pre code");
+  if (!code) return;
+  const ok = await copyText(code.textContent ?? "");
+  button.textContent = ok ? "Copied" : "Copy failed";
+  button.classList.toggle("copied", ok);
+  setTimeout(() => {
+    if (button.isConnected) {
+      button.textContent = "Copy";
+      button.classList.remove("copied");
+    }
+  }, 1500);
+}
+
+export function MessageList({ chat }: Props) {
+  const scroller = useRef<HTMLDivElement>(null);
+  const pinned = useRef(true);
+  const { messages, streaming, editing, conversationId, persisted } = chat;
+
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    if (el && pinned.current) el.scrollTop = el.scrollHeight;
+  }, [messages]);
+
+  const onScroll = () => {
+    const el = scroller.current;
+    if (el) pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+  };
+
+  let lastAssistant = -1;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]!.role === "assistant") {
+      lastAssistant = i;
+      break;
+    }
+  }
+  const stored = Boolean(conversationId && persisted);
+
+  return (
+    <div class="chat-scroll" ref={scroller} onScroll={onScroll} onClick={(e) => void onCopyClick(e)}>
+      {chat.loading && (
+        <div class="chat-empty" role="status">
+          Loading conversation…
+        </div>
+      )}
+      {!chat.loading && messages.length === 0 && (
+        <div class="chat-empty">
+          <h2>How can I help?</h2>
+          <p>Ask anything. Enter sends, Shift+Enter adds a new line.</p>
+        </div>
+      )}
+      <div class="messages">
+        {messages.map((message, i) =>
+          message.role === "user" ? (
+            <UserMessage
+              key={message.key}
+              message={message}
+              canEdit={stored && !streaming && message.storedIndex !== undefined}
+              editDraft={editing && editing.key === message.key ? editing.draft : null}
+              onEditStart={(key) => chat.setEditing({ key, draft: message.content })}
+              onEditChange={(key, draft) => chat.setEditing({ key, draft })}
+              onEditSave={(key, text) => void chat.saveEdit(key, text)}
+              onEditCancel={() => chat.setEditing(null)}
+            />
+          ) : (
+            <AssistantMessage
+              key={message.key}
+              message={message}
+              canRegenerate={!streaming && i === lastAssistant && i === messages.length - 1}
+              onRegenerate={chat.regenerate}
+            />
+          ),
+        )}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,161 @@
+/**
+ * The chat-completions stream: POST /v1/chat/completions with stream=true, read the response headers the UI must
+ * show (new conversation id, brownout, fallback model, not saved), then turn the SSE body into ChatEvents.
+ */
+import { apiFetch, ApiError } from "./api";
+import { SSEParser } from "./sse";
+import type { ChatRequestBody, ConversationExtension, ErrorBody, Usage } from "./types";
+
+export type ChatEvent =
+  | { type: "role"; role: string }
+  | { type: "delta"; content: string }
+  | { type: "finish"; reason: string }
+  | { type: "usage"; usage: Usage }
+  | { type: "conversation"; conversation: ConversationExtension }
+  /** An in-band `event: error` (or a chunk carrying `error`): the answer so far is kept. */
+  | { type: "error"; error: ApiError }
+  /** `data: [DONE]`: the stream ended properly. */
+  | { type: "done" }
+  /** The body ended (or broke) without [DONE]: the connection was lost. */
+  | { type: "disconnected" };
+
+export interface ChatStreamMeta {
+  conversationId: string | null;
+  brownout: boolean;
+  fallbackModel: string | null;
+  /** `x-fleetchat-stored` when the header was sent. */
+  stored: boolean | null;
+  requestId: string | null;
+}
+
+export interface ChatStream {
+  meta: ChatStreamMeta;
+  events: AsyncGenerator<ChatEvent, void, undefined>;
+}
+
+export function readMeta(headers: Headers): ChatStreamMeta {
+  const stored = headers.get("x-fleetchat-stored");
+  return {
+    conversationId: headers.get("x-conversation-id"),
+    brownout: (headers.get("x-fleetchat-brownout") || "").toLowerCase() === "true",
+    fallbackModel: headers.get("x-fleetchat-fallback-model") || null,
+    stored: stored == null ? null : stored.toLowerCase() !== "false",
+    requestId: headers.get("x-request-id"),
+  };
+}
+
+/** Start a streamed chat turn. Throws ApiError for errors before streaming (HTTP status or network). */
+export async function openChatStream(body: ChatRequestBody, signal: AbortSignal): Promise<ChatStream> {
+  const response = await apiFetch("/v1/chat/completions", {
+    method: "POST",
+    body,
+    signal,
+    headers: { Accept: "text/event-stream" },
+  });
+  const meta = readMeta(response.headers);
+  if (!response.body) {
+    throw new ApiError("The service returned an empty response.", { kind: "stream", status: response.status });
+  }
+  return { meta, events: readChatEvents(response.body, signal) };
+}
+
+type ByteSource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>;
+
+async function* pieces(source: ByteSource): AsyncGenerator<Uint8Array | string> {
+  if (typeof (source as ReadableStream<Uint8Array>).getReader === "function") {
+    const reader = (source as ReadableStream<Uint8Array>).getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        if (value) yield value;
+      }
+    } finally {
+      reader.cancel().catch(() => undefined);
+      try {
+        reader.releaseLock();
+      } catch {
+        /* already released */
+      }
+    }
+  } else {
+    yield* source as AsyncIterable<Uint8Array | string>;
+  }
+}
+
+interface ChunkJson {
+  choices?: Array<{ delta?: { role?: string; content?: string | null }; finish_reason?: string | null }>;
+  usage?: Usage | null;
+  conversation?: ConversationExtension;
+  error?: ErrorBody;
+}
+
+function* chunkEvents(chunk: ChunkJson): Generator<ChatEvent> {
+  if (chunk.error && typeof chunk.error === "object") {
+    yield { type: "error", error: ApiError.fromBody(chunk.error, "stream") };
+    return;
+  }
+  for (const choice of chunk.choices ?? []) {
+    const delta = choice.delta ?? {};
+    if (delta.role) yield { type: "role", role: delta.role };
+    if (typeof delta.content === "string" && delta.content.length > 0) yield { type: "delta", content: delta.content };
+    if (choice.finish_reason) yield { type: "finish", reason: choice.finish_reason };
+  }
+  if (chunk.usage) yield { type: "usage", usage: chunk.usage };
+  if (chunk.conversation && typeof chunk.conversation === "object") {
+    yield { type: "conversation", conversation: chunk.conversation };
+  }
+}
+
+/**
+ * Read an SSE chat stream. Ends after `done`, or with `disconnected` when the body ends or breaks without [DONE].
+ * When `signal` is aborted (the user pressed Stop) the generator just returns.
+ */
+export async function* readChatEvents(source: ByteSource, signal?: AbortSignal): AsyncGenerator<ChatEvent, void, undefined> {
+  const parser = new SSEParser();
+  try {
+    for await (const piece of pieces(source)) {
+      for (const event of parser.feed(piece)) {
+        const done = yield* handle(event.event, event.data);
+        if (done) return;
+      }
+    }
+    for (const event of parser.end()) {
+      const done = yield* handle(event.event, event.data);
+      if (done) return;
+    }
+  } catch {
+    if (signal?.aborted) return;
+  }
+  if (signal?.aborted) return;
+  yield { type: "disconnected" };
+}
+
+/** One SSE event → ChatEvents; returns true at [DONE]. */
+function* handle(eventType: string, data: string): Generator<ChatEvent, boolean> {
+  if (eventType === "error") {
+    let body: ErrorBody | undefined;
+    try {
+      const parsed = JSON.parse(data) as { error?: ErrorBody } & ErrorBody;
+      body = parsed.error ?? (parsed.message ? parsed : undefined);
+    } catch {
+      body = data.trim() ? { message: data.trim() } : undefined;
+    }
+    yield { type: "error", error: ApiError.fromBody(body, "stream") };
+    return false;
+  }
+  const trimmed = data.trim();
+  if (trimmed === "[DONE]") {
+    yield { type: "done" };
+    return true;
+  }
+  if (!trimmed) return false;
+  let chunk: ChunkJson;
+  try {
+    chunk = JSON.parse(trimmed) as ChunkJson;
+  } catch {
+    return false; // not JSON: ignore (keep-alive or unknown payload)
+  }
+  if (chunk && typeof chunk === "object") yield* chunkEvents(chunk);
+  return false;
+}
