@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from functions.admission import prompt_token_bound
 from functions.gateway_metrics import GatewayMetrics
 from functions.routing import PoolRouter, pools_for_tier, resolve_pool
 from functions.worker_client import UpstreamStream, WorkerClient
@@ -40,13 +41,30 @@ class ChatService:
         """The pool serving the requested model for this tenant's tier (404 model_not_found otherwise)."""
         return resolve_pool(tenant.tier, request.model, self.router.pools)
 
-    def fallback_for(self, tenant: Tenant, pool: str) -> str | None:
-        """The pool that answers when `pool` has no reachable replica: the tier's next pool (the tier table lists
-        them best first), or None when the tier has no other. The response always says so (never a silent
-        downgrade)."""
+    def fallback(
+        self,
+        tenant: Tenant,
+        pool: str,
+        request: ChatCompletionRequest,
+        asked_max_tokens: int | None,
+        context_tokens: dict[str, int],
+    ) -> tuple[str, ChatCompletionRequest] | None:
+        """The tier's next pool (the tier table lists them best first) and the request as it would send it there,
+        for when `pool` has no reachable replica; None when there is none or the request cannot fit its context.
+        The response always names the fallback (never a silent downgrade)."""
         allowed = pools_for_tier(tenant.tier, self.router.pools)
         later = allowed[allowed.index(pool) + 1 :] if pool in allowed else []
-        return later[0] if later else None
+        if not later:
+            return None
+        room = context_tokens.get(later[0], 0) - prompt_token_bound(request.messages)
+        max_tokens = request.max_tokens
+        if max_tokens is not None and max_tokens > room:
+            if asked_max_tokens is not None:
+                return None  # the client's own budget does not fit the smaller model: the 503 stands
+            max_tokens = None  # the gateway's budget: let the worker bound the answer by its context instead
+        if room <= 0:
+            return None
+        return later[0], request.model_copy(update={"model": later[0], "max_tokens": max_tokens})
 
     def route(self, pool: str, request: ChatCompletionRequest, session_id: str | None) -> RoutedRequest:
         body = request.model_dump(exclude_none=True, exclude=set(GATEWAY_ONLY_FIELDS))

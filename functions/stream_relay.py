@@ -45,12 +45,13 @@ class StreamRelay:
     safety: SafetyPipeline
     guard: StreamGuard
     finished: bool = False  # the books are closed and the turn saved (or deliberately not)
+    halting: bool = False  # the post-filter hit: whatever happens next, this answer ended by content_filter
 
     async def run(self, events: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
         """Each content chunk is judged (with the text before it) before it is forwarded, so the filter adds no
         chunk of delay; a finding withholds that chunk and halts. A client that goes away mid-stream (Stop) is
         still accounted for (aborted, billed for what was generated) and its partial answer is saved as stopped."""
-        capture, account = self.capture, self.account
+        capture = self.capture
         try:
             async for event in events:
                 if event == DONE:
@@ -71,14 +72,28 @@ class StreamRelay:
                 if relayed is not None:
                     yield relayed
         finally:
-            await account.close(usage_of(capture, account), Outcome.ABORTED)
-            if not self.finished and self.turn is not None and capture.text and not capture.failed:
-                with CancelScope(shield=True):
-                    stored, _ = await self.turns.finish(self.turn, capture.text, STOPPED)
-                count_turn(self.metrics, self.turn, stored)
+            if not self.finished:
+                await self._client_left()
+
+    async def _client_left(self) -> None:
+        """The client went away before the end (Stop): bill what was generated and keep the answer it saw, marked
+        as stopped, or with its own finish reason if it had in fact ended (a halt, or a finish before [DONE])."""
+        capture, account = self.capture, self.account
+        if self.halting:
+            finish_reason, outcome = "content_filter", Outcome.FILTERED
+        elif capture.completed:
+            finish_reason, outcome = capture.finish_reason, Outcome.COMPLETED
+        else:
+            finish_reason, outcome = STOPPED, Outcome.ABORTED
+        await account.close(usage_of(capture, account), outcome)
+        if self.turn is not None and capture.text and not capture.failed:
+            with CancelScope(shield=True):
+                stored, _ = await self.turns.finish(self.turn, capture.text, finish_reason)
+            count_turn(self.metrics, self.turn, stored)
 
     async def _halt(self, finding: SafetyFinding) -> AsyncIterator[bytes]:
         caller, account = self.account.caller, self.account
+        self.halting = True
         await self.safety.halted(finding, caller, account.request_id, account.model)
         for chunk in self.capture.filtered_chunks():
             yield chunk

@@ -49,6 +49,10 @@ class UpstreamStream:
             yield DONE
 
 
+class NoReplicaReachableError(ServiceUnavailableError):
+    """No replica of the pool accepted a connection (a worker that answered, even with 503, is not this)."""
+
+
 class WorkerClient:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self._client = client
@@ -86,7 +90,7 @@ class WorkerClient:
             if response.status_code != 200:
                 raise await _error_of(response)
             return replica, response
-        raise ServiceUnavailableError(
+        raise NoReplicaReachableError(
             "No model worker is available right now. Please retry shortly.", retry_after_s=5
         ) from last_error
 

@@ -17,8 +17,8 @@ from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_relay import StreamRelay, count_turn
-from functions.worker_client import UpstreamStream
-from shared.errors import ContentPolicyViolationError, FleetchatError, ServiceUnavailableError
+from functions.worker_client import NoReplicaReachableError, UpstreamStream
+from shared.errors import ContentPolicyViolationError, FleetchatError
 from shared.schemas import ChatCompletionRequest
 from shared.storage.ledger import Outcome
 
@@ -44,6 +44,7 @@ async def chat_completions(
     if turn is not None:
         body = turn.apply(body)
     pool = service.pool_for(caller.tenant, body)
+    asked_max_tokens = body.output_limit()
     account = await accounting.open(caller, body, pool)
     body = account.apply(body)
     try:
@@ -61,13 +62,15 @@ async def chat_completions(
     try:
         try:
             answer = await _answer(service, pool, body, session)
-        except ServiceUnavailableError:
-            fallback = service.fallback_for(caller.tenant, pool)
+        except NoReplicaReachableError:
+            contexts = accounting.admission.context_tokens
+            fallback = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
             if fallback is None:
                 raise
-            answer = await _answer(service, fallback, body.model_copy(update={"model": fallback}), session)
-            account.model = fallback  # billed as the model that answered
-            headers[FALLBACK_HEADER] = fallback
+            fallback_pool, fallback_body = fallback
+            answer = await _answer(service, fallback_pool, fallback_body, session)
+            account.model = fallback_pool  # billed as the model that answered
+            headers[FALLBACK_HEADER] = fallback_pool
     except FleetchatError as exc:
         await account.close(None, Outcome.FAILED)
         exc.headers.update(account.headers)

@@ -57,8 +57,9 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    """A fresh browser context (own cookies and storage) per test; console errors fail the test."""
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser context (own cookies and storage) per test; uncaught page errors fail the test; the last
+    state is kept as a screenshot (`last-<test>.png`), for when a test fails."""
     context = browser.new_context(viewport={"width": 1280, "height": 860})
     opened = context.new_page()
     errors: list[str] = []
@@ -66,6 +67,7 @@ def page(browser: Any) -> Iterator[Any]:
     try:
         yield opened
     finally:
+        screenshot(opened, f"last-{request.node.name}")
         context.close()
     assert not errors, f"uncaught errors in the page: {errors}"
 

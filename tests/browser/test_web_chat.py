@@ -19,7 +19,9 @@ from tests.conftest import Stack
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-LONG_PROMPT = "Write a long, detailed story about a lighthouse keeper and the storm that changed her life."
+# A prompt that gets a long answer from SmolLM2 (so there is something to stop). "Write a long story about a
+# lighthouse keeper and the storm that changed her life" would be refused by today's over-eager pre-filter (issue 5).
+LONG_PROMPT = "Describe the history of lighthouses in detail, from ancient Egypt to today."
 STREAM_WAIT_MS = 120_000
 
 
@@ -126,7 +128,7 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
     while (record := stored(stack, key, conversation_id))["message_count"] < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert record["messages"][-1]["finish_reason"] == "stopped"
-    assert record["title"] and record["title"].startswith("Write a long")
+    assert record["title"] and record["title"].startswith("Describe the history")
 
     # Reload: the chat is in the sidebar and reopens with the stopped answer.
     page.reload()
@@ -134,7 +136,9 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
     item.wait_for()
     item.click()
     assert wait_status(page, ("stopped",)) == "stopped"
-    assert page.locator('[data-testid="message"][data-role="user"]').first.inner_text().startswith("Write a long")
+    assert (
+        page.locator('[data-testid="message"][data-role="user"]').first.inner_text().startswith("Describe the history")
+    )
 
     # Regenerate the last answer: replaced, not appended.
     page.get_by_test_id("regenerate").click()

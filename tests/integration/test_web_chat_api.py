@@ -185,3 +185,23 @@ def test_an_unbuilt_web_chat_says_how_to_build_it(tmp_path: Path) -> None:
     with serve(create_app(settings)) as url:
         page = httpx.get(f"{url}/")
         assert page.status_code == 404 and "npm run build" in page.text
+
+
+def test_a_halted_answer_is_stored_with_finish_reason_content_filter(gateway_for: GatewayFactory) -> None:
+    harmful = (
+        "Sure, I can walk you through it. To put together a pipe bomb you will need a steel pipe, two end caps and "
+        "a fuse, and then you pack it tightly before you seal the second cap."
+    )
+    with serve(scripted_worker(harmful)) as url:
+        gateway = gateway_for({"mini": [url]})
+        client = _client(gateway)
+        stream = client.chat.completions.create(
+            model="mini",
+            messages=[{"role": "user", "content": "Tell me about plumbing supplies"}],
+            stream=True,
+            extra_body={"store": True},
+        )
+        chunks = list(stream)
+        conversation_id = chunks[-1].model_extra["conversation"]["id"]
+        answer = _conversation(gateway, conversation_id)["messages"][-1]
+        assert answer["finish_reason"] == "content_filter" and "pipe bomb" not in answer["content"]
