@@ -19,9 +19,11 @@ from tests.conftest import Stack
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-# A prompt that gets a long answer from SmolLM2 (so there is something to stop). "Write a long story about a
-# lighthouse keeper and the storm that changed her life" would be refused by today's over-eager pre-filter (issue 5).
-LONG_PROMPT = "Describe the history of lighthouses in detail, from ancient Egypt to today."
+# A prompt that gets a long answer from SmolLM2 (so there is something to stop). Today's over-eager pre-filter (issue
+# 5) refuses some harmless ones: "Write a long, detailed story about a lighthouse keeper and the storm that changed
+# her life" (violence) and, behind the default system prompt, "Describe the history of lighthouses in detail, from
+# ancient Egypt to today" (jailbreak).
+LONG_PROMPT = "Write a detailed guide to growing tomatoes in a small garden."
 STREAM_WAIT_MS = 120_000
 
 
@@ -128,7 +130,7 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
     while (record := stored(stack, key, conversation_id))["message_count"] < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert record["messages"][-1]["finish_reason"] == "stopped"
-    assert record["title"] and record["title"].startswith("Describe the history")
+    assert record["title"] and record["title"].startswith("Write a detailed guide")
 
     # Reload: the chat is in the sidebar and reopens with the stopped answer.
     page.reload()
@@ -137,7 +139,9 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
     item.click()
     assert wait_status(page, ("stopped",)) == "stopped"
     assert (
-        page.locator('[data-testid="message"][data-role="user"]').first.inner_text().startswith("Describe the history")
+        page.locator('[data-testid="message"][data-role="user"]')
+        .first.inner_text()
+        .startswith("Write a detailed guide")
     )
 
     # Regenerate the last answer: replaced, not appended.

@@ -1,5 +1,15 @@
 import { describe, expect, it } from "vitest";
-import { fromStored, lastUserIndex, reconcile, statusFromFinish, type UiMessage } from "./chatModel";
+import {
+  fromStored,
+  lastUserIndex,
+  markTurnUnsaved,
+  reconcile,
+  replaceIndex,
+  showsTurn,
+  statusFromFinish,
+  withoutReplaceMarks,
+  type UiMessage,
+} from "./chatModel";
 import type { StoredMessage } from "./types";
 
 const stored: StoredMessage[] = [
@@ -69,5 +79,81 @@ describe("reconcile", () => {
     const out = reconcile(local().slice(0, 2), stored);
     expect(out.map((m) => m.content)).toEqual(["hi", "hello", "more", "partial answer"]);
     expect(lastUserIndex(out)).toBe(2);
+  });
+});
+
+describe("showsTurn", () => {
+  it("compares versions when the version before the turn is known", () => {
+    expect(showsTurn({ version: 3, count: 5 }, { version: 3, message_count: 9 }, 7)).toBe(false);
+    expect(showsTurn({ version: 3, count: 5 }, { version: 4, message_count: 5 }, 7)).toBe(true);
+    // a new chat: version 0 before its first turn is saved
+    expect(showsTurn({ version: 0, count: 0 }, { version: 1, message_count: 3 }, 2)).toBe(true);
+  });
+
+  it("falls back to the message count, and otherwise says no", () => {
+    expect(showsTurn({ version: null, count: 5 }, { version: 8, message_count: 5 }, 7)).toBe(false);
+    expect(showsTurn({ version: null, count: 5 }, { version: 8, message_count: 7 }, 7)).toBe(true);
+    expect(showsTurn({ version: null, count: null }, { version: 8, message_count: 7 }, null)).toBe(false);
+  });
+});
+
+describe("unsaved turns", () => {
+  const view = (): UiMessage[] => [
+    { key: "a", role: "user", content: "hi", storedIndex: 1 },
+    { key: "b", role: "assistant", content: "hello", status: "done", storedIndex: 2 },
+    { key: "u", role: "user", content: "more", storedIndex: 3 },
+    { key: "x", role: "assistant", content: "", status: "stopped", storedIndex: 4 },
+  ];
+
+  it("markTurnUnsaved drops the turn's stored indices and keeps a replace's index", () => {
+    const plain = markTurnUnsaved(view(), "u", "x");
+    expect(plain.map((m) => m.storedIndex)).toEqual([1, 2, undefined, undefined]);
+    expect(replaceIndex(plain[2]!)).toBeUndefined();
+    const replaced = markTurnUnsaved(view(), "u", "x", 3);
+    expect(replaced[2]!.storedIndex).toBeUndefined();
+    expect(replaceIndex(replaced[2]!)).toBe(3);
+    expect(replaceIndex(replaced[0]!)).toBe(1);
+  });
+
+  it("reconcile keeps an unsaved replacement in place of the stored messages it replaces", () => {
+    // Regenerate (same text) stopped before anything was streamed: the server still holds the old answer.
+    const mine = markTurnUnsaved(view(), "u", "x", 3);
+    const out = reconcile(mine, stored);
+    expect(out.map((m) => [m.key, m.storedIndex, m.replaceFrom])).toEqual([
+      ["a", 1, undefined],
+      ["b", 2, undefined],
+      ["u", undefined, 3],
+      ["x", undefined, undefined],
+    ]);
+    expect(out.map((m) => m.content)).toEqual(["hi", "hello", "more", ""]);
+  });
+
+  it("withoutReplaceMarks turns an unsaved replacement into an ordinary unsaved turn", () => {
+    const mine = markTurnUnsaved(view(), "u", "x", 3);
+    const plain = withoutReplaceMarks(mine);
+    expect(plain.some((m) => m.replaceFrom !== undefined)).toBe(false);
+    const unchanged = view();
+    expect(withoutReplaceMarks(unchanged)).toBe(unchanged);
+  });
+
+  it("reconcile after the stopped replace was saved assigns its indices", () => {
+    const mine: UiMessage[] = [
+      ...view().slice(0, 2),
+      { key: "u", role: "user", content: "edited" },
+      { key: "x", role: "assistant", content: "par", status: "stopped" },
+    ];
+    const after: StoredMessage[] = [
+      ...stored.slice(0, 3),
+      { role: "user", content: "edited" },
+      { role: "assistant", content: "partial", finish_reason: "stopped" },
+    ];
+    const out = reconcile(mine, after);
+    expect(out.map((m) => [m.key, m.storedIndex])).toEqual([
+      ["a", 1],
+      ["b", 2],
+      ["u", 3],
+      ["x", 4],
+    ]);
+    expect(out[3]!.content).toBe("partial");
   });
 });

@@ -20,6 +20,20 @@ export interface UiMessage {
   notSaved?: boolean;
   /** What went wrong with this answer (status "error"). */
   errorText?: string;
+  /**
+   * User messages only: this message was sent to replace the stored messages from this index (edit, regenerate) but
+   * the server never saved it (a Stop before anything was streamed). The server still holds what it replaced; a
+   * retry or an edit sends `replace_from` with this index again.
+   */
+  replaceFrom?: number;
+}
+
+/** What the server held before a turn (for telling whether it has saved the turn since). */
+export interface StoreMark {
+  /** The conversation's `version` (it counts saved turns); 0 for a chat not created yet. */
+  version: number | null;
+  /** Length of the stored `messages` list (system messages included). */
+  count: number | null;
 }
 
 let counter = 0;
@@ -62,22 +76,30 @@ function sameMessage(local: UiMessage, stored: StoredMessage): boolean {
   return local.content === "" ? text === "" : text.startsWith(local.content);
 }
 
+function isUnsavedReplacement(message: UiMessage): boolean {
+  return message.role === "user" && message.storedIndex === undefined && message.replaceFrom !== undefined;
+}
+
 /**
  * Line the view up with the server's stored list after a turn: matched messages get their stored indices (and the
  * server's text for an answer it holds more of); the server's messages the view lacks are added; view messages the
- * server does not hold (a turn that failed and was not saved) stay at the end, unstored.
+ * server does not hold (a turn that failed and was not saved) stay at the end, unstored. An unsaved replacement
+ * (`replaceFrom`) stands in for the stored messages from its index on: those are not added back.
  */
 export function reconcile(local: UiMessage[], stored: StoredMessage[]): UiMessage[] {
+  const marker = local.findIndex(isUnsavedReplacement);
+  const cut = marker === -1 ? Infinity : local[marker]!.replaceFrom!;
+  const limit = marker === -1 ? local.length : marker;
   const server = stored
     .map((message, index) => ({ message, index }))
-    .filter(({ message }) => message.role === "user" || message.role === "assistant");
+    .filter(({ message, index }) => (message.role === "user" || message.role === "assistant") && index < cut);
   const out: UiMessage[] = [];
   let i = 0;
-  for (; i < server.length && i < local.length; i++) {
+  for (; i < server.length && i < limit; i++) {
     const { message, index } = server[i]!;
     const mine = local[i]!;
     if (!sameMessage(mine, message)) break;
-    const merged: UiMessage = { ...mine, storedIndex: index, notSaved: false };
+    const merged: UiMessage = { ...mine, storedIndex: index, notSaved: false, replaceFrom: undefined };
     if (mine.role === "assistant") {
       merged.content = message.content ?? mine.content;
       if (mine.status !== "streaming") {
@@ -100,6 +122,52 @@ export function reconcile(local: UiMessage[], stored: StoredMessage[]): UiMessag
     out.push({ ...mine, storedIndex: undefined });
   }
   return out;
+}
+
+/**
+ * Whether the stored conversation shows a turn sent when the server held `before`: its version moved on, or (the
+ * version not known) its message count reached `expectCount` (the count with the turn saved, when predictable).
+ */
+export function showsTurn(
+  before: StoreMark,
+  conversation: { version?: number | null; message_count?: number | null },
+  expectCount: number | null,
+): boolean {
+  if (before.version !== null && typeof conversation.version === "number") return conversation.version > before.version;
+  if (expectCount !== null && typeof conversation.message_count === "number") return conversation.message_count >= expectCount;
+  return false;
+}
+
+/**
+ * A turn the server never saved: its messages lose their stored indices; the user message of a replace keeps the
+ * index it replaces from, so that a retry or an edit sends `replace_from` again (the server still holds the rest).
+ */
+export function markTurnUnsaved(
+  messages: UiMessage[],
+  userKey: string,
+  answerKey: string,
+  replaceFrom?: number,
+): UiMessage[] {
+  return messages.map((m) => {
+    if (m.key === userKey) return { ...m, storedIndex: undefined, replaceFrom };
+    if (m.key === answerKey) return { ...m, storedIndex: undefined };
+    return m;
+  });
+}
+
+/**
+ * The view without unsaved-replacement marks: a new message sent after an unsaved edit continues what the server
+ * holds, so the unsaved turn becomes an ordinary unsaved one (shown, not stored).
+ */
+export function withoutReplaceMarks(messages: UiMessage[]): UiMessage[] {
+  return messages.some((m) => m.replaceFrom !== undefined)
+    ? messages.map((m) => (m.replaceFrom === undefined ? m : { ...m, replaceFrom: undefined }))
+    : messages;
+}
+
+/** The stored index a replace of this user message sends as `replace_from`, if any. */
+export function replaceIndex(message: UiMessage): number | undefined {
+  return message.storedIndex ?? message.replaceFrom;
 }
 
 /** Index (in the view) of the last user message, or -1. */

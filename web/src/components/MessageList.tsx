@@ -69,7 +69,7 @@ export function MessageList({ chat }: Props) {
             <UserMessage
               key={message.key}
               message={message}
-              canEdit={stored && !streaming && message.storedIndex !== undefined}
+              canEdit={stored && !streaming && (message.storedIndex !== undefined || message.replaceFrom !== undefined)}
               editDraft={editing && editing.key === message.key ? editing.draft : null}
               onEditStart={(key) => chat.setEditing({ key, draft: message.content })}
               onEditChange={(key, draft) => chat.setEditing({ key, draft })}

@@ -6,18 +6,62 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
 import {
+  fromStored,
   lastUserIndex,
+  markTurnUnsaved,
   newKey,
   reconcile,
+  replaceIndex,
+  showsTurn,
   statusFromFinish,
+  withoutReplaceMarks,
   type AnswerStatus,
+  type StoreMark,
   type UiMessage,
 } from "../chatModel";
-import { fromStored } from "../chatModel";
 import { describeError, type ErrorView } from "../errors";
 import { markFirstTokenReceived, resetFirstTokenMarks } from "../perf";
 import { openChatStream, type ChatStream } from "../stream";
-import type { ChatRequestBody, ConversationSummary } from "../types";
+import type { ChatRequestBody, Conversation, ConversationSummary } from "../types";
+
+/** After a Stop (or a lost connection) the server saves the answer once it notices: look this often, this long. */
+export const SAVE_POLL_MS = 500;
+export const SAVE_WAIT_MS = 10_000;
+/** After a Stop before the answer started: when to look whether the request reached the server anyway. */
+export const EARLY_STOP_SYNC_MS = 1000;
+
+/** A turn that ended without the server saying whether it saved it (Stop, lost connection). */
+interface PendingSave {
+  conversationId: string;
+  /** What the server held before the turn. */
+  before: StoreMark;
+  /** The stored count with the turn saved, when predictable (not for a replace). */
+  expectCount: number | null;
+  userKey: string;
+  answerKey: string;
+  /** The turn was a replace (edit, regenerate) from this stored index. */
+  replaceFrom?: number;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done);
+  });
+}
+
+function markOf(conversation: Conversation): StoreMark {
+  return {
+    version: typeof conversation.version === "number" ? conversation.version : null,
+    count: conversation.messages.length,
+  };
+}
 
 export interface ChatError {
   key: string;
@@ -90,12 +134,15 @@ export function useChat(options: ChatOptions) {
   /** The id a new chat got from its first response, until the server is known to hold it. */
   const newChatId = useRef<string | null>(null);
   const loadingRef = useRef(false);
-  /** Length of the server's stored list (system messages included), when known. */
-  const storedCount = useRef<number | null>(0);
+  /** The server's stored list (its length, system messages included, and the conversation's version), when known. */
+  const known = useRef<StoreMark>({ version: 0, count: 0 });
   const controllerRef = useRef<AbortController | null>(null);
   /** Bumped whenever the view switches conversation: late async results for another view are dropped. */
   const viewSeq = useRef(0);
+  /** Reading the server's copy back after a turn: the next send, regenerate or edit waits for it. */
   const reconciling = useRef<Promise<void> | null>(null);
+  /** Cancels the wait for a stopped turn to be saved (the view switched). */
+  const saveWait = useRef<AbortController | null>(null);
   const resendRef = useRef<(origin: Origin) => Promise<void>>(async () => undefined);
 
   const setMessages = useCallback((next: UiMessage[]) => {
@@ -132,7 +179,7 @@ export function useChat(options: ChatOptions) {
         const conversation = await api.getConversation(id);
         if (seq !== viewSeq.current || controllerRef.current) return false;
         setMessages(reconcile(messagesRef.current, conversation.messages));
-        storedCount.current = conversation.messages.length;
+        known.current = markOf(conversation);
         setPersisted(true);
         opts.current.onConversationSeen(conversation);
         return true;
@@ -143,31 +190,90 @@ export function useChat(options: ChatOptions) {
     [setMessages, setPersisted],
   );
 
+  /** The next send, regenerate or edit waits for `run` (and for whatever it already waited for). */
+  const track = useCallback((run: Promise<void>) => {
+    const previous = reconciling.current;
+    const all = previous ? Promise.all([previous, run]).then(() => undefined) : run;
+    reconciling.current = all;
+    void all.finally(() => {
+      if (reconciling.current === all) reconciling.current = null;
+    });
+  }, []);
+
   const scheduleSync = useCallback(
-    (id: string, delayMs: number, again: boolean) => {
+    (id: string, delayMs: number) => {
       const seq = viewSeq.current;
-      const run = new Promise<void>((resolve) => {
-        setTimeout(() => {
-          if (seq !== viewSeq.current) return resolve();
-          void syncWithServer(id).then(() => {
-            // A stopped answer is saved by the server after it notices the disconnect: look once more if the view
-            // still holds messages the server did not have yet.
-            if (again && seq === viewSeq.current && messagesRef.current.some((m) => m.storedIndex === undefined)) {
-              setTimeout(() => {
-                if (seq === viewSeq.current) void syncWithServer(id).finally(resolve);
-                else resolve();
-              }, 1500);
-            } else resolve();
-          });
-        }, delayMs);
-      });
-      reconciling.current = run;
-      void run.finally(() => {
-        if (reconciling.current === run) reconciling.current = null;
-      });
+      track(
+        new Promise<void>((resolve) => {
+          setTimeout(() => {
+            if (seq !== viewSeq.current) return resolve();
+            void syncWithServer(id).finally(resolve);
+          }, delayMs);
+        }),
+      );
     },
-    [syncWithServer],
+    [syncWithServer, track],
   );
+
+  /**
+   * A turn ended without the server saying whether it saved it (Stop, lost connection): the server saves it once it
+   * notices, if anything was streamed. Read the conversation every SAVE_POLL_MS until it shows the turn (its version
+   * moved on), then line the view up with it; if it never does within SAVE_WAIT_MS, the turn is not stored (a
+   * replace keeps its `replace_from` index for a retry). Sends, regenerates and edits wait for this.
+   */
+  const awaitSave = useCallback(
+    (pending: PendingSave) => {
+      const seq = viewSeq.current;
+      saveWait.current?.abort();
+      const cancel = new AbortController();
+      saveWait.current = cancel;
+      const current = () => seq === viewSeq.current && !cancel.signal.aborted;
+      const run = (async () => {
+        const deadline = Date.now() + SAVE_WAIT_MS;
+        let last: Conversation | null = null;
+        while (Date.now() < deadline) {
+          await sleep(SAVE_POLL_MS, cancel.signal);
+          if (!current()) return;
+          let conversation: Conversation;
+          try {
+            conversation = await api.getConversation(pending.conversationId);
+          } catch {
+            continue; // not there yet (a new chat is created when its first turn is saved) or unreachable
+          }
+          if (!current() || controllerRef.current) return;
+          last = conversation;
+          if (showsTurn(pending.before, conversation, pending.expectCount)) {
+            setMessages(reconcile(messagesRef.current, conversation.messages));
+            known.current = markOf(conversation);
+            setPersisted(true);
+            opts.current.onConversationSeen(conversation);
+            return;
+          }
+        }
+        if (!current() || controllerRef.current) return;
+        // Never saved (nothing was streamed before the Stop): the turn is shown but not stored.
+        setMessages(markTurnUnsaved(messagesRef.current, pending.userKey, pending.answerKey, pending.replaceFrom));
+        if (last) {
+          known.current = markOf(last);
+          setPersisted(true);
+          opts.current.onConversationSeen(last);
+        } else {
+          known.current = pending.before;
+        }
+      })();
+      void run.finally(() => {
+        if (saveWait.current === cancel) saveWait.current = null;
+      });
+      track(run);
+    },
+    [setMessages, setPersisted, track],
+  );
+
+  /** Nothing was answered: put the text back where it was typed. */
+  const restoreInput = useCallback((spec: TurnSpec) => {
+    if (spec.origin === "composer") opts.current.restoreDraft(spec.text);
+    if (spec.origin === "edit" && spec.editKey) setEditing({ key: spec.editKey, draft: spec.text });
+  }, []);
 
   const runTurn = useCallback(
     async (spec: TurnSpec): Promise<void> => {
@@ -180,6 +286,7 @@ export function useChat(options: ChatOptions) {
       const userKey = newKey("u");
       const answerKey = newKey("a");
       const predicted = spec.mode === "new" ? 0 : (spec.baseCount ?? undefined);
+      const before: StoreMark = spec.mode === "new" ? { version: 0, count: 0 } : { ...known.current };
       setMessages([
         ...spec.keep,
         { key: userKey, role: "user", content: spec.text, storedIndex: predicted },
@@ -217,16 +324,21 @@ export function useChat(options: ChatOptions) {
           if (spec.origin === "composer" || spec.origin === "edit") opts.current.restoreDraft(spec.text);
           return;
         }
-        if (seq !== viewSeq.current) return;
-        if (controller.signal.aborted) {
-          patchMessage(answerKey, { status: "stopped", finishReason: "stopped" });
-          setLiveStatus("Stopped.");
+        if (seq !== viewSeq.current) {
+          // Another conversation was opened before the answer started: keep what was typed.
+          if (spec.origin === "composer" || spec.origin === "edit") opts.current.restoreDraft(spec.text);
           return;
         }
-        // Nothing was answered: back to how it was, and the text back where it was typed.
+        // Nothing was answered (stopped, or failed, before the answer started): back to how it was, and the text back
+        // where it was typed.
         setMessages(spec.snapshot);
-        if (spec.origin === "composer") opts.current.restoreDraft(spec.text);
-        if (spec.origin === "edit" && spec.editKey) setEditing({ key: spec.editKey, draft: spec.text });
+        restoreInput(spec);
+        if (controller.signal.aborted) {
+          setLiveStatus("Stopped.");
+          // The request may have reached the server all the same: look at what it holds before the next turn.
+          if (spec.mode !== "new" && spec.conversationId) scheduleSync(spec.conversationId, EARLY_STOP_SYNC_MS);
+          return;
+        }
         const view = describeError(err);
         setLiveStatus(`Error: ${view.title}.`);
         if (err instanceof ApiError && err.status === 404 && spec.mode !== "new" && spec.conversationId) {
@@ -266,6 +378,7 @@ export function useChat(options: ChatOptions) {
       let streamError: ApiError | null = null;
       let ended: "done" | "disconnected" | null = null;
       let stored: boolean | null = meta.stored;
+      let savedVersion: number | null = null;
       let frame = 0;
       let first = true;
       const flush = () => {
@@ -290,6 +403,7 @@ export function useChat(options: ChatOptions) {
               break;
             case "conversation":
               stored = event.conversation.stored !== false;
+              savedVersion = typeof event.conversation.version === "number" ? event.conversation.version : null;
               if (!convId && event.conversation.id && seq === viewSeq.current) {
                 convId = event.conversation.id;
                 newChatId.current = convId;
@@ -329,8 +443,11 @@ export function useChat(options: ChatOptions) {
         view = describeError(new ApiError("Connection lost", { kind: "disconnected" }));
       } else status = statusFromFinish(finish);
 
-      const savedTurn = !aborted && stored === true;
+      // Saved when the server said so (a Stop after its last chunk changes nothing); when it said nothing (Stop, lost
+      // connection), it may still save the turn: wait for the stored copy below.
+      const savedTurn = stored === true;
       const notSaved = !aborted && stored === false;
+      const unknown = stored === null && (aborted || ended !== "done");
       patchMessage(answerKey, {
         content,
         status,
@@ -342,9 +459,7 @@ export function useChat(options: ChatOptions) {
       if (!savedTurn) patchMessage(userKey, { storedIndex: undefined });
       if (savedTurn) {
         setPersisted(true);
-        storedCount.current = predicted !== undefined ? predicted + 2 : null;
-      } else if (aborted) {
-        storedCount.current = null; // the server saves a stopped answer if any text was sent: the sync will tell
+        known.current = { version: savedVersion, count: predicted !== undefined ? predicted + 2 : null };
       }
 
       const live: Record<AnswerStatus, string> = {
@@ -360,10 +475,21 @@ export function useChat(options: ChatOptions) {
       }
       if (convId) {
         opts.current.onTurnSettled(convId);
-        scheduleSync(convId, aborted ? 400 : 0, aborted);
+        if (unknown) {
+          awaitSave({
+            conversationId: convId,
+            before,
+            expectCount: spec.mode !== "replace" && before.count !== null ? before.count + 2 : null,
+            userKey,
+            answerKey,
+            replaceFrom: spec.mode === "replace" ? spec.replaceFrom : undefined,
+          });
+        } else {
+          scheduleSync(convId, 0);
+        }
       }
     },
-    [patchMessage, scheduleSync, setConversationId, setMessages, setPersisted],
+    [awaitSave, patchMessage, restoreInput, scheduleSync, setConversationId, setMessages, setPersisted],
   );
 
   /**
@@ -373,21 +499,24 @@ export function useChat(options: ChatOptions) {
   const resendLastTurn = useCallback(
     async (origin: Origin): Promise<void> => {
       if (controllerRef.current) return;
+      const viewAtStart = viewSeq.current;
       if (reconciling.current) await reconciling.current;
+      // Another conversation opened (or is loading) meanwhile: this one's turn is not asked again there.
+      if (viewAtStart !== viewSeq.current || loadingRef.current || controllerRef.current) return;
       let msgs = messagesRef.current;
       let index = lastUserIndex(msgs);
       if (index < 0) return;
       let user = msgs[index]!;
       const model = opts.current.model;
       const convId = conversationRef.current;
-      if (convId && user.storedIndex === undefined) {
+      if (convId && replaceIndex(user) === undefined) {
         const seq = viewSeq.current;
         try {
           const conversation = await api.getConversation(convId);
           if (seq !== viewSeq.current) return;
           msgs = reconcile(msgs, conversation.messages);
           setMessages(msgs);
-          storedCount.current = conversation.messages.length;
+          known.current = markOf(conversation);
           setPersisted(true);
           index = lastUserIndex(msgs);
           if (index < 0) return;
@@ -418,14 +547,15 @@ export function useChat(options: ChatOptions) {
       const keep = msgs.slice(0, index);
       if (!convId) {
         await runTurn({ mode: "new", text: user.content, model, conversationId: null, baseCount: 0, keep, snapshot: msgs, origin });
-      } else if (user.storedIndex !== undefined) {
+      } else if (replaceIndex(user) !== undefined) {
+        const from = replaceIndex(user)!;
         await runTurn({
           mode: "replace",
           text: user.content,
           model,
           conversationId: convId,
-          replaceFrom: user.storedIndex,
-          baseCount: user.storedIndex,
+          replaceFrom: from,
+          baseCount: from,
           keep,
           snapshot: msgs,
           origin,
@@ -436,7 +566,7 @@ export function useChat(options: ChatOptions) {
           text: user.content,
           model,
           conversationId: convId,
-          baseCount: storedCount.current,
+          baseCount: known.current.count,
           keep,
           snapshot: msgs,
           origin,
@@ -451,12 +581,15 @@ export function useChat(options: ChatOptions) {
   const send = useCallback(
     (text: string): boolean => {
       if (controllerRef.current || loadingRef.current || !text.trim() || !opts.current.model) return false;
+      const seq = viewSeq.current;
       const go = () => {
-        if (controllerRef.current) {
+        if (seq !== viewSeq.current || loadingRef.current || controllerRef.current) {
+          // Another conversation was opened meanwhile (or a turn is running): not sent; the text goes back.
           opts.current.restoreDraft(text);
           return;
         }
-        const msgs = messagesRef.current;
+        // A message after an unsaved edit continues what the server holds (the unsaved turn stays shown, unstored).
+        const msgs = withoutReplaceMarks(messagesRef.current);
         const convId = conversationRef.current;
         // A new chat whose first turn was never saved has nothing on the server to continue.
         const unsavedNew = Boolean(convId && convId === newChatId.current && !persistedRef.current);
@@ -471,14 +604,14 @@ export function useChat(options: ChatOptions) {
           text,
           model: opts.current.model,
           conversationId: continuing ? convId : null,
-          baseCount: continuing ? storedCount.current : 0,
+          baseCount: continuing ? known.current.count : 0,
           keep: msgs,
           snapshot: msgs,
           origin: "composer",
         });
       };
       // After a stopped answer the server's copy is still being read back: wait for it (it decides continue/new).
-      if (reconciling.current) void reconciling.current.then(go);
+      if (reconciling.current) void reconciling.current.then(go, go);
       else go();
       return true;
     },
@@ -490,19 +623,28 @@ export function useChat(options: ChatOptions) {
   const saveEdit = useCallback(
     async (key: string, text: string): Promise<void> => {
       if (controllerRef.current || !text.trim()) return;
+      const seq = viewSeq.current;
+      const original = messagesRef.current.find((m) => m.key === key)?.content;
       if (reconciling.current) await reconciling.current;
+      if (seq !== viewSeq.current) {
+        // Another conversation was opened meanwhile: the edit box is gone, keep the edited text in the composer.
+        if (text.trim() !== original?.trim()) opts.current.restoreDraft(text);
+        return;
+      }
+      if (loadingRef.current || controllerRef.current) return;
       const msgs = messagesRef.current;
       const index = msgs.findIndex((m) => m.key === key);
       const message = msgs[index];
       const convId = conversationRef.current;
-      if (!message || message.storedIndex === undefined || !convId) return;
+      const from = message ? replaceIndex(message) : undefined;
+      if (!message || from === undefined || !convId) return;
       await runTurn({
         mode: "replace",
         text,
         model: opts.current.model,
         conversationId: convId,
-        replaceFrom: message.storedIndex,
-        baseCount: message.storedIndex,
+        replaceFrom: from,
+        baseCount: from,
         keep: msgs.slice(0, index),
         snapshot: msgs,
         origin: "edit",
@@ -519,6 +661,8 @@ export function useChat(options: ChatOptions) {
   const resetView = useCallback(() => {
     controllerRef.current?.abort();
     viewSeq.current += 1;
+    saveWait.current?.abort();
+    saveWait.current = null;
     reconciling.current = null;
     newChatId.current = null;
     setError(null);
@@ -532,7 +676,7 @@ export function useChat(options: ChatOptions) {
     setConversationId(null);
     setMessages([]);
     setPersisted(false);
-    storedCount.current = 0;
+    known.current = { version: 0, count: 0 };
     loadingRef.current = false;
     setLoading(false);
   }, [resetView, setConversationId, setMessages, setPersisted]);
@@ -544,14 +688,14 @@ export function useChat(options: ChatOptions) {
       setConversationId(id);
       setMessages([]);
       setPersisted(false);
-      storedCount.current = null;
+      known.current = { version: null, count: null };
       loadingRef.current = true;
       setLoading(true);
       try {
         const conversation = await api.getConversation(id);
         if (seq !== viewSeq.current) return;
         setMessages(fromStored(conversation.messages));
-        storedCount.current = conversation.messages.length;
+        known.current = markOf(conversation);
         setPersisted(true);
         opts.current.onConversationSeen(conversation);
       } catch (err) {

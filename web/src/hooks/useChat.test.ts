@@ -1,0 +1,233 @@
+/**
+ * useChat against a scripted server: Stop before and after the answer starts, the wait for a stopped answer to be
+ * saved, and switching conversations while a send waits.
+ */
+import { h, render } from "preact";
+import { act } from "preact/test-utils";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { api } from "../api";
+import { openChatStream, type ChatEvent, type ChatStreamMeta } from "../stream";
+import type { ChatRequestBody, Conversation, StoredMessage } from "../types";
+import { SAVE_WAIT_MS, useChat, type ChatController, type ChatOptions } from "./useChat";
+
+vi.mock("../api", async (importOriginal) => {
+  const actual = await importOriginal<typeof import("../api")>();
+  return { ...actual, api: { ...actual.api, getConversation: vi.fn() } };
+});
+vi.mock("../stream", () => ({ openChatStream: vi.fn() }));
+
+const getConversation = vi.mocked(api.getConversation);
+const openStream = vi.mocked(openChatStream);
+
+interface Call {
+  body: ChatRequestBody;
+  signal: AbortSignal;
+  /** The response headers arrive; then `events`, then (hang) the stream stays open until aborted. */
+  respond(events: ChatEvent[], meta?: Partial<ChatStreamMeta>): void;
+}
+
+let calls: Call[] = [];
+let chat!: ChatController;
+let options!: ChatOptions & { restoreDraft: ReturnType<typeof vi.fn<(text: string) => void>> };
+let root: HTMLElement;
+
+function conversation(id: string, version: number, messages: StoredMessage[]): Conversation {
+  return { id, title: "t", created_at: 1, updated_at: 1, version, message_count: messages.length, messages };
+}
+
+const BASE: StoredMessage[] = [
+  { role: "system", content: "sys" },
+  { role: "user", content: "hi" },
+  { role: "assistant", content: "hello", finish_reason: "stop" },
+];
+
+function Harness({ opts }: { opts: ChatOptions }) {
+  chat = useChat(opts);
+  return null;
+}
+
+async function flush(ms = 0) {
+  await act(async () => {
+    await vi.advanceTimersByTimeAsync(ms);
+  });
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
+  calls = [];
+  getConversation.mockReset();
+  openStream.mockReset();
+  openStream.mockImplementation(
+    (body, signal) =>
+      new Promise((resolve, reject) => {
+        signal.addEventListener("abort", () => reject(new DOMException("Aborted", "AbortError")));
+        calls.push({
+          body,
+          signal,
+          respond(events, meta) {
+            async function* gen(): AsyncGenerator<ChatEvent, void, undefined> {
+              for (const event of events) yield event;
+              if (events.some((e) => e.type === "done")) return;
+              await new Promise<void>((done) => {
+                if (signal.aborted) done();
+                signal.addEventListener("abort", () => done());
+              });
+            }
+            resolve({
+              meta: { conversationId: null, brownout: false, fallbackModel: null, stored: null, requestId: null, ...meta },
+              events: gen(),
+            });
+          },
+        });
+      }),
+  );
+  options = {
+    model: "m",
+    restoreDraft: vi.fn<(text: string) => void>(),
+    clearDraftIf: vi.fn(),
+    onConversationStarted: vi.fn(),
+    onTurnSettled: vi.fn(),
+    onConversationSeen: vi.fn(),
+    onConversationGone: vi.fn(),
+  };
+  root = document.createElement("div");
+  render(h(Harness, { opts: options }), root);
+});
+
+afterEach(() => {
+  render(null, root);
+  vi.useRealTimers();
+});
+
+async function openC1(messages: StoredMessage[] = BASE, version = 1) {
+  getConversation.mockResolvedValue(conversation("c1", version, messages));
+  await act(async () => {
+    await chat.openConversation("c1");
+  });
+}
+
+describe("Stop after the answer started", () => {
+  it("waits for the stopped answer to be saved before a regenerate (replace_from, not a second copy)", async () => {
+    await openC1();
+    act(() => void chat.send("q"));
+    await flush();
+    calls[0]!.respond([{ type: "delta", content: "par" }], { conversationId: "c1" });
+    await flush();
+    act(() => chat.stop());
+    await flush();
+    expect(chat.messages[3]!.status).toBe("stopped");
+
+    // The server saves the stopped answer late: after 3 s.
+    const saved = conversation("c1", 2, [
+      ...BASE,
+      { role: "user", content: "q" },
+      { role: "assistant", content: "partial", finish_reason: "stopped" },
+    ]);
+    const start = Date.now();
+    getConversation.mockImplementation(async () => (Date.now() >= start + 3000 ? saved : conversation("c1", 1, BASE)));
+    act(() => chat.regenerate());
+    await flush(2500);
+    expect(calls).toHaveLength(1); // still waiting
+    await flush(1000);
+    expect(calls).toHaveLength(2);
+    expect(calls[1]!.body.replace_from).toBe(3);
+    expect(calls[1]!.body.conversation_id).toBe("c1");
+  });
+
+  it("treats a stopped edit the server never saved as not stored, keeping replace_from for a retry", async () => {
+    const stored: StoredMessage[] = [...BASE, { role: "user", content: "q" }, { role: "assistant", content: "old", finish_reason: "stop" }];
+    await openC1(stored, 2);
+    act(() => void chat.saveEdit(chat.messages[2]!.key, "q2"));
+    await flush();
+    expect(calls[0]!.body.replace_from).toBe(3);
+    calls[0]!.respond([], { conversationId: "c1" });
+    await flush();
+    act(() => chat.stop());
+    await flush(SAVE_WAIT_MS + 1000);
+    expect(chat.messages.map((m) => [m.role, m.content, m.storedIndex])).toEqual([
+      ["user", "hi", 1],
+      ["assistant", "hello", 2],
+      ["user", "q2", undefined],
+      ["assistant", "", undefined],
+    ]);
+    act(() => chat.regenerate());
+    await flush();
+    expect(calls).toHaveLength(2);
+    expect(calls[1]!.body.replace_from).toBe(3);
+    expect(calls[1]!.body.messages).toEqual([{ role: "user", content: "q2" }]);
+  });
+
+  it("does not send a waiting message into another conversation opened meanwhile", async () => {
+    await openC1();
+    act(() => void chat.send("first"));
+    await flush();
+    calls[0]!.respond([{ type: "delta", content: "a" }], { conversationId: "c1" });
+    await flush();
+    act(() => chat.stop());
+    await flush();
+    let sent = false;
+    act(() => {
+      sent = chat.send("second");
+    });
+    expect(sent).toBe(true);
+    let finishLoad!: (c: Conversation) => void;
+    getConversation.mockImplementation(
+      (id) => (id === "c2" ? new Promise<Conversation>((resolve) => (finishLoad = resolve)) : Promise.resolve(conversation("c1", 1, BASE))),
+    );
+    act(() => void chat.openConversation("c2"));
+    await flush(1000);
+    expect(calls).toHaveLength(1);
+    expect(options.restoreDraft).toHaveBeenCalledWith("second");
+    await act(async () => finishLoad(conversation("c2", 1, BASE)));
+    await flush(SAVE_WAIT_MS);
+    expect(calls).toHaveLength(1);
+    expect(chat.conversationId).toBe("c2");
+    expect(chat.messages.map((m) => m.content)).toEqual(["hi", "hello"]);
+  });
+});
+
+describe("Stop before the answer started", () => {
+  it("restores the view and the composer text, and reads the conversation again", async () => {
+    await openC1();
+    const before = chat.messages;
+    act(() => void chat.send("q"));
+    await flush();
+    expect(chat.messages).toHaveLength(4);
+    act(() => chat.stop());
+    await flush();
+    expect(chat.messages.map((m) => [m.content, m.storedIndex])).toEqual(before.map((m) => [m.content, m.storedIndex]));
+    expect(options.restoreDraft).toHaveBeenCalledWith("q");
+    const reads = getConversation.mock.calls.length;
+    await flush(1500);
+    expect(getConversation.mock.calls.length).toBe(reads + 1);
+    act(() => chat.regenerate());
+    await flush();
+    expect(calls[1]!.body.replace_from).toBe(1); // a valid index, not the stored length
+  });
+
+  it("reopens the edit box for an edit", async () => {
+    await openC1();
+    const key = chat.messages[0]!.key;
+    act(() => void chat.saveEdit(key, "edited"));
+    await flush();
+    expect(calls[0]!.body.replace_from).toBe(1);
+    act(() => chat.stop());
+    await flush();
+    expect(chat.editing).toEqual({ key, draft: "edited" });
+    expect(chat.messages.map((m) => m.content)).toEqual(["hi", "hello"]);
+    expect(options.restoreDraft).not.toHaveBeenCalled();
+  });
+
+  it("keeps the composer text when another conversation is opened", async () => {
+    await openC1();
+    act(() => void chat.send("typed"));
+    await flush();
+    getConversation.mockResolvedValue(conversation("c2", 1, BASE));
+    await act(async () => {
+      await chat.openConversation("c2");
+    });
+    await flush();
+    expect(options.restoreDraft).toHaveBeenCalledWith("typed");
+    expect(calls).toHaveLength(1);
+  });
+});
