@@ -11,6 +11,7 @@ from shared.errors import InvalidRequestError
 from shared.storage.conversations import (
     PURGE_AFTER,
     AuditRecord,
+    ConversationMeta,
     ConversationNotFoundError,
     ConversationStore,
     StoredMessage,
@@ -76,44 +77,33 @@ def test_append_moves_version_and_keeps_order(conversation_store: ConversationSt
     assert got.expires_at == later + timedelta(days=30)
 
 
+def append(
+    store: ConversationStore, conv_id: str, version: int, *pairs: tuple[str, str], at: datetime, keep: int | None = None
+) -> ConversationMeta:
+    return store.append_turn(
+        TENANT,
+        conv_id,
+        expected_version=version,
+        messages=msgs(*pairs),
+        expires_at=None,
+        render_version=1,
+        now=at,
+        keep=keep,
+    )
+
+
 def test_keep_replaces_the_tail_of_the_history(conversation_store: ConversationStore) -> None:
     """Edit-and-resend: the stored messages after the edited one are replaced, in one conditional write."""
     meta = create(conversation_store)
     later = T0 + timedelta(minutes=1)
-    conversation_store.append_turn(
-        TENANT,
-        meta.id,
-        expected_version=1,
-        messages=msgs(("user", "q2"), ("assistant", "a2")),
-        expires_at=None,
-        render_version=1,
-        now=later,
-    )
-    edited = conversation_store.append_turn(
-        TENANT,
-        meta.id,
-        expected_version=2,
-        messages=msgs(("user", "q2 edited"), ("assistant", "a2 new")),
-        expires_at=None,
-        render_version=1,
-        now=later,
-        keep=2,
-    )
+    append(conversation_store, meta.id, 1, ("user", "q2"), ("assistant", "a2"), at=later)
+    edited = append(conversation_store, meta.id, 2, ("user", "q2 edited"), ("assistant", "a2 new"), at=later, keep=2)
     assert (edited.version, edited.message_count) == (3, 4)
     got = conversation_store.get(TENANT, meta.id, now=later)
     assert got is not None and got.complete
     assert [m.content for m in got.messages] == ["hello", "hi there", "q2 edited", "a2 new"]
     # Replacing from the very first message keeps nothing of the old history.
-    conversation_store.append_turn(
-        TENANT,
-        meta.id,
-        expected_version=3,
-        messages=msgs(("user", "fresh"), ("assistant", "start")),
-        expires_at=None,
-        render_version=1,
-        now=later,
-        keep=0,
-    )
+    append(conversation_store, meta.id, 3, ("user", "fresh"), ("assistant", "start"), at=later, keep=0)
     got = conversation_store.get(TENANT, meta.id, now=later)
     assert got is not None and [m.content for m in got.messages] == ["fresh", "start"] and got.message_count == 2
 
@@ -121,16 +111,7 @@ def test_keep_replaces_the_tail_of_the_history(conversation_store: ConversationS
 def test_keep_beyond_the_history_is_refused_and_changes_nothing(conversation_store: ConversationStore) -> None:
     meta = create(conversation_store)
     with pytest.raises(InvalidRequestError):
-        conversation_store.append_turn(
-            TENANT,
-            meta.id,
-            expected_version=1,
-            messages=msgs(("user", "x"), ("assistant", "y")),
-            expires_at=None,
-            render_version=1,
-            now=T0,
-            keep=3,
-        )
+        append(conversation_store, meta.id, 1, ("user", "x"), ("assistant", "y"), at=T0, keep=3)
     got = conversation_store.get(TENANT, meta.id, now=T0)
     assert got is not None and (got.version, [m.content for m in got.messages]) == (1, ["hello", "hi there"])
 
