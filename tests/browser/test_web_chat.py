@@ -186,9 +186,10 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
 
     # Usage view: the tokens of this period, from /v1/usage.
     page.get_by_test_id("usage-open").click()
-    usage = page.get_by_test_id("usage")
-    usage.wait_for()
-    assert re.search(r"\d", usage.inner_text())
+    page.get_by_test_id("usage").wait_for()
+    prompt_tokens = page.get_by_test_id("usage-prompt")
+    prompt_tokens.wait_for()
+    assert int(re.sub(r"\D", "", prompt_tokens.inner_text())) > 0
     page.keyboard.press("Escape")
 
     # Export links point at the export endpoint of this conversation.
