@@ -35,7 +35,9 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API runs its event loop in this thread while it is open, and later tests that
+# call asyncio.run() (the integration suite) must not find it there.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     executable = chromium_path()
     required = os.environ.get("FLEETCHAT_REQUIRE_BROWSER") == "1"
