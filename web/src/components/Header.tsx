@@ -4,6 +4,11 @@ import { exportUrl } from "../api";
 import { currentTheme, onThemeChange, toggleTheme, type Theme } from "../theme";
 import { ChartIcon, DownloadIcon, LogoutIcon, MenuIcon, MoonIcon, SunIcon } from "./icons";
 
+const EXPORTS = [
+  { format: "markdown", extension: "md", label: "Markdown", short: "MD" },
+  { format: "json", extension: "json", label: "JSON", short: "JSON" },
+] as const;
+
 interface Props {
   models: string[];
   model: string;
@@ -21,6 +26,7 @@ export function Header(props: Props) {
   const [theme, setTheme] = useState<Theme>(currentTheme());
   useEffect(() => onThemeChange(setTheme), []);
   const nextTheme = theme === "dark" ? "light" : "dark";
+  const exportId = props.exportId;
   return (
     <header class="topbar">
       <button
@@ -60,30 +66,22 @@ export function Header(props: Props) {
         )}
       </div>
       <div class="topbar-actions">
-        {props.exportId && (
+        {exportId && (
           <div class="export-links" role="group" aria-label="Export this conversation">
-            <a
-              class="icon-btn export-link"
-              data-testid="export-markdown"
-              href={exportUrl(props.exportId, "markdown")}
-              download={`${props.exportId}.md`}
-              aria-label="Export as Markdown"
-              title="Export as Markdown"
-            >
-              <DownloadIcon />
-              <span class="btn-text">MD</span>
-            </a>
-            <a
-              class="icon-btn export-link"
-              data-testid="export-json"
-              href={exportUrl(props.exportId, "json")}
-              download={`${props.exportId}.json`}
-              aria-label="Export as JSON"
-              title="Export as JSON"
-            >
-              <DownloadIcon />
-              <span class="btn-text">JSON</span>
-            </a>
+            {EXPORTS.map(({ format, extension, label, short }) => (
+              <a
+                key={format}
+                class="icon-btn export-link"
+                data-testid={`export-${format}`}
+                href={exportUrl(exportId, format)}
+                download={`${exportId}.${extension}`}
+                aria-label={`Export as ${label}`}
+                title={`Export as ${label}`}
+              >
+                <DownloadIcon />
+                <span class="btn-text">{short}</span>
+              </a>
+            ))}
           </div>
         )}
         <button

@@ -13,15 +13,14 @@ import {
   reconcile,
   replaceIndex,
   showsTurn,
-  statusFromFinish,
   withoutReplaceMarks,
-  type AnswerStatus,
   type StoreMark,
   type UiMessage,
 } from "../chatModel";
 import { describeError, type ErrorView } from "../errors";
 import { markFirstTokenReceived, resetFirstTokenMarks } from "../perf";
 import { openChatStream, type ChatStream } from "../stream";
+import { turnOutcome } from "../turnOutcome";
 import type { ChatRequestBody, Conversation, ConversationSummary } from "../types";
 
 /** After a Stop (or a lost connection) the server saves the answer once it notices: look this often, this long. */
@@ -360,12 +359,16 @@ export function useChat(options: ChatOptions) {
 
       const meta = stream.meta;
       let convId = spec.conversationId;
-      if (spec.mode === "new" && meta.conversationId && seq === viewSeq.current) {
-        convId = meta.conversationId;
-        newChatId.current = convId;
-        setConversationId(convId);
-        opts.current.onConversationStarted(convId, spec.text);
-      }
+      // A new chat learns its id from the headers (or, failing that, from the closing chunk); a view that moved on
+      // does not adopt it.
+      const adopt = (id: string) => {
+        if (seq !== viewSeq.current) return;
+        convId = id;
+        newChatId.current = id;
+        setConversationId(id);
+        opts.current.onConversationStarted(id, spec.text);
+      };
+      if (spec.mode === "new" && meta.conversationId) adopt(meta.conversationId);
       if (meta.brownout || meta.fallbackModel) {
         setBanner({
           brownout: meta.brownout,
@@ -404,12 +407,7 @@ export function useChat(options: ChatOptions) {
             case "conversation":
               stored = event.conversation.stored !== false;
               savedVersion = typeof event.conversation.version === "number" ? event.conversation.version : null;
-              if (!convId && event.conversation.id && seq === viewSeq.current) {
-                convId = event.conversation.id;
-                newChatId.current = convId;
-                setConversationId(convId);
-                opts.current.onConversationStarted(convId, spec.text);
-              }
+              if (!convId && event.conversation.id) adopt(event.conversation.id);
               break;
             case "error":
               streamError = event.error;
@@ -432,22 +430,13 @@ export function useChat(options: ChatOptions) {
       if (seq !== viewSeq.current) return;
 
       const aborted = controller.signal.aborted;
-      let status: AnswerStatus;
-      let view: ErrorView | null = null;
-      if (aborted) status = "stopped";
-      else if (streamError) {
-        status = "error";
-        view = describeError(streamError);
-      } else if (ended !== "done") {
-        status = "error";
-        view = describeError(new ApiError("Connection lost", { kind: "disconnected" }));
-      } else status = statusFromFinish(finish);
-
-      // Saved when the server said so (a Stop after its last chunk changes nothing); when it said nothing (Stop, lost
-      // connection), it may still save the turn: wait for the stored copy below.
-      const savedTurn = stored === true;
-      const notSaved = !aborted && stored === false;
-      const unknown = stored === null && (aborted || ended !== "done");
+      const { status, view, savedTurn, notSaved, unknown, liveStatus } = turnOutcome({
+        aborted,
+        streamError,
+        ended,
+        finish,
+        stored,
+      });
       patchMessage(answerKey, {
         content,
         status,
@@ -461,15 +450,7 @@ export function useChat(options: ChatOptions) {
         setPersisted(true);
         known.current = { version: savedVersion, count: predicted !== undefined ? predicted + 2 : null };
       }
-
-      const live: Record<AnswerStatus, string> = {
-        streaming: "Generating an answer…",
-        done: "Answer complete.",
-        stopped: "Stopped.",
-        filtered: "The answer was stopped by the safety filter.",
-        error: view ? `Error: ${view.title}.` : "Error.",
-      };
-      setLiveStatus(live[status]);
+      setLiveStatus(liveStatus);
       if (view) {
         setError({ key: newKey("e"), view, retry: view.canRetry ? () => void resendRef.current("retry") : null });
       }
