@@ -58,6 +58,7 @@ GATEWAY_PACKAGES = (
     "stripe>=16",
     "presidio-analyzer>=2.2,<3",
     "tokenizers>=0.20",
+    "onnxruntime>=1.20",
     "numpy>=1.26",
 )
 # Pinned so an image rebuild cannot change the engine under a running service.
@@ -167,7 +168,8 @@ def wait_until_healthy(process: subprocess.Popen[bytes], url: str, timeout_s: fl
 # ## Images
 
 # The gateway is CPU-only: no torch, no transformers, just the request path. The safety classifier's trained files
-# (token table, tokenizer, head) are data, which add_local_python_source leaves out: they are added on their own.
+# (token table, tokenizer, head, the int8 ONNX second stage) are data, which add_local_python_source leaves out: they
+# are added on their own.
 SAFETY_MODEL_DIR = Path(__file__).resolve().parent.parent / "functions" / "safety" / "model"
 # The web chat, built by `make web` before `modal deploy`; the gateway serves it at / (Settings.web_dist_dir is
 # <code root>/web/dist, so it lands beside the Python sources).

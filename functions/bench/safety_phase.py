@@ -1,5 +1,6 @@
 """Benchmark phase: what the safety pipeline costs. The pre-filter on a ~1,000-token multi-turn context (rules +
-classifier, the whole gate a request waits for) and on a short one, and the post-filter per streamed chunk."""
+classifier, the whole gate a request waits for) and on a short one, each as the first stage clears it and with the
+second stage forced (what an escalated request waits for), and the post-filter per streamed chunk."""
 
 from __future__ import annotations
 
@@ -64,17 +65,19 @@ def _cost(label: str, tokens: int, timings: list[float]) -> SafetyCostStats:
 
 
 def safety_phase(runs: int, progress: Progress) -> SafetyStats:
-    task = progress.add_task("safety pre/post-filter cost", total=3)
+    task = progress.add_task("safety pre/post-filter cost", total=5)
     classifier = shipped_classifier()
     prefilter = PreFilter(classifier)
+    escalated = PreFilter(classifier, escalate_at=0.0)
     table = classifier.table
     long_chat = long_conversation()
     short_chat = [ChatMessage(role="user", content=_TURNS[0])]
     cases = []
-    for label, chat in (("pre-filter, multi-turn context", long_chat), ("pre-filter, one short turn", short_chat)):
+    for label, chat in (("multi-turn context", long_chat), ("one short turn", short_chat)):
         tokens = sum(table.ids(m.text()).size for m in chat)
-        cases.append(_cost(label, tokens, _time(lambda chat=chat: prefilter.check(chat), runs)))
-        progress.advance(task)
+        for gate, how in ((prefilter, ""), (escalated, ", second stage forced")):
+            cases.append(_cost(f"pre-filter, {label}{how}", tokens, _time(lambda g=gate, c=chat: g.check(c), runs)))
+            progress.advance(task)
     answer = " ".join(_TURNS[1::2]) * 3
     pieces = [answer[i : i + CHUNK_CHARS] for i in range(0, len(answer), CHUNK_CHARS)]
     per_chunk: list[float] = []

@@ -1,9 +1,12 @@
-"""The learned layer of the safety gate: scores a conversation (or a span of output) per moderation category."""
+"""The learned layer of the safety gate, a two-stage cascade: a fast first stage (distilled token table + linear
+scorer, every request) finds what is uncertain, and the fine-tuned MiniLM second stage decides those."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -12,54 +15,89 @@ from functions.safety.conversation_text import ConversationText
 from functions.safety.deobfuscate import deobfuscate
 from functions.safety.features import Features, conversation_features
 from functions.safety.head import ClassifierHead
+from functions.safety.intent_model import IntentModel
 from functions.safety.token_table import MODEL_DIR, TokenTable
 
 
 class ClassifierVerdict(BaseModel):
-    score: float  # 1 - p(benign), on the most harmful view
-    category: str  # the most likely harmful category on that view
-    flagged: bool  # score >= the trained threshold
+    score: float  # P(harmful) from the stage that decided
+    category: str  # the most likely harmful category ("benign" when the first stage let it through)
+    flagged: bool
+    stage: Literal["fast", "intent"]
+
+
+@dataclass(frozen=True)
+class FastScore:
+    score: float  # the first stage's P(harmful) on its most harmful row
+    spans: list[str]  # what the second stage reads: the conversation (each view), and the worst window if any
 
 
 class SafetyClassifier:
-    def __init__(self, table: TokenTable, head: ClassifierHead) -> None:
+    def __init__(self, table: TokenTable, head: ClassifierHead, intent: IntentModel | None) -> None:
         self.table = table
         self.head = head
+        self.intent = intent  # None only while the second stage is being trained: the first decides alone
 
     @classmethod
     def load(cls, directory: Path = MODEL_DIR) -> SafetyClassifier:
-        return cls(TokenTable.load(directory), ClassifierHead.load(directory))
+        return cls(TokenTable.load(directory), ClassifierHead.load(directory), IntentModel.load(directory))
 
     @property
     def version(self) -> str:
-        return self.head.meta.version
+        return f"{self.head.meta.version}+{self.intent.meta.version}" if self.intent else self.head.meta.version
 
     @property
     def threshold(self) -> float:
-        return self.head.meta.threshold
+        """The block threshold of the deciding stage."""
+        return self.intent.meta.threshold if self.intent else self.head.meta.threshold
 
-    def judge(self, conversation: ConversationText) -> ClassifierVerdict:
-        """The worst view of the conversation, as written and with obfuscation undone."""
-        features = self.features(conversation)
-        plain = ConversationText(
-            turns=[deobfuscate(t) for t in conversation.turns], last=deobfuscate(conversation.last)
-        )
+    def fast(self, conversation: ConversationText) -> FastScore:
+        """The first stage on the worst view of the conversation: as written, and with obfuscation undone."""
+        views = [conversation]
+        plain = conversation.map(deobfuscate)
         if plain != conversation:
-            extra = self.features(plain)
-            features = Features(np.concatenate([features.dense, extra.dense]), features.sparse + extra.sparse)
+            views.append(plain)
+        parts = [self.features(view) for view in views]
+        features = Features(
+            np.concatenate([p.dense for p in parts]),
+            [row for p in parts for row in p.sparse],
+            [span for p in parts for span in p.spans],
+        )
         harmful = self.head.harmful_probability(features)
         worst = int(np.argmax(harmful))
-        categories = self.head.category_probabilities(features.dense[worst : worst + 1])[0]
-        category = self.head.meta.labels[1 + int(np.argmax(categories[1:]))]
-        score = float(harmful[worst])
-        return ClassifierVerdict(score=score, category=category, flagged=score >= self.threshold)
+        spans = [view.whole for view in views]
+        if features.spans[worst] not in spans:
+            spans.append(features.spans[worst])
+        return FastScore(score=float(harmful[worst]), spans=spans)
+
+    def judge(
+        self, conversation: ConversationText, *, escalate_at: float | None = None, block_at: float | None = None
+    ) -> ClassifierVerdict:
+        """Let through what the first stage scores below `escalate_at`; the second stage decides the rest."""
+        fast = self.fast(conversation)
+        if self.intent is None:
+            threshold = self.head.meta.threshold if block_at is None else block_at
+            return ClassifierVerdict(score=fast.score, category="benign", flagged=fast.score >= threshold, stage="fast")
+        meta = self.intent.meta
+        if fast.score < (meta.escalate_at if escalate_at is None else escalate_at):
+            return ClassifierVerdict(score=fast.score, category="benign", flagged=False, stage="fast")
+        worst = max(self.intent.judge(fast.spans), key=lambda verdict: verdict.score)
+        threshold = meta.threshold if block_at is None else block_at
+        return ClassifierVerdict(
+            score=worst.score, category=worst.category, flagged=worst.score >= threshold, stage="intent"
+        )
+
+    def intent_score(self, conversation: ConversationText) -> float:
+        """The second stage's score whatever the first says (training and evaluation)."""
+        assert self.intent is not None
+        return max(v.score for v in self.intent.judge(self.fast(conversation).spans))
 
     def features(self, conversation: ConversationText) -> Features:
         return conversation_features(self.table, conversation, self.head.idf)
 
-    def judge_text(self, text: str) -> ClassifierVerdict:
+    def judge_text(self, text: str, *, escalate_at: float, block_at: float) -> ClassifierVerdict:
         """A span of generated text, judged as a turn on its own."""
-        return self.judge(ConversationText(turns=[text], last=text))
+        return self.judge(ConversationText(turns=[text], last=text), escalate_at=escalate_at, block_at=block_at)
 
 
 @cache

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
@@ -20,6 +20,10 @@ class ConversationText(BaseModel):
     @property
     def whole(self) -> str:
         return "\n".join(self.turns)
+
+    def map(self, transform: Callable[[str], str]) -> ConversationText:
+        """The same conversation with every turn rewritten by `transform`."""
+        return ConversationText(turns=[transform(t) for t in self.turns], last=transform(self.last))
 
     @classmethod
     def of(cls, messages: Sequence[ChatMessage]) -> ConversationText:

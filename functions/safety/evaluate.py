@@ -17,7 +17,7 @@ from rich.table import Table
 from functions.safety.labelled_data import DATA_DIR, GoldenAdversarial, GoldenBenign, golden_adversarial, golden_benign
 from functions.safety.prefilter import PreFilter
 from functions.safety.token_table import MODEL_DIR
-from functions.safety.train import METRICS_FILE
+from functions.safety.train_intent import INTENT_METRICS_FILE
 from shared.schemas import ChatMessage
 
 MIN_BLOCK_RATE = 0.95
@@ -55,7 +55,7 @@ class SafetyEvalReport(BaseModel):
     missed: list[ItemResult]  # adversarial items let through
     refused: list[ItemResult]  # benign items blocked
     check_ms_p50: float
-    classifier_held_out: dict[str, object] | None  # the training run's test-split metrics
+    classifier_held_out: dict[str, object] | None  # the training run's test-split metrics of the cascade
 
     @property
     def passed(self) -> bool:
@@ -103,7 +103,7 @@ def evaluate(
             timings.append(elapsed)
             if progress is not None and task is not None:
                 progress.advance(task)
-    metrics_path = MODEL_DIR / METRICS_FILE
+    metrics_path = MODEL_DIR / INTENT_METRICS_FILE
     held_out = json.loads(metrics_path.read_text())["test"] if metrics_path.exists() else None
     blocked_harmful = sum(r.blocked for r in harmful_results)
     refused_benign = sum(r.blocked for r in benign_results)

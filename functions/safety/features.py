@@ -24,6 +24,7 @@ SparseRow = tuple[np.ndarray, np.ndarray]
 class Features:
     dense: np.ndarray  # [rows, 2 x table.dim]
     sparse: list[SparseRow]  # one per row
+    spans: list[str]  # each row's text: the whole conversation, then each window
 
 
 def conversation_features(table: TokenTable, conversation: ConversationText, idf: np.ndarray) -> Features:
@@ -32,10 +33,13 @@ def conversation_features(table: TokenTable, conversation: ConversationText, idf
     last_ids = table.ids(conversation.last)[-LAST_TURN_TOKENS:] if conversation.last else ids[-LAST_TURN_TOKENS:]
     dense = [np.concatenate([table.embed_ids(ids), table.embed_ids(last_ids)])]
     sparse = [sparse_row(ids, whole, idf)]
+    spans = [whole]
     if ids.size > WINDOW_TOKENS:
         starts = [*range(0, ids.size - WINDOW_TOKENS, WINDOW_STRIDE), ids.size - WINDOW_TOKENS]
         for window, start in zip(table.embed_windows(ids, WINDOW_TOKENS, WINDOW_STRIDE), starts, strict=True):
             end = start + WINDOW_TOKENS
+            text = whole[offsets[start][0] : offsets[end - 1][1]]
             dense.append(np.concatenate([window, window]))
-            sparse.append(sparse_row(ids[start:end], whole[offsets[start][0] : offsets[end - 1][1]], idf))
-    return Features(np.stack(dense), sparse)
+            sparse.append(sparse_row(ids[start:end], text, idf))
+            spans.append(text)
+    return Features(np.stack(dense), sparse, spans)

@@ -15,8 +15,9 @@ from shared.storage.safety_audit import SafetyDetector, SafetyLayer
 
 
 class PreFilter:
-    def __init__(self, classifier: SafetyClassifier) -> None:
+    def __init__(self, classifier: SafetyClassifier, *, escalate_at: float | None = None) -> None:
         self.classifier = classifier
+        self.escalate_at = escalate_at  # None: the trained threshold (0.0 sends everything to the second stage)
 
     @property
     def policy_version(self) -> str:
@@ -37,10 +38,7 @@ class PreFilter:
                     rule=hit.rule,
                     excerpt=turn,
                 )
-        neutral = ConversationText(
-            turns=[neutralise_idioms(t) for t in conversation.turns], last=neutralise_idioms(conversation.last)
-        )
-        verdict = self.classifier.judge(neutral)
+        verdict = self.classifier.judge(conversation.map(neutralise_idioms), escalate_at=self.escalate_at)
         if not verdict.flagged:
             return None
         return SafetyFinding(

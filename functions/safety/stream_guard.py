@@ -13,7 +13,9 @@ from shared.storage.safety_audit import SafetyDetector, SafetyLayer
 WINDOW_CHARS = 400
 # A whole (non-streamed) answer is judged in steps of this many characters, as if it had streamed.
 SCAN_STEP_CHARS = 100
-# The classifier was trained on requests; on generated text it only halts when it is very sure.
+# The classifier was trained on requests: generated text only gets the second stage's pass when the first stage is
+# very sure, and only halts when the second is too.
+OUTPUT_ESCALATE_AT = 0.9
 MIN_OUTPUT_SCORE = 0.9
 
 
@@ -48,8 +50,8 @@ class StreamGuard:
             return self._finding(SafetyDetector.PII, str(kind), 1.0, window)
         if (hit := first_output_deny(window)) is not None:
             return self._finding(SafetyDetector.RULES, hit.category.value, 1.0, window, hit.rule)
-        verdict = self.classifier.judge_text(window)
-        if verdict.score >= self.threshold:
+        verdict = self.classifier.judge_text(window, escalate_at=OUTPUT_ESCALATE_AT, block_at=self.threshold)
+        if verdict.flagged:
             return self._finding(SafetyDetector.CLASSIFIER, verdict.category, verdict.score, window)
         return None
 

@@ -1,5 +1,6 @@
-"""Train the safety classifier: distil MiniLM's token table, featurise the labelled set, fit the head, choose the
-block threshold on a validation split, and report precision/recall on a held-out test split.
+"""Train the safety classifier: distil MiniLM's token table, featurise the labelled set, fit the first stage's head,
+choose its threshold on a validation split and report precision/recall on a held-out test split; then fine-tune the
+second stage on the same split (`train_intent.py`).
 
 Run: `fleetchat safety train` (or `python -m functions.safety.train`). Writes functions/safety/model/ (token table,
 tokenizer, head) and functions/safety/model/metrics.json. Deterministic for a given data set and seed."""
@@ -27,6 +28,7 @@ from functions.safety.head import ClassifierHead, HeadMeta
 from functions.safety.labelled_data import LabelledConversation, training_set
 from functions.safety.ngrams import WIDTH, document_frequency_idf
 from functions.safety.token_table import MODEL_DIR, TokenTable
+from functions.safety.train_intent import train_intent
 
 METRICS_FILE = "metrics.json"
 TABLE_DIMS = 256
@@ -75,14 +77,15 @@ def split(data: list[LabelledConversation], seed: int) -> tuple[list, list, list
 
 def featurise(table: TokenTable, items: list[LabelledConversation], idf: np.ndarray) -> tuple[Features, np.ndarray]:
     """Row 0 (the whole conversation) of every item, and the label indices."""
-    dense, sparse = [], []
+    dense, sparse, spans = [], [], []
     for item in items:
         conversation = ConversationText.of_dicts([m.model_dump() for m in item.messages])
         features = conversation_features(table, conversation, idf)
         dense.append(features.dense[0])
         sparse.append(features.sparse[0])
+        spans.append(features.spans[0])
     labels = np.asarray([CLASSIFIER_LABELS.index(item.label) for item in items], np.int64)
-    return Features(np.stack(dense).astype(np.float32), sparse), labels
+    return Features(np.stack(dense).astype(np.float32), sparse, spans), labels
 
 
 def _sparse_matrix(features: Features) -> Any:
@@ -187,10 +190,9 @@ def train(
     *,
     seed: int = 7,
     cache: Path = Path(".fleetchat/cache/minilm_token_vectors.npy"),
-    with_candidates: bool = False,
 ) -> TrainingReport:
     console = Console()
-    data = training_set(with_candidates=with_candidates)
+    data = training_set()
     train_items, val_items, test_items = split(data, seed)
     with Progress(console=console, transient=True) as progress:
         vectors = reduce(load_or_distil(cache, progress), TABLE_DIMS)
@@ -231,6 +233,7 @@ def train(
     )
     (out_dir / METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
     console.print(_table(report))
+    train_intent((train_items, val_items, test_items), out_dir, seed=seed, console=console)
     return report
 
 

@@ -25,7 +25,9 @@ def test_a_phrase_split_across_chunks_halts_on_the_chunk_that_completes_it() -> 
         sent += chunk
     assert finding is not None and finding.layer == "post" and finding.category == "illicit/violent"
     assert RECIPE.startswith(sent) and "you will need" not in sent  # nothing after the hit was let through
-    assert "pipe bo" in sent  # the phrase began in earlier chunks
+    # The phrase began in earlier chunks: the hit needed them (the classifier may call it before the rule's
+    # "you will need", on the chunk that makes "pipe b..." readable).
+    assert "pip" in sent
 
 
 def test_benign_text_streams_through() -> None:

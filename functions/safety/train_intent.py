@@ -1,0 +1,240 @@
+"""Train the classifier's second stage: fine-tune all-MiniLM-L6-v2 on the labelled set (P(harmful) + category),
+export it to ONNX, quantise it to int8, and choose its thresholds on the validation split for the cascade as shipped.
+
+Run: `fleetchat safety train` (after the first stage, on the same split). Writes intent.onnx, intent.json and
+intent_metrics.json to functions/safety/model/; every number it reports is measured on the int8 model that ships."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from functions.safety.categories import CLASSIFIER_LABELS
+from functions.safety.classifier import SafetyClassifier
+from functions.safety.conversation_text import ConversationText
+from functions.safety.distill import minilm_dir
+from functions.safety.head import ClassifierHead
+from functions.safety.intent_model import INTENT_FILE, INTENT_META_FILE, IntentEncoder, IntentMeta, IntentModel
+from functions.safety.labelled_data import LabelledConversation
+from functions.safety.rules import neutralise_idioms
+from functions.safety.token_table import TokenTable
+
+INTENT_METRICS_FILE = "intent_metrics.json"
+MAX_TOKENS = 128
+EPOCHS = 3
+BATCH = 16
+LEARNING_RATE = 5e-5
+# The category head is a linear probe on the (detached) pooled vector: it learns at a linear model's pace.
+PROBE_LEARNING_RATE = 3e-3
+CATEGORY_LOSS_WEIGHT = 0.5
+# Requests the first stage scores below `escalate_at` are let through unseen by this stage: it is the highest score
+# that still sends this share of the validation split's harmful examples on.
+MIN_ESCALATED_RECALL = 0.99
+# The block threshold is the lowest that refuses at most this share of the validation split's benign examples.
+MAX_VALIDATION_FALSE_POSITIVE = 0.02
+
+
+class CascadeMetrics(BaseModel):
+    examples: int
+    harmful: int
+    benign: int
+    precision: float
+    recall: float
+    false_positive_rate: float
+    escalated: float  # share of all examples that needed the second stage
+    recall_by_category: dict[str, float]
+
+
+class IntentReport(BaseModel):
+    version: str
+    threshold: float
+    escalate_at: float
+    max_tokens: int
+    epochs: int
+    sizes: dict[str, int]
+    validation: CascadeMetrics
+    test: CascadeMetrics
+
+
+def neutral_conversation(item: LabelledConversation) -> ConversationText:
+    """What the gate judges of a labelled conversation (allow-listed idioms neutralised, as at run time)."""
+    return ConversationText.of_dicts([m.model_dump() for m in item.messages]).map(neutralise_idioms)
+
+
+def _fine_tune(encoder: IntentEncoder, texts: list[str], labels: np.ndarray, seed: int, progress: Progress) -> object:
+    import torch
+    from transformers import AutoModel
+
+    from functions.safety.intent_net import IntentNet
+
+    torch.manual_seed(seed)
+    base = AutoModel.from_pretrained(minilm_dir())
+    net = IntentNet(base, len(CLASSIFIER_LABELS))
+    steps = EPOCHS * ((len(texts) + BATCH - 1) // BATCH)
+    probe = list(net.categories.parameters())
+    tuned = [p for p in net.parameters() if all(p is not q for q in probe)]
+    groups = [{"params": tuned, "lr": LEARNING_RATE}, {"params": probe, "lr": PROBE_LEARNING_RATE}]
+    optimiser = torch.optim.AdamW(groups, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimiser,
+        max_lr=[LEARNING_RATE, PROBE_LEARNING_RATE],
+        total_steps=steps,
+        pct_start=0.1,
+        anneal_strategy="linear",
+    )
+    task = progress.add_task("fine-tuning MiniLM", total=steps)
+    rng = np.random.default_rng(seed)
+    net.train()
+    for _ in range(EPOCHS):
+        order = rng.permutation(len(texts))
+        for start in range(0, len(order), BATCH):
+            rows = order[start : start + BATCH]
+            ids, mask = encoder.batch([texts[i] for i in rows])
+            harmful, categories = net.logits(torch.from_numpy(ids), torch.from_numpy(mask))
+            target = torch.from_numpy(labels[rows])
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(harmful, (target != 0).float())
+            loss = loss + CATEGORY_LOSS_WEIGHT * torch.nn.functional.cross_entropy(categories, target)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            progress.advance(task)
+    return net.eval()
+
+
+def _export_int8(net: object, encoder: IntentEncoder, out_dir: Path) -> str:
+    """ONNX export, int8 dynamic quantisation; the shipped file's content hash (its version)."""
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    ids, mask = encoder.batch(["an example to trace the graph with"])
+    seq = torch.export.Dim("seq", max=512)
+    batch = torch.export.Dim("batch", max=256)
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = Path(tmp) / "intent_fp32.onnx"
+        torch.onnx.export(
+            net,
+            (torch.from_numpy(ids), torch.from_numpy(mask)),
+            str(fp32),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["harmful", "categories"],
+            dynamic_shapes={"input_ids": {0: batch, 1: seq}, "attention_mask": {0: batch, 1: seq}},
+            dynamo=True,
+            external_data=False,
+            verbose=False,
+        )
+        quantize_dynamic(str(fp32), str(out_dir / INTENT_FILE), weight_type=QuantType.QInt8, per_channel=True)
+    return hashlib.sha256((out_dir / INTENT_FILE).read_bytes()).hexdigest()[:12]
+
+
+def _lowest_threshold(scores: np.ndarray, harmful: np.ndarray, budget: float) -> float:
+    """The lowest threshold whose benign false-positive rate on these scores is within `budget`."""
+    benign = np.sort(scores[~harmful])
+    allowed = int(np.floor(budget * benign.size))
+    cut = benign[-(allowed + 1)] if benign.size > allowed else 0.0
+    return float(min(max(cut + 1e-4, 0.05), 0.99))
+
+
+def _escalate_at(first_stage: np.ndarray, harmful: np.ndarray) -> float:
+    """The highest first-stage score that still escalates MIN_ESCALATED_RECALL of the harmful examples."""
+    return float(np.quantile(first_stage[harmful], 1.0 - MIN_ESCALATED_RECALL))
+
+
+def _measure(
+    first: np.ndarray, second: np.ndarray, labels: np.ndarray, escalate_at: float, threshold: float
+) -> CascadeMetrics:
+    harmful = labels != 0
+    escalated = first >= escalate_at
+    blocked = escalated & (second >= threshold)
+    caught = blocked & harmful
+    return CascadeMetrics(
+        examples=int(labels.size),
+        harmful=int(harmful.sum()),
+        benign=int((~harmful).sum()),
+        precision=float(caught.sum() / max(blocked.sum(), 1)),
+        recall=float(caught.sum() / max(harmful.sum(), 1)),
+        false_positive_rate=float((blocked & ~harmful).sum() / max((~harmful).sum(), 1)),
+        escalated=float(escalated.mean()),
+        recall_by_category={
+            CLASSIFIER_LABELS[c]: float(blocked[labels == c].mean())
+            for c in range(1, len(CLASSIFIER_LABELS))
+            if (labels == c).any()
+        },
+    )
+
+
+def train_intent(
+    splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
+    out_dir: Path,
+    *,
+    seed: int,
+    console: Console,
+) -> IntentReport:
+    """Fine-tune on `splits[0]`, choose thresholds on `splits[1]`, report `splits[1]` and the held-out `splits[2]`."""
+    import torch
+
+    random.seed(seed)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    fast = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), None)
+    conversations = [[neutral_conversation(item) for item in part] for part in splits]
+    labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits]
+    encoder = IntentEncoder.load(out_dir, MAX_TOKENS)
+    with Progress(console=console, transient=True) as progress:
+        net = _fine_tune(encoder, [c.whole for c in conversations[0]], labels[0], seed, progress)
+        version = _export_int8(net, encoder, out_dir)
+    placeholder = IntentMeta(
+        labels=list(CLASSIFIER_LABELS), max_tokens=MAX_TOKENS, threshold=1.0, escalate_at=0.0, version=version
+    )
+    (out_dir / INTENT_META_FILE).write_text(placeholder.model_dump_json(indent=2) + "\n")
+    shipped = IntentModel.load(out_dir, threads=torch.get_num_threads())
+    cascade = SafetyClassifier(fast.table, fast.head, shipped)
+    first = [np.asarray([cascade.fast(c).score for c in part]) for part in conversations[1:]]
+    second = [np.asarray([cascade.intent_score(c) for c in part]) for part in conversations[1:]]
+    harmful_val = labels[1] != 0
+    escalate_at = _escalate_at(first[0], harmful_val)
+    gated = np.where(first[0] >= escalate_at, second[0], 0.0)
+    threshold = _lowest_threshold(gated, harmful_val, MAX_VALIDATION_FALSE_POSITIVE)
+    meta = placeholder.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
+    (out_dir / INTENT_META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
+    report = IntentReport(
+        version=version,
+        threshold=threshold,
+        escalate_at=escalate_at,
+        max_tokens=MAX_TOKENS,
+        epochs=EPOCHS,
+        sizes={name: len(part) for name, part in zip(("train", "validation", "test"), splits, strict=True)},
+        validation=_measure(first[0], second[0], labels[1], escalate_at, threshold),
+        test=_measure(first[1], second[1], labels[2], escalate_at, threshold),
+    )
+    (out_dir / INTENT_METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
+    console.print(_table(report))
+    return report
+
+
+def _table(report: IntentReport) -> Table:
+    table = Table(
+        title=f"safety cascade (intent model {report.version}): escalate at {report.escalate_at:.3f}, "
+        f"block at {report.threshold:.3f}"
+    )
+    table.add_column("split")
+    for column in ("n", "precision", "recall", "benign blocked", "escalated"):
+        table.add_column(column, justify="right")
+    for name, m in (("validation", report.validation), ("test (held out)", report.test)):
+        table.add_row(
+            name,
+            str(m.examples),
+            f"{m.precision:.1%}",
+            f"{m.recall:.1%}",
+            f"{m.false_positive_rate:.1%}",
+            f"{m.escalated:.1%}",
+        )
+    return table
