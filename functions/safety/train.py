@@ -27,14 +27,13 @@ from functions.safety.features import Features, conversation_features
 from functions.safety.head import ClassifierHead, HeadMeta
 from functions.safety.labelled_data import LabelledConversation, training_set
 from functions.safety.ngrams import WIDTH, document_frequency_idf
+from functions.safety.thresholds import choose_threshold
 from functions.safety.token_table import MODEL_DIR, TokenTable
 from functions.safety.train_intent import train_intent
 
 METRICS_FILE = "metrics.json"
 TABLE_DIMS = 256
 HIDDEN = 128
-# The block threshold is the lowest that refuses at most this share of the validation split's benign examples.
-MAX_VALIDATION_FALSE_POSITIVE = 0.02
 
 
 class SplitMetrics(BaseModel):
@@ -144,15 +143,6 @@ def fit_scorer(train: Features, y: np.ndarray, val: Features, y_val: np.ndarray)
             best = (recall, model.coef_[0].astype(np.float32), float(model.intercept_[0]), c)
     assert best is not None
     return best[1], best[2], best[3]
-
-
-def choose_threshold(harmful_scores: np.ndarray, y: np.ndarray) -> float:
-    """The lowest threshold whose benign false-positive rate on these examples is within the target."""
-    benign = np.sort(harmful_scores[y == 0])
-    allowed = int(np.floor(MAX_VALIDATION_FALSE_POSITIVE * benign.size))
-    # Block when score >= t: t just above the (allowed+1)-th highest benign score lets `allowed` through.
-    cut = benign[-(allowed + 1)] if benign.size > allowed else 0.0
-    return float(min(max(cut + 1e-4, 0.05), 0.99))
 
 
 def measure(head: ClassifierHead, features: Features, y: np.ndarray, threshold: float) -> SplitMetrics:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import tempfile
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import INTENT_FILE, INTENT_META_FILE, IntentEncoder, IntentMeta, IntentModel
 from functions.safety.labelled_data import LabelledConversation
 from functions.safety.rules import neutralise_idioms
+from functions.safety.thresholds import choose_threshold
 from functions.safety.token_table import TokenTable
 
 INTENT_METRICS_FILE = "intent_metrics.json"
@@ -39,8 +39,6 @@ CATEGORY_LOSS_WEIGHT = 0.5
 # Requests the first stage scores below `escalate_at` are let through unseen by this stage: it is the highest score
 # that still sends this share of the validation split's harmful examples on.
 MIN_ESCALATED_RECALL = 0.99
-# The block threshold is the lowest that refuses at most this share of the validation split's benign examples.
-MAX_VALIDATION_FALSE_POSITIVE = 0.02
 
 
 class CascadeMetrics(BaseModel):
@@ -136,14 +134,6 @@ def _export_int8(net: object, encoder: IntentEncoder, out_dir: Path) -> str:
     return hashlib.sha256((out_dir / INTENT_FILE).read_bytes()).hexdigest()[:12]
 
 
-def _lowest_threshold(scores: np.ndarray, harmful: np.ndarray, budget: float) -> float:
-    """The lowest threshold whose benign false-positive rate on these scores is within `budget`."""
-    benign = np.sort(scores[~harmful])
-    allowed = int(np.floor(budget * benign.size))
-    cut = benign[-(allowed + 1)] if benign.size > allowed else 0.0
-    return float(min(max(cut + 1e-4, 0.05), 0.99))
-
-
 def _escalate_at(first_stage: np.ndarray, harmful: np.ndarray) -> float:
     """The highest first-stage score that still escalates MIN_ESCALATED_RECALL of the harmful examples."""
     return float(np.quantile(first_stage[harmful], 1.0 - MIN_ESCALATED_RECALL))
@@ -182,8 +172,6 @@ def train_intent(
     """Fine-tune on `splits[0]`, choose thresholds on `splits[1]`, report `splits[1]` and the held-out `splits[2]`."""
     import torch
 
-    random.seed(seed)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     fast = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), None)
     conversations = [[neutral_conversation(item) for item in part] for part in splits]
     labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits]
@@ -202,7 +190,7 @@ def train_intent(
     harmful_val = labels[1] != 0
     escalate_at = _escalate_at(first[0], harmful_val)
     gated = np.where(first[0] >= escalate_at, second[0], 0.0)
-    threshold = _lowest_threshold(gated, harmful_val, MAX_VALIDATION_FALSE_POSITIVE)
+    threshold = choose_threshold(gated, labels[1])
     meta = placeholder.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
     (out_dir / INTENT_META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
     report = IntentReport(
