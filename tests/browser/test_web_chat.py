@@ -81,7 +81,9 @@ def finish_or_stop(page: Any, after_s: float = 6.0) -> str:
             break
         time.sleep(0.1)
     else:
-        page.get_by_test_id("stop").click()
+        # Esc, not the button: the answer may end as we stop it, and then the stop button is gone (Playwright would
+        # wait 30 s for it); Esc with nothing streaming does nothing.
+        page.keyboard.press("Escape")
     # "filtered" ends an answer too: today's output filter now and then halts a harmless one (issue 5).
     return wait_status(page, ("done", "stopped", "filtered"))
 

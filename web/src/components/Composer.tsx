@@ -47,11 +47,11 @@ export function Composer({ value, onChange, onSend, onStop, streaming, disabled,
         }}
       />
       {streaming ? (
-        <button type="button" class="send-btn stop" data-testid="stop" aria-label="Stop generating" title="Stop (Esc)" onClick={onStop}>
+        <button key="stop" type="button" class="send-btn stop" data-testid="stop" aria-label="Stop generating" title="Stop (Esc)" onClick={onStop}>
           <StopIcon />
         </button>
       ) : (
-        <button type="submit" class="send-btn" data-testid="send" aria-label="Send message" title="Send (Enter)" disabled={!canSend}>
+        <button key="send" type="submit" class="send-btn" data-testid="send" aria-label="Send message" title="Send (Enter)" disabled={!canSend}>
           <SendIcon />
         </button>
       )}
