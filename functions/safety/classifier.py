@@ -51,8 +51,10 @@ class SafetyClassifier:
         """The block threshold of the deciding stage."""
         return self.intent.meta.threshold if self.intent else self.head.meta.threshold
 
-    def fast(self, conversation: ConversationText) -> FastScore:
-        """The first stage on the worst view of the conversation: as written, and with obfuscation undone."""
+    def fast(self, conversation: ConversationText, escalate_at: float = 0.0) -> FastScore:
+        """The first stage on every view of the conversation (as written, and with obfuscation undone), and what of
+        it the second stage must read: each view whose whole scores `escalate_at` or more (its last tokens), and the
+        worst window if it does and lies before what those read. A region the first stage clears is not read again."""
         views = [conversation]
         plain = conversation.map(deobfuscate)
         if plain != conversation:
@@ -62,11 +64,17 @@ class SafetyClassifier:
             np.concatenate([p.dense for p in parts]),
             [row for p in parts for row in p.sparse],
             [span for p in parts for span in p.spans],
+            [n for p in parts for n in p.to_end],
         )
         harmful = self.head.harmful_probability(features)
+        firsts = np.cumsum([0] + [len(p.spans) for p in parts])[:-1]  # each view's row 0 (its whole)
+        view_of = np.repeat(np.arange(len(parts)), [len(p.spans) for p in parts])
+        read = [i for i, first in enumerate(firsts) if harmful[first] >= escalate_at]
+        spans = [views[i].whole for i in read]
         worst = int(np.argmax(harmful))
-        spans = [view.whole for view in views]
-        if features.spans[worst] not in spans:
+        tail = self.intent.encoder.body_tokens if self.intent else 0
+        covered = view_of[worst] in read and features.to_end[worst] <= tail
+        if harmful[worst] >= escalate_at and worst not in firsts and not covered:
             spans.append(features.spans[worst])
         return FastScore(score=float(harmful[worst]), spans=spans)
 
@@ -74,12 +82,13 @@ class SafetyClassifier:
         self, conversation: ConversationText, *, escalate_at: float | None = None, block_at: float | None = None
     ) -> ClassifierVerdict:
         """Let through what the first stage scores below `escalate_at`; the second stage decides the rest."""
-        fast = self.fast(conversation)
         if self.intent is None:
+            fast = self.fast(conversation)
             threshold = self.head.meta.threshold if block_at is None else block_at
             return ClassifierVerdict(score=fast.score, category="benign", flagged=fast.score >= threshold, stage="fast")
         meta = self.intent.meta
-        if fast.score < (meta.escalate_at if escalate_at is None else escalate_at):
+        fast = self.fast(conversation, meta.escalate_at if escalate_at is None else escalate_at)
+        if not fast.spans:
             return ClassifierVerdict(score=fast.score, category="benign", flagged=False, stage="fast")
         worst = max(self.intent.judge(fast.spans), key=lambda verdict: verdict.score)
         threshold = meta.threshold if block_at is None else block_at
@@ -87,10 +96,11 @@ class SafetyClassifier:
             score=worst.score, category=worst.category, flagged=worst.score >= threshold, stage="intent"
         )
 
-    def intent_score(self, conversation: ConversationText) -> float:
-        """The second stage's score whatever the first says (training and evaluation)."""
+    def intent_score(self, conversation: ConversationText, escalate_at: float = 0.0) -> float:
+        """The second stage's score on what the first escalates at `escalate_at` (0 when it escalates nothing)."""
         assert self.intent is not None
-        return max(v.score for v in self.intent.judge(self.fast(conversation).spans))
+        spans = self.fast(conversation, escalate_at).spans
+        return max(v.score for v in self.intent.judge(spans)) if spans else 0.0
 
     def features(self, conversation: ConversationText) -> Features:
         return conversation_features(self.table, conversation, self.head.idf)

@@ -25,6 +25,7 @@ class Features:
     dense: np.ndarray  # [rows, 2 x table.dim]
     sparse: list[SparseRow]  # one per row
     spans: list[str]  # each row's text: the whole conversation, then each window
+    to_end: list[int]  # tokens from each row's start to the end of the conversation
 
 
 def conversation_features(table: TokenTable, conversation: ConversationText, idf: np.ndarray) -> Features:
@@ -34,6 +35,7 @@ def conversation_features(table: TokenTable, conversation: ConversationText, idf
     dense = [np.concatenate([table.embed_ids(ids), table.embed_ids(last_ids)])]
     sparse = [sparse_row(ids, whole, idf)]
     spans = [whole]
+    to_end = [int(ids.size)]
     if ids.size > WINDOW_TOKENS:
         starts = [*range(0, ids.size - WINDOW_TOKENS, WINDOW_STRIDE), ids.size - WINDOW_TOKENS]
         for window, start in zip(table.embed_windows(ids, WINDOW_TOKENS, WINDOW_STRIDE), starts, strict=True):
@@ -42,4 +44,5 @@ def conversation_features(table: TokenTable, conversation: ConversationText, idf
             dense.append(np.concatenate([window, window]))
             sparse.append(sparse_row(ids[start:end], text, idf))
             spans.append(text)
-    return Features(np.stack(dense), sparse, spans)
+            to_end.append(int(ids.size) - start)
+    return Features(np.stack(dense), sparse, spans, to_end)

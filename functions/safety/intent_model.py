@@ -48,8 +48,13 @@ class IntentEncoder:
         tokenizer.no_padding()
         return cls(tokenizer, max_tokens)
 
+    @property
+    def body_tokens(self) -> int:
+        """How many of a span's last tokens are read."""
+        return self.max_tokens - 2
+
     def ids(self, text: str) -> list[int]:
-        body = self.tokenizer.encode(text, add_special_tokens=False).ids[-(self.max_tokens - 2) :]
+        body = self.tokenizer.encode(text, add_special_tokens=False).ids[-self.body_tokens :]
         return [self.cls, *body, self.sep]
 
     def batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:

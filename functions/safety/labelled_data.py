@@ -14,8 +14,10 @@ DATA_DIR = Path(__file__).parent / "data"
 # Harmful examples per category and benign look-alikes on the same topics; d, e and f are mostly hard cases (benign
 # questions about dangerous subjects, harmful asks in polite or fictional wrappers, short direct asks); g is benign
 # answer-shaped text ("Sure, here's how...") that the output filter reads; h is benign markup, code and odd text
-# (pasted HTML, stack traces, shell commands that "kill" processes) and short direct harmful asks, some behind markup.
-TRAINING_FILES = tuple(f"train_{part}.jsonl" for part in "abcdefgh")
+# (pasted HTML, stack traces, shell commands that "kill" processes) and short direct harmful asks, some behind markup;
+# i is multi-turn mental-health support (grief, therapy, recovery, a friend at risk) and the self-harm asks it must
+# still tell apart.
+TRAINING_FILES = tuple(f"train_{part}.jsonl" for part in "abcdefghi")
 GOLDEN_ADVERSARIAL = "golden_adversarial.jsonl"
 GOLDEN_BENIGN = "golden_benign.jsonl"
 

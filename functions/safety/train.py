@@ -76,15 +76,16 @@ def split(data: list[LabelledConversation], seed: int) -> tuple[list, list, list
 
 def featurise(table: TokenTable, items: list[LabelledConversation], idf: np.ndarray) -> tuple[Features, np.ndarray]:
     """Row 0 (the whole conversation) of every item, and the label indices."""
-    dense, sparse, spans = [], [], []
+    dense, sparse, spans, to_end = [], [], [], []
     for item in items:
         conversation = ConversationText.of_dicts([m.model_dump() for m in item.messages])
         features = conversation_features(table, conversation, idf)
         dense.append(features.dense[0])
         sparse.append(features.sparse[0])
         spans.append(features.spans[0])
+        to_end.append(features.to_end[0])
     labels = np.asarray([CLASSIFIER_LABELS.index(item.label) for item in items], np.int64)
-    return Features(np.stack(dense).astype(np.float32), sparse, spans), labels
+    return Features(np.stack(dense).astype(np.float32), sparse, spans, to_end), labels
 
 
 def _sparse_matrix(features: Features) -> Any:

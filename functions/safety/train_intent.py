@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -29,8 +29,6 @@ from functions.safety.thresholds import choose_threshold
 from functions.safety.token_table import TokenTable
 
 INTENT_METRICS_FILE = "intent_metrics.json"
-MAX_TOKENS = 128
-EPOCHS = 3
 BATCH = 16
 LEARNING_RATE = 5e-5
 # The category head is a linear probe on the (detached) pooled vector: it learns at a linear model's pace.
@@ -39,6 +37,14 @@ CATEGORY_LOSS_WEIGHT = 0.5
 # Requests the first stage scores below `escalate_at` are let through unseen by this stage: it is the highest score
 # that still sends this share of the validation split's harmful examples on.
 MIN_ESCALATED_RECALL = 0.99
+
+
+class IntentConfig(BaseModel):
+    """The second stage's size: what one pass costs grows with layers x tokens."""
+
+    layers: int = Field(default=6, ge=1, le=6)  # MiniLM's bottom layers kept (it has six)
+    max_tokens: int = Field(default=128, gt=2)  # [CLS] + the span's last tokens + [SEP]
+    epochs: int = Field(default=3, ge=1)
 
 
 class CascadeMetrics(BaseModel):
@@ -56,8 +62,7 @@ class IntentReport(BaseModel):
     version: str
     threshold: float
     escalate_at: float
-    max_tokens: int
-    epochs: int
+    config: IntentConfig
     sizes: dict[str, int]
     validation: CascadeMetrics
     test: CascadeMetrics
@@ -68,7 +73,9 @@ def neutral_conversation(item: LabelledConversation) -> ConversationText:
     return ConversationText.of_dicts([m.model_dump() for m in item.messages]).map(neutralise_idioms)
 
 
-def _fine_tune(encoder: IntentEncoder, texts: list[str], labels: np.ndarray, seed: int, progress: Progress) -> object:
+def _fine_tune(
+    encoder: IntentEncoder, texts: list[str], labels: np.ndarray, config: IntentConfig, seed: int, progress: Progress
+) -> object:
     import torch
     from transformers import AutoModel
 
@@ -76,8 +83,10 @@ def _fine_tune(encoder: IntentEncoder, texts: list[str], labels: np.ndarray, see
 
     torch.manual_seed(seed)
     base = AutoModel.from_pretrained(minilm_dir())
+    base.encoder.layer = base.encoder.layer[: config.layers]
+    base.config.num_hidden_layers = config.layers
     net = IntentNet(base, len(CLASSIFIER_LABELS))
-    steps = EPOCHS * ((len(texts) + BATCH - 1) // BATCH)
+    steps = config.epochs * ((len(texts) + BATCH - 1) // BATCH)
     probe = list(net.categories.parameters())
     tuned = [p for p in net.parameters() if all(p is not q for q in probe)]
     groups = [{"params": tuned, "lr": LEARNING_RATE}, {"params": probe, "lr": PROBE_LEARNING_RATE}]
@@ -92,7 +101,7 @@ def _fine_tune(encoder: IntentEncoder, texts: list[str], labels: np.ndarray, see
     task = progress.add_task("fine-tuning MiniLM", total=steps)
     rng = np.random.default_rng(seed)
     net.train()
-    for _ in range(EPOCHS):
+    for _ in range(config.epochs):
         order = rng.permutation(len(texts))
         for start in range(0, len(order), BATCH):
             rows = order[start : start + BATCH]
@@ -168,27 +177,29 @@ def train_intent(
     *,
     seed: int,
     console: Console,
+    config: IntentConfig | None = None,
 ) -> IntentReport:
     """Fine-tune on `splits[0]`, choose thresholds on `splits[1]`, report `splits[1]` and the held-out `splits[2]`."""
     import torch
 
+    config = config or IntentConfig()
     fast = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), None)
     conversations = [[neutral_conversation(item) for item in part] for part in splits]
     labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits]
-    encoder = IntentEncoder.load(out_dir, MAX_TOKENS)
+    encoder = IntentEncoder.load(out_dir, config.max_tokens)
     with Progress(console=console, transient=True) as progress:
-        net = _fine_tune(encoder, [c.whole for c in conversations[0]], labels[0], seed, progress)
+        net = _fine_tune(encoder, [c.whole for c in conversations[0]], labels[0], config, seed, progress)
         version = _export_int8(net, encoder, out_dir)
     placeholder = IntentMeta(
-        labels=list(CLASSIFIER_LABELS), max_tokens=MAX_TOKENS, threshold=1.0, escalate_at=0.0, version=version
+        labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, threshold=1.0, escalate_at=0.0, version=version
     )
     (out_dir / INTENT_META_FILE).write_text(placeholder.model_dump_json(indent=2) + "\n")
     shipped = IntentModel.load(out_dir, threads=torch.get_num_threads())
     cascade = SafetyClassifier(fast.table, fast.head, shipped)
     first = [np.asarray([cascade.fast(c).score for c in part]) for part in conversations[1:]]
-    second = [np.asarray([cascade.intent_score(c) for c in part]) for part in conversations[1:]]
-    harmful_val = labels[1] != 0
-    escalate_at = _escalate_at(first[0], harmful_val)
+    escalate_at = _escalate_at(first[0], labels[1] != 0)
+    # What the second stage reads depends on escalate_at (only the regions the first stage is unsure of).
+    second = [np.asarray([cascade.intent_score(c, escalate_at) for c in part]) for part in conversations[1:]]
     gated = np.where(first[0] >= escalate_at, second[0], 0.0)
     threshold = choose_threshold(gated, labels[1])
     meta = placeholder.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
@@ -197,8 +208,7 @@ def train_intent(
         version=version,
         threshold=threshold,
         escalate_at=escalate_at,
-        max_tokens=MAX_TOKENS,
-        epochs=EPOCHS,
+        config=config,
         sizes={name: len(part) for name, part in zip(("train", "validation", "test"), splits, strict=True)},
         validation=_measure(first[0], second[0], labels[1], escalate_at, threshold),
         test=_measure(first[1], second[1], labels[2], escalate_at, threshold),

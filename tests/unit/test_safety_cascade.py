@@ -25,6 +25,7 @@ class _CountingIntent:
     def __init__(self, model: IntentModel) -> None:
         self.model = model
         self.meta = model.meta
+        self.encoder = model.encoder
         self.calls: list[list[str]] = []
 
     def judge(self, texts: list[str]) -> list[IntentVerdict]:
@@ -88,13 +89,27 @@ def test_a_request_buried_in_a_long_context_is_read_in_its_window(
     counted: tuple[SafetyClassifier, _CountingIntent],
 ) -> None:
     classifier, intent = counted
-    before, after = TRAVEL * 6, TRAVEL * 6
-    conversation = _one_turn(before + BURIED + " " + after)
-    score = classifier.fast(conversation)
-    assert any(BURIED[:40] in span for span in score.spans[1:]), "the worst window is handed to the second stage"
+    conversation = _one_turn(TRAVEL * 6 + BURIED + " " + TRAVEL * 6)
+    score = classifier.fast(conversation, intent.meta.escalate_at)
+    assert any(BURIED[:40] in span for span in score.spans), "the worst window is handed to the second stage"
     verdict = classifier.judge(conversation)
     assert verdict.flagged and verdict.stage == "intent"
-    assert len(intent.calls) == 1 and len(intent.calls[0]) == len(score.spans)
+    assert intent.calls == [score.spans]
+
+
+def test_the_second_stage_reads_only_what_the_first_is_unsure_of() -> None:
+    """Escalation is per region: the conversation's end is read only if the first stage is unsure of the whole, the
+    worst window only if it is unsure of that window, and nothing when it clears both."""
+    classifier = shipped_classifier()
+    conversation = _one_turn(TRAVEL * 6 + BURIED + " " + TRAVEL * 6)
+    rows = classifier.head.harmful_probability(classifier.features(conversation))
+    whole, worst = float(rows[0]), float(rows.max())
+    assert worst > whole, "the buried request is the worst region, worse than the conversation as a whole"
+    everything = classifier.fast(conversation, 0.0).spans
+    assert everything[0] == conversation.whole and len(everything) == 2
+    window_only = classifier.fast(conversation, (whole + worst) / 2).spans
+    assert window_only == everything[1:] and BURIED[:40] in window_only[0]
+    assert classifier.fast(conversation, worst + 1e-6).spans == []
 
 
 def test_the_encoder_keeps_the_end_of_a_long_span() -> None:

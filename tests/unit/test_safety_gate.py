@@ -12,11 +12,6 @@ from functions.safety.prefilter import PreFilter
 from shared.schemas import ChatMessage
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (issue 5 open): the shipped cascade blocks every smoke adversarial item but refuses ben-041 "
-    "(mental health); strict, so this fails the suite as soon as a model passes and the marker must go",
-)
 def test_the_golden_smoke_subset_passes() -> None:
     report = evaluate(PreFilter(shipped_classifier()), smoke=True)
     assert report.missed == [] and report.refused == [], (report.missed, report.refused)
