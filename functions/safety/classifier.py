@@ -29,7 +29,7 @@ class ClassifierVerdict(BaseModel):
 @dataclass(frozen=True)
 class FastScore:
     score: float  # the first stage's P(harmful) on its most harmful row
-    spans: list[str]  # what the second stage reads: the conversation (each view), and the worst window if any
+    spans: list[str]  # what the second stage must read (the regions scored >= escalate_at); empty: let through
 
 
 class SafetyClassifier:

@@ -16,8 +16,9 @@ DATA_DIR = Path(__file__).parent / "data"
 # answer-shaped text ("Sure, here's how...") that the output filter reads; h is benign markup, code and odd text
 # (pasted HTML, stack traces, shell commands that "kill" processes) and short direct harmful asks, some behind markup;
 # i is multi-turn mental-health support (grief, therapy, recovery, a friend at risk) and the self-harm asks it must
-# still tell apart.
-TRAINING_FILES = tuple(f"train_{part}.jsonl" for part in "abcdefghi")
+# still tell apart; j is system prompts (personas, house rules, session ids, retrieved context, long and repeated) as
+# whole conversations and as the windows the first stage hands on, and limitless-persona system prompts.
+TRAINING_FILES = tuple(f"train_{part}.jsonl" for part in "abcdefghij")
 GOLDEN_ADVERSARIAL = "golden_adversarial.jsonl"
 GOLDEN_BENIGN = "golden_benign.jsonl"
 
