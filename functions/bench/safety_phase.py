@@ -82,7 +82,7 @@ def safety_phase(runs: int, progress: Progress) -> SafetyStats:
     pieces = [answer[i : i + CHUNK_CHARS] for i in range(0, len(answer), CHUNK_CHARS)]
     per_chunk: list[float] = []
     for _ in range(max(1, runs // len(pieces))):
-        guard = StreamGuard(classifier, None)
+        guard = StreamGuard(None)
         per_chunk += _time_chunks(guard, pieces)
     cases.append(_cost("post-filter, per streamed chunk (400-char window)", 0, per_chunk))
     progress.advance(task)

@@ -105,10 +105,6 @@ class SafetyClassifier:
     def features(self, conversation: ConversationText) -> Features:
         return conversation_features(self.table, conversation, self.head.idf)
 
-    def judge_text(self, text: str, *, escalate_at: float, block_at: float) -> ClassifierVerdict:
-        """A span of generated text, judged as a turn on its own."""
-        return self.judge(ConversationText(turns=[text], last=text), escalate_at=escalate_at, block_at=block_at)
-
 
 @cache
 def shipped_classifier() -> SafetyClassifier:

@@ -61,7 +61,7 @@ class SafetyPipeline:
 
     def guard(self, caller: Caller) -> StreamGuard:
         policy = safety_for(caller.tenant.tier, caller.tenant.safety)
-        return StreamGuard(self.prefilter.classifier, self.pii if policy.block_outbound_pii else None)
+        return StreamGuard(self.pii if policy.block_outbound_pii else None)
 
     async def halted(self, finding: SafetyFinding, caller: Caller, request_id: str, model: str) -> None:
         self.metrics.safety_halts.labels(finding.layer.value, finding.detector.value, finding.category).inc()

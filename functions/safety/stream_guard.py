@@ -3,7 +3,6 @@ phrase split across chunks is still caught; the caller halts the stream on the f
 
 from __future__ import annotations
 
-from functions.safety.classifier import SafetyClassifier
 from functions.safety.findings import SafetyFinding
 from functions.safety.pii import PiiDetector
 from functions.safety.rules import first_output_deny
@@ -13,19 +12,16 @@ from shared.storage.safety_audit import SafetyDetector, SafetyLayer
 WINDOW_CHARS = 400
 # A whole (non-streamed) answer is judged in steps of this many characters, as if it had streamed.
 SCAN_STEP_CHARS = 100
-# The classifier was trained on requests: generated text only gets the second stage's pass when the first stage is
-# very sure, and only halts when the second is too.
-OUTPUT_ESCALATE_AT = 0.9
-MIN_OUTPUT_SCORE = 0.9
+# The request classifier is not run on generated text: trained on requests, it scores fragments of ordinary answers
+# as harmful ("Growkingdomz, a highly rated seed company, sells her" read as sexual/minors at 0.996 by both stages),
+# so on output it halted harmless answers. The output rules name recipes, not topics.
 
 
 class StreamGuard:
     """One per stream. `check(delta)` before a chunk is forwarded: a finding means do not send it, halt."""
 
-    def __init__(self, classifier: SafetyClassifier, pii: PiiDetector | None) -> None:
-        self.classifier = classifier
+    def __init__(self, pii: PiiDetector | None) -> None:
         self.pii = pii  # set when the tenant blocks outbound PII
-        self.threshold = max(classifier.threshold, MIN_OUTPUT_SCORE)
         self._accepted = ""
 
     def check(self, delta: str) -> SafetyFinding | None:
@@ -50,9 +46,6 @@ class StreamGuard:
             return self._finding(SafetyDetector.PII, str(kind), 1.0, window)
         if (hit := first_output_deny(window)) is not None:
             return self._finding(SafetyDetector.RULES, hit.category.value, 1.0, window, hit.rule)
-        verdict = self.classifier.judge_text(window, escalate_at=OUTPUT_ESCALATE_AT, block_at=self.threshold)
-        if verdict.flagged:
-            return self._finding(SafetyDetector.CLASSIFIER, verdict.category, verdict.score, window)
         return None
 
     @staticmethod

@@ -123,5 +123,6 @@ def test_a_content_filter_halt_is_shown(page: Any, harmful: Gateway) -> None:
     composer.fill("Tell me about plumbing supplies")
     composer.press("Enter")
     assert wait_status(page, ("filtered",), timeout_ms=30_000) == "filtered"
-    assert "pipe bomb" not in assistant(page).inner_text()
+    # Halted before the recipe: its first ingredient never reaches the screen.
+    assert "steel pipe" not in assistant(page).inner_text()
     screenshot(page, "13-content-filter")
