@@ -204,4 +204,4 @@ def test_a_halted_answer_is_stored_with_finish_reason_content_filter(gateway_for
         chunks = list(stream)
         conversation_id = chunks[-1].model_extra["conversation"]["id"]
         answer = _conversation(gateway, conversation_id)["messages"][-1]
-        assert answer["finish_reason"] == "content_filter" and "pipe bomb" not in answer["content"]
+        assert answer["finish_reason"] == "content_filter" and "steel pipe" not in answer["content"]
