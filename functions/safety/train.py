@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from functions.safety.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.conversation_text import ConversationText
 from functions.safety.distill import distil_vectors, reduce, write_table
@@ -36,15 +37,8 @@ TABLE_DIMS = 256
 HIDDEN = 128
 
 
-class SplitMetrics(BaseModel):
-    examples: int
-    harmful: int
-    benign: int
-    precision: float  # of "block", harmful vs benign
-    recall: float
-    false_positive_rate: float  # benign blocked
+class SplitMetrics(BlockMetrics):
     category_accuracy: float  # blocked harmful examples given their own category
-    recall_by_category: dict[str, float]
 
 
 class TrainingReport(BaseModel):
@@ -147,23 +141,12 @@ def fit_scorer(train: Features, y: np.ndarray, val: Features, y_val: np.ndarray)
 
 
 def measure(head: ClassifierHead, features: Features, y: np.ndarray, threshold: float) -> SplitMetrics:
-    scores = head.harmful_probability(features)
-    blocked = scores >= threshold
-    harmful = y != 0
-    caught = blocked & harmful
+    blocked = head.harmful_probability(features) >= threshold
+    caught = blocked & (y != 0)
     predicted = head.category_probabilities(features.dense)[:, 1:].argmax(axis=1) + 1
-    recall_by = {
-        CLASSIFIER_LABELS[c]: float(blocked[y == c].mean()) for c in range(1, len(CLASSIFIER_LABELS)) if (y == c).any()
-    }
     return SplitMetrics(
-        examples=int(y.size),
-        harmful=int(harmful.sum()),
-        benign=int((~harmful).sum()),
-        precision=float(caught.sum() / max(blocked.sum(), 1)),
-        recall=float(caught.sum() / max(harmful.sum(), 1)),
-        false_positive_rate=float((blocked & ~harmful).sum() / max((~harmful).sum(), 1)),
+        **block_metrics(blocked, y),
         category_accuracy=float((predicted[caught] == y[caught]).mean()) if caught.any() else 0.0,
-        recall_by_category=recall_by,
     )
 
 
@@ -229,20 +212,11 @@ def train(
 
 
 def _table(report: TrainingReport) -> Table:
-    table = Table(title=f"safety classifier {report.head_version}, threshold {report.threshold:.3f}")
-    table.add_column("split")
-    for column in ("n", "precision", "recall", "benign blocked", "category acc."):
-        table.add_column(column, justify="right")
-    for name, m in (("validation", report.validation), ("test (held out)", report.test)):
-        table.add_row(
-            name,
-            str(m.examples),
-            f"{m.precision:.1%}",
-            f"{m.recall:.1%}",
-            f"{m.false_positive_rate:.1%}",
-            f"{m.category_accuracy:.1%}",
-        )
-    return table
+    return metrics_table(
+        f"safety classifier {report.head_version}, threshold {report.threshold:.3f}",
+        {"validation": report.validation, "test (held out)": report.test},
+        ("category acc.", lambda m: m.category_accuracy),
+    )
 
 
 if __name__ == "__main__":

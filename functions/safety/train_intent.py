@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from functions.safety.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier import SafetyClassifier
 from functions.safety.conversation_text import ConversationText
@@ -47,15 +48,8 @@ class IntentConfig(BaseModel):
     epochs: int = Field(default=3, ge=1)
 
 
-class CascadeMetrics(BaseModel):
-    examples: int
-    harmful: int
-    benign: int
-    precision: float
-    recall: float
-    false_positive_rate: float
+class CascadeMetrics(BlockMetrics):
     escalated: float  # share of all examples that needed the second stage
-    recall_by_category: dict[str, float]
 
 
 class IntentReport(BaseModel):
@@ -151,24 +145,9 @@ def _escalate_at(first_stage: np.ndarray, harmful: np.ndarray) -> float:
 def _measure(
     first: np.ndarray, second: np.ndarray, labels: np.ndarray, escalate_at: float, threshold: float
 ) -> CascadeMetrics:
-    harmful = labels != 0
     escalated = first >= escalate_at
     blocked = escalated & (second >= threshold)
-    caught = blocked & harmful
-    return CascadeMetrics(
-        examples=int(labels.size),
-        harmful=int(harmful.sum()),
-        benign=int((~harmful).sum()),
-        precision=float(caught.sum() / max(blocked.sum(), 1)),
-        recall=float(caught.sum() / max(harmful.sum(), 1)),
-        false_positive_rate=float((blocked & ~harmful).sum() / max((~harmful).sum(), 1)),
-        escalated=float(escalated.mean()),
-        recall_by_category={
-            CLASSIFIER_LABELS[c]: float(blocked[labels == c].mean())
-            for c in range(1, len(CLASSIFIER_LABELS))
-            if (labels == c).any()
-        },
-    )
+    return CascadeMetrics(**block_metrics(blocked, labels), escalated=float(escalated.mean()))
 
 
 def train_intent(
@@ -219,20 +198,9 @@ def train_intent(
 
 
 def _table(report: IntentReport) -> Table:
-    table = Table(
-        title=f"safety cascade (intent model {report.version}): escalate at {report.escalate_at:.3f}, "
-        f"block at {report.threshold:.3f}"
+    return metrics_table(
+        f"safety cascade (intent model {report.version}): escalate at {report.escalate_at:.3f}, "
+        f"block at {report.threshold:.3f}",
+        {"validation": report.validation, "test (held out)": report.test},
+        ("escalated", lambda m: m.escalated),
     )
-    table.add_column("split")
-    for column in ("n", "precision", "recall", "benign blocked", "escalated"):
-        table.add_column(column, justify="right")
-    for name, m in (("validation", report.validation), ("test (held out)", report.test)):
-        table.add_row(
-            name,
-            str(m.examples),
-            f"{m.precision:.1%}",
-            f"{m.recall:.1%}",
-            f"{m.false_positive_rate:.1%}",
-            f"{m.escalated:.1%}",
-        )
-    return table
