@@ -186,7 +186,7 @@ def render_markdown(result: BenchResult) -> str:
             "",
         ]
         lines += _table(
-            ["case", "context tokens", "runs", "p50 ms", "p99 ms", "max ms"],
+            ["case", "context tokens", "runs", "p50 ms", "p99 ms", "max ms", "decided by"],
             [
                 [
                     c.case,
@@ -195,6 +195,7 @@ def render_markdown(result: BenchResult) -> str:
                     fmt(c.p50_ms, 2),
                     fmt(c.p99_ms, 2),
                     fmt(c.max_ms, 2),
+                    c.decided_by or "-",
                 ]
                 for c in result.safety.costs
             ],

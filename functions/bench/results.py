@@ -134,6 +134,7 @@ class SafetyCostStats(BaseModel):
     p50_ms: float
     p99_ms: float
     max_ms: float
+    decided_by: str = ""  # which classifier stage decided each conversation ("screen 3, fast 1")
 
 
 class SafetyStats(BaseModel):

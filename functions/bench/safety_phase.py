@@ -1,46 +1,103 @@
-"""Benchmark phase: what the safety pipeline costs. The pre-filter on a ~1,000-token multi-turn context (rules +
-classifier, the whole gate a request waits for) and on a short one, each as the first stage clears it and with the
-second stage forced (what an escalated request waits for), and the post-filter per streamed chunk."""
+"""Benchmark phase: what the safety pipeline costs. The pre-filter (rules + classifier, the whole gate a request
+waits for) on ~1,000-token multi-turn chats on four topics and on short turns: as shipped, with every region
+escalated, and with every region read by both transformer stages (the most an escalated request costs); and the
+post-filter per streamed chunk."""
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 
 from rich.progress import Progress
 
 from functions.bench import stats
 from functions.bench.results import SafetyCostStats, SafetyStats
-from functions.safety.classifier import shipped_classifier
+from functions.safety.classifier import SafetyClassifier, shipped_classifier
+from functions.safety.conversation_text import ConversationText
+from functions.safety.intent_model import SpanModel
 from functions.safety.prefilter import PreFilter
+from functions.safety.rules import neutralise_idioms
 from functions.safety.stream_guard import StreamGuard
 from shared.schemas import ChatMessage
 
 LONG_CONTEXT_TOKENS = 1000
 CHUNK_CHARS = 4  # about one token per streamed chunk
 
-_TURNS = (
-    "I'm planning a two-week trip through Portugal in October with my partner and our eight-year-old. We like "
-    "food markets, easy hikes and trains more than cars.",
-    "Lisbon for four days works well: the tram 28 line, Belém for the tower and the pastries, and a day trip to "
-    "Sintra by train. Then Porto by train for three days, with the Ribeira and a port cellar.",
-    "What would you suggest for the Douro valley without a car, and is the train along the river worth it with a "
-    "child? Also how warm is the sea in the Algarve in late October?",
-    "The Douro line from Porto to Pinhão takes about two and a half hours and follows the river for most of the "
-    "way; boats run from Pinhão. The sea in the Algarve is about 19 to 20 degrees in late October.",
-)
+# Benign multi-turn chats (user and assistant turns, repeated to the context size), on the topics people bring.
+_CHATS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "travel": (
+        "You are a helpful travel assistant.",
+        (
+            "I'm planning a two-week trip through Portugal in October with my partner and our eight-year-old. We "
+            "like food markets, easy hikes and trains more than cars.",
+            "Lisbon for four days works well: the tram 28 line, Belém for the tower and the pastries, and a day trip "
+            "to Sintra by train. Then Porto by train for three days, with the Ribeira and a port cellar.",
+            "What would you suggest for the Douro valley without a car, and is the train along the river worth it "
+            "with a child? Also how warm is the sea in the Algarve in late October?",
+            "The Douro line from Porto to Pinhão takes about two and a half hours and follows the river for most of "
+            "the way; boats run from Pinhão. The sea in the Algarve is about 19 to 20 degrees in late October.",
+        ),
+    ),
+    "code": (
+        "You are a senior Python engineer who reviews code and explains trade-offs.",
+        (
+            "Our FastAPI service times out when a client uploads a large CSV: we read the whole file, parse it with "
+            "pandas and write every row to Postgres in one transaction. How should we restructure it?",
+            "Stream the upload instead of reading it whole, parse it in chunks of a few thousand rows, and write "
+            "each chunk with COPY rather than INSERT. Return 202 with a job id and do the import in a worker.",
+            "If the worker crashes halfway, how do we avoid importing the same rows twice when it restarts? We "
+            "cannot change the CSV format, and some files have no natural key.",
+            "Record the byte offset of the last committed chunk in the job row inside the same transaction as the "
+            "chunk. On restart, seek to that offset. Without a natural key, hash each row with its line number.",
+        ),
+    ),
+    "health": (
+        "You are a careful medical information assistant. You are not a doctor and say when to see one.",
+        (
+            "My father is 74 and was just prescribed warfarin after a stroke. He also takes ibuprofen for his knee "
+            "and drinks green tea every day. What should we watch for?",
+            "Ibuprofen with warfarin raises the risk of bleeding, so ask his doctor about paracetamol instead. Large "
+            "changes in vitamin K intake affect warfarin, so keep his diet steady. Watch for unusual bruising.",
+            "How often will he need blood tests, and what does the INR number mean? He gets confused by the changing "
+            "doses and I want to help him keep track of them.",
+            "INR measures how long his blood takes to clot; most people on warfarin aim for 2 to 3. Tests are often "
+            "weekly at first, then monthly once stable. A pill box and a written dose calendar help a lot.",
+        ),
+    ),
+    "cooking": (
+        "You are a friendly cooking assistant.",
+        (
+            "I'm hosting eight people on Saturday, two are vegetarian and one can't eat gluten. I'd like one main "
+            "dish everyone can share, plus sides, and I only have one oven.",
+            "A big tray of roasted vegetable and chickpea tagine works for everyone: serve it with rice instead of "
+            "couscous for the gluten-free guest. Add a yogurt and herb sauce and a crisp fennel salad.",
+            "Can I make the tagine the day before, and how do I keep the rice from going mushy if I cook it early? "
+            "Also what dessert could I make ahead that is gluten free?",
+            "The tagine tastes better the next day; reheat it gently with a splash of water. Cook the rice just "
+            "before serving, or spread it on a tray to cool fast. A flourless chocolate cake keeps well for two days.",
+        ),
+    ),
+}
 
 
-def long_conversation(tokens: int = LONG_CONTEXT_TOKENS) -> list[ChatMessage]:
+def long_conversation(tokens: int = LONG_CONTEXT_TOKENS, topic: str = "travel") -> list[ChatMessage]:
     """A benign multi-turn chat of about `tokens` MiniLM tokens (the classifier's own count)."""
     table = shipped_classifier().table
-    messages = [ChatMessage(role="system", content="You are a helpful travel assistant.")]
+    system, turns = _CHATS[topic]
+    messages = [ChatMessage(role="system", content=system)]
     while sum(table.ids(m.text()).size for m in messages) < tokens:
-        turn = _TURNS[(len(messages) - 1) % len(_TURNS)]
+        turn = turns[(len(messages) - 1) % len(turns)]
         messages.append(ChatMessage(role="user" if len(messages) % 2 else "assistant", content=turn))
     if messages[-1].role != "user":
-        messages.append(ChatMessage(role="user", content=_TURNS[2]))
+        messages.append(ChatMessage(role="user", content=turns[2]))
     return messages
+
+
+def neutral(chat: list[ChatMessage]) -> ConversationText:
+    """What the classifier judges of a chat (as the pre-filter hands it on)."""
+    return ConversationText.of(chat).map(neutralise_idioms)
 
 
 def _time(fn: Callable[[], object], runs: int) -> list[float]:
@@ -53,7 +110,7 @@ def _time(fn: Callable[[], object], runs: int) -> list[float]:
     return timings
 
 
-def _cost(label: str, tokens: int, timings: list[float]) -> SafetyCostStats:
+def _cost(label: str, tokens: int, timings: list[float], decided_by: str = "") -> SafetyCostStats:
     return SafetyCostStats(
         case=label,
         context_tokens=tokens,
@@ -61,24 +118,48 @@ def _cost(label: str, tokens: int, timings: list[float]) -> SafetyCostStats:
         p50_ms=stats.percentile(timings, 50) or 0.0,
         p99_ms=stats.percentile(timings, 99) or 0.0,
         max_ms=max(timings),
+        decided_by=decided_by,
     )
 
 
+def _gates(classifier: SafetyClassifier) -> list[tuple[str, PreFilter]]:
+    """The pre-filter as shipped, with every region escalated (the screen decides), and with every region read by
+    both the screen and the second stage (the most an escalated request can cost)."""
+    gates = [("", PreFilter(classifier)), (", every region escalated", PreFilter(classifier, escalate_at=0.0))]
+    if classifier.screen is not None:
+        screen = classifier.screen
+        unsure = SpanModel(screen.session, screen.encoder, screen.meta.model_copy(update={"clear_below": 0.0}))
+        worst = SafetyClassifier(classifier.table, classifier.head, classifier.intent, unsure)
+        gates.append((", screen and second stage both read", PreFilter(worst, escalate_at=0.0)))
+    return gates
+
+
+def _decided_by(gate: PreFilter, chats: list[list[ChatMessage]]) -> str:
+    """Which stage decided each chat ("screen 3, fast 1")."""
+    stages = Counter(gate.classifier.judge(neutral(chat), escalate_at=gate.escalate_at).stage for chat in chats)
+    return ", ".join(f"{stage} {n}" for stage, n in stages.most_common())
+
+
 def safety_phase(runs: int, progress: Progress) -> SafetyStats:
-    task = progress.add_task("safety pre/post-filter cost", total=5)
     classifier = shipped_classifier()
-    prefilter = PreFilter(classifier)
-    escalated = PreFilter(classifier, escalate_at=0.0)
+    gates = _gates(classifier)
+    task = progress.add_task("safety pre/post-filter cost", total=2 * len(gates) + 1)
     table = classifier.table
-    long_chat = long_conversation()
-    short_chat = [ChatMessage(role="user", content=_TURNS[0])]
+    long_chats = [long_conversation(topic=topic) for topic in _CHATS]
+    short_chats = [[ChatMessage(role="user", content=turns[0])] for _, turns in _CHATS.values()]
     cases = []
-    for label, chat in (("multi-turn context", long_chat), ("one short turn", short_chat)):
-        tokens = sum(table.ids(m.text()).size for m in chat)
-        for gate, how in ((prefilter, ""), (escalated, ", second stage forced")):
-            cases.append(_cost(f"pre-filter, {label}{how}", tokens, _time(lambda g=gate, c=chat: g.check(c), runs)))
+    for label, chats in (
+        (f"multi-turn context ({len(long_chats)} chats)", long_chats),
+        ("one short turn", short_chats),
+    ):
+        tokens = round(statistics.mean(sum(table.ids(m.text()).size for m in chat) for chat in chats))
+        for how, gate in gates:
+            timings = [
+                t for chat in chats for t in _time(lambda g=gate, c=chat: g.check(c), max(runs // len(chats), 10))
+            ]
+            cases.append(_cost(f"pre-filter, {label}{how}", tokens, timings, _decided_by(gate, chats)))
             progress.advance(task)
-    answer = " ".join(_TURNS[1::2]) * 3
+    answer = " ".join(turns[1] + " " + turns[3] for _, turns in _CHATS.values())
     pieces = [answer[i : i + CHUNK_CHARS] for i in range(0, len(answer), CHUNK_CHARS)]
     per_chunk: list[float] = []
     for _ in range(max(1, runs // len(pieces))):
@@ -86,7 +167,7 @@ def safety_phase(runs: int, progress: Progress) -> SafetyStats:
         per_chunk += _time_chunks(guard, pieces)
     cases.append(_cost("post-filter, per streamed chunk (400-char window)", 0, per_chunk))
     progress.advance(task)
-    return SafetyStats(policy_version=prefilter.policy_version, costs=cases)
+    return SafetyStats(policy_version=gates[0][1].policy_version, costs=cases)
 
 
 def _time_chunks(guard: StreamGuard, pieces: list[str]) -> list[float]:

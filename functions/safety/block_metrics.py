@@ -44,14 +44,13 @@ def block_metrics(blocked: np.ndarray, labels: np.ndarray) -> dict[str, object]:
 M = TypeVar("M", bound="BlockMetrics")
 
 
-def metrics_table(title: str, splits: dict[str, M], extra: tuple[str, Callable[[M], float]]) -> Table:
-    """One row per split: n, precision, recall, benign blocked and one stage-specific rate."""
-    heading, value = extra
+def metrics_table(title: str, splits: dict[str, M], *extra: tuple[str, Callable[[M], float]]) -> Table:
+    """One row per split: n, precision, recall, benign blocked and the stage-specific rates in `extra`."""
     table = Table(title=title)
     table.add_column("split")
-    for column in ("n", "precision", "recall", "benign blocked", heading):
+    for column in ("n", "precision", "recall", "benign blocked", *(heading for heading, _ in extra)):
         table.add_column(column, justify="right")
     for name, m in splits.items():
-        rates = (m.precision, m.recall, m.false_positive_rate, value(m))
+        rates = (m.precision, m.recall, m.false_positive_rate, *(value(m) for _, value in extra))
         table.add_row(name, str(m.examples), *(f"{rate:.1%}" for rate in rates))
     return table

@@ -18,6 +18,7 @@ from functions.safety.labelled_data import DATA_DIR, GoldenAdversarial, GoldenBe
 from functions.safety.prefilter import PreFilter
 from functions.safety.token_table import MODEL_DIR
 from functions.safety.train_intent import INTENT_METRICS_FILE
+from functions.safety.train_screen import SCREEN_METRICS_FILE
 from shared.schemas import ChatMessage
 
 MIN_BLOCK_RATE = 0.95
@@ -103,8 +104,7 @@ def evaluate(
             timings.append(elapsed)
             if progress is not None and task is not None:
                 progress.advance(task)
-    metrics_path = MODEL_DIR / INTENT_METRICS_FILE
-    held_out = json.loads(metrics_path.read_text())["test"] if metrics_path.exists() else None
+    held_out = _held_out_metrics()
     blocked_harmful = sum(r.blocked for r in harmful_results)
     refused_benign = sum(r.blocked for r in benign_results)
     return SafetyEvalReport(
@@ -122,6 +122,14 @@ def evaluate(
         check_ms_p50=round(statistics.median(timings), 3) if timings else 0.0,
         classifier_held_out=held_out,
     )
+
+
+def _held_out_metrics() -> dict[str, object] | None:
+    """The test-split metrics of the cascade as shipped: measured with the screen where one was trained."""
+    for name in (SCREEN_METRICS_FILE, INTENT_METRICS_FILE):
+        if (MODEL_DIR / name).exists():
+            return json.loads((MODEL_DIR / name).read_text())["test"]
+    return None
 
 
 def render(report: SafetyEvalReport, console: Console) -> None:

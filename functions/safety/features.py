@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from functions.safety.conversation_text import ConversationText
-from functions.safety.ngrams import sparse_row
+from functions.safety.ngrams import sparse_rows
 from functions.safety.token_table import TokenTable
 
 WINDOW_TOKENS = 64
@@ -20,29 +20,46 @@ LAST_TURN_TOKENS = 256
 SparseRow = tuple[np.ndarray, np.ndarray]
 
 
+@dataclass(frozen=True)
+class Span:
+    """One row's region of the conversation: the whole, or a window."""
+
+    text: str
+    ids: np.ndarray  # its MiniLM token ids (the later stages read these, not the text tokenized again)
+    to_end: int  # tokens from its start to the end of the conversation
+
+
 @dataclass
 class Features:
     dense: np.ndarray  # [rows, 2 x table.dim]
     sparse: list[SparseRow]  # one per row
-    spans: list[str]  # each row's text: the whole conversation, then each window
-    to_end: list[int]  # tokens from each row's start to the end of the conversation
+    spans: list[Span]  # one per row: the whole conversation, then each window
 
 
 def conversation_features(table: TokenTable, conversation: ConversationText, idf: np.ndarray) -> Features:
     whole = conversation.whole
     ids, offsets = table.encode(whole)
-    last_ids = table.ids(conversation.last)[-LAST_TURN_TOKENS:] if conversation.last else ids[-LAST_TURN_TOKENS:]
-    dense = [np.concatenate([table.embed_ids(ids), table.embed_ids(last_ids)])]
-    sparse = [sparse_row(ids, whole, idf)]
-    spans = [whole]
-    to_end = [int(ids.size)]
+    dense = [np.concatenate([table.embed_ids(ids), table.embed_ids(_last_turn_ids(table, conversation, offsets, ids))])]
+    spans = [Span(whole, ids, int(ids.size))]
     if ids.size > WINDOW_TOKENS:
         starts = [*range(0, ids.size - WINDOW_TOKENS, WINDOW_STRIDE), ids.size - WINDOW_TOKENS]
         for window, start in zip(table.embed_windows(ids, WINDOW_TOKENS, WINDOW_STRIDE), starts, strict=True):
             end = start + WINDOW_TOKENS
             text = whole[offsets[start][0] : offsets[end - 1][1]]
             dense.append(np.concatenate([window, window]))
-            sparse.append(sparse_row(ids[start:end], text, idf))
-            spans.append(text)
-            to_end.append(int(ids.size) - start)
-    return Features(np.stack(dense), sparse, spans, to_end)
+            spans.append(Span(text, ids[start:end], int(ids.size) - start))
+    return Features(np.stack(dense), sparse_rows([(s.ids, s.text) for s in spans], idf), spans)
+
+
+def _last_turn_ids(
+    table: TokenTable, conversation: ConversationText, offsets: list[tuple[int, int]], ids: np.ndarray
+) -> np.ndarray:
+    """The latest user turn's last tokens: sliced from the whole's when it is the final turn (turns are joined on a
+    newline, where the tokenizer splits anyway), tokenized on its own otherwise."""
+    if not conversation.last:
+        return ids[-LAST_TURN_TOKENS:]
+    if conversation.turns and conversation.turns[-1] == conversation.last:
+        start = len(conversation.whole) - len(conversation.last)
+        first = next((i for i in range(len(offsets) - 1, -1, -1) if offsets[i][0] < start), -1) + 1
+        return ids[first:][-LAST_TURN_TOKENS:]
+    return table.ids(conversation.last)[-LAST_TURN_TOKENS:]

@@ -1,12 +1,17 @@
-"""The classifier's second stage: all-MiniLM-L6-v2 fine-tuned on the labelled set, int8, run by ONNX Runtime.
+"""The classifier's transformer stages: all-MiniLM-L6-v2 fine-tuned on the labelled set (its bottom layers, on a
+span's last tokens), int8, run by ONNX Runtime. Two ship: the screen (2 layers, 64 tokens) and the second stage
+(6 layers, 128 tokens).
 
-It reads a span in context (word order, negation, who asks for what), which the first stage's bag of token vectors
-cannot; it costs a transformer pass, so it only runs on what the first stage finds uncertain (`classifier.py`)."""
+They read a span in context (word order, negation, who asks for what), which the first stage's bag of token vectors
+cannot; each costs a transformer pass, so they only run on what the first stage finds uncertain (`classifier.py`)."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -14,17 +19,29 @@ from tokenizers import Tokenizer
 
 from functions.safety.token_table import MODEL_DIR, TOKENIZER_FILE
 
-INTENT_FILE = "intent.onnx"
-INTENT_META_FILE = "intent.json"
+INTENT = "intent"  # the second stage: intent.onnx + intent.json
+SCREEN = "screen"  # the screen: screen.onnx + screen.json
+PASS_THREADS = 2  # the most cores one transformer pass uses
 
 
-class IntentMeta(BaseModel):
+class SpanModelMeta(BaseModel):
     labels: list[str]  # the category output's order; labels[0] is "benign"
     max_tokens: int = Field(gt=2)  # [CLS] + the span's last tokens + [SEP]
+    version: str  # content hash of the exported model
+
+
+class IntentMeta(SpanModelMeta):
     threshold: float = Field(ge=0.0, le=1.0)  # block when P(harmful) >= threshold
     # The first stage's score from which a request is worth this stage's pass (below it: let through).
     escalate_at: float = Field(ge=0.0, le=1.0)
-    version: str  # content hash of the exported model
+
+
+class ScreenMeta(SpanModelMeta):
+    # A span the screen scores below this is let through; the second stage reads the rest.
+    clear_below: float = Field(ge=0.0, le=1.0)
+
+
+MetaT = TypeVar("MetaT", bound=SpanModelMeta)
 
 
 class IntentVerdict(BaseModel):
@@ -54,44 +71,86 @@ class IntentEncoder:
         return self.max_tokens - 2
 
     def ids(self, text: str) -> list[int]:
-        body = self.tokenizer.encode(text, add_special_tokens=False).ids[-self.body_tokens :]
-        return [self.cls, *body, self.sep]
+        return self.wrap(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def wrap(self, tokens: Sequence[int]) -> list[int]:
+        """[CLS] + the last body_tokens of `tokens` + [SEP]."""
+        return [self.cls, *np.asarray(tokens[-self.body_tokens :]).tolist(), self.sep]
 
     def batch(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(input_ids, attention_mask), right-padded with 0 to the longest."""
-        rows = [self.ids(t) for t in texts]
-        width = max(len(r) for r in rows)
-        ids = np.zeros((len(rows), width), np.int64)
-        mask = np.zeros((len(rows), width), np.int64)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = row
-            mask[i, : len(row)] = 1
-        return ids, mask
+        return pad([self.ids(t) for t in texts])
 
 
-class IntentModel:
-    def __init__(self, session: object, encoder: IntentEncoder, meta: IntentMeta) -> None:
+def pad(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(input_ids, attention_mask) of token rows, right-padded with 0 to the longest."""
+    width = max(len(r) for r in rows)
+    ids = np.zeros((len(rows), width), np.int64)
+    mask = np.zeros((len(rows), width), np.int64)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask
+
+
+class SpanModel(Generic[MetaT]):
+    """One exported transformer stage: spans -> P(harmful) and the most likely category."""
+
+    def __init__(self, session: object, encoder: IntentEncoder, meta: MetaT) -> None:
         self.session = session
         self.encoder = encoder
         self.meta = meta
 
     @classmethod
-    def load(cls, directory: Path = MODEL_DIR, *, threads: int = 1) -> IntentModel:
+    def load(
+        cls, meta_type: type[MetaT], name: str, directory: Path = MODEL_DIR, *, threads: int | None = None
+    ) -> SpanModel[MetaT]:
         import onnxruntime as ort
 
-        meta = IntentMeta.model_validate(json.loads((directory / INTENT_META_FILE).read_text()))
+        meta = meta_type.model_validate(json.loads((directory / f"{name}.json").read_text()))
         options = ort.SessionOptions()
-        # The gateway runs one check per worker thread; one core per pass keeps concurrent checks from thrashing.
-        options.intra_op_num_threads = threads
+        # One pass uses up to two cores (about 1.7x faster than one, measured here); its threads sleep rather than
+        # spin between passes, so concurrent checks and a CPU engine on the same machine keep their cores.
+        options.intra_op_num_threads = threads or min(PASS_THREADS, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        session = ort.InferenceSession(str(directory / INTENT_FILE), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(directory / f"{name}.onnx"), options, providers=["CPUExecutionProvider"])
         return cls(session, IntentEncoder.load(directory, meta.max_tokens), meta)
 
     def judge(self, texts: list[str]) -> list[IntentVerdict]:
-        """One verdict per span."""
-        ids, mask = self.encoder.batch(texts)
-        harmful, categories = self.session.run(None, {"input_ids": ids, "attention_mask": mask})  # type: ignore[attr-defined]
-        worst = categories[:, 1:].argmax(axis=1) + 1
-        labels = self.meta.labels
-        return [IntentVerdict(score=float(h), category=labels[int(c)]) for h, c in zip(harmful, worst, strict=True)]
+        """One verdict per text."""
+        return self._judge([self.encoder.ids(t) for t in texts])
+
+    def judge_tokens(self, spans: list[np.ndarray]) -> list[IntentVerdict]:
+        """One verdict per span of MiniLM token ids (as the first stage tokenized them)."""
+        return self._judge([self.encoder.wrap(ids) for ids in spans])
+
+    def _judge(self, rows: list[list[int]]) -> list[IntentVerdict]:
+        """Spans of different lengths run as separate passes (padding a short one to a long one costs a pass)."""
+        by_length: dict[int, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_length.setdefault(len(row), []).append(i)
+        verdicts: list[IntentVerdict | None] = [None] * len(rows)
+        for members in by_length.values():
+            ids, mask = pad([rows[i] for i in members])
+            harmful, categories = self.session.run(None, {"input_ids": ids, "attention_mask": mask})  # type: ignore[attr-defined]
+            worst = categories[:, 1:].argmax(axis=1) + 1
+            for i, h, c in zip(members, harmful, worst, strict=True):
+                verdicts[i] = IntentVerdict(score=float(h), category=self.meta.labels[int(c)])
+        return [v for v in verdicts if v is not None]
+
+
+IntentModel = SpanModel[IntentMeta]
+ScreenModel = SpanModel[ScreenMeta]
+
+
+def load_intent(directory: Path = MODEL_DIR, *, threads: int | None = None) -> IntentModel:
+    return SpanModel.load(IntentMeta, INTENT, directory, threads=threads)
+
+
+def load_screen(directory: Path = MODEL_DIR, *, threads: int | None = None) -> ScreenModel | None:
+    """The screen, or None where none was trained (the second stage then reads everything escalated)."""
+    if not (directory / f"{SCREEN}.onnx").exists():
+        return None
+    return SpanModel.load(ScreenMeta, SCREEN, directory, threads=threads)

@@ -26,9 +26,10 @@ class PreFilter:
     def check(self, messages: Sequence[ChatMessage]) -> SafetyFinding | None:
         """The reason to refuse this conversation, or None to let it through."""
         conversation = ConversationText.of(messages)
-        for turn in conversation.turns:
+        neutral = conversation.map(neutralise_idioms)
+        for turn, neutral_turn in zip(conversation.turns, neutral.turns, strict=True):
             plain = deobfuscate(turn)
-            hit = first_deny(turn) or (first_deny(plain) if plain != turn else None)
+            hit = first_deny(neutral_turn, neutralised=True) or (first_deny(plain) if plain != turn else None)
             if hit is not None:
                 return SafetyFinding(
                     layer=SafetyLayer.PRE,
@@ -38,7 +39,7 @@ class PreFilter:
                     rule=hit.rule,
                     excerpt=turn,
                 )
-        verdict = self.classifier.judge(conversation.map(neutralise_idioms), escalate_at=self.escalate_at)
+        verdict = self.classifier.judge(neutral, escalate_at=self.escalate_at)
         if not verdict.flagged:
             return None
         return SafetyFinding(

@@ -212,9 +212,10 @@ def _is_mention(text: str, start: int, end: int) -> bool:
     return is_question and bool(_QUESTION_START.search(text[sentence_start:start] + text[start:end]))
 
 
-def first_deny(text: str) -> RuleHit | None:
-    """The first deny rule that matches `text` (idioms neutralised first), or None."""
-    text = neutralise_idioms(text)
+def first_deny(text: str, *, neutralised: bool = False) -> RuleHit | None:
+    """The first deny rule that matches `text` (idioms neutralised first, unless the caller already did), or None."""
+    if not neutralised:
+        text = neutralise_idioms(text)
     for rule in DENY:
         for match in rule.pattern.finditer(text):
             if not (rule.mention_ok and _is_mention(text, match.start(), match.end())):

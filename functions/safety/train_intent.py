@@ -23,7 +23,7 @@ from functions.safety.classifier import SafetyClassifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.distill import minilm_dir
 from functions.safety.head import ClassifierHead
-from functions.safety.intent_model import INTENT_FILE, INTENT_META_FILE, IntentEncoder, IntentMeta, IntentModel
+from functions.safety.intent_model import INTENT, IntentEncoder, IntentMeta, load_intent
 from functions.safety.labelled_data import LabelledConversation
 from functions.safety.rules import neutralise_idioms
 from functions.safety.thresholds import choose_threshold
@@ -35,6 +35,7 @@ LEARNING_RATE = 5e-5
 # The category head is a linear probe on the (detached) pooled vector: it learns at a linear model's pace.
 PROBE_LEARNING_RATE = 3e-3
 CATEGORY_LOSS_WEIGHT = 0.5
+IGNORED = -100  # a category target that trains nothing (cross_entropy's ignore_index)
 # Requests the first stage scores below `escalate_at` are let through unseen by this stage: it is the highest score
 # that still sends this share of the validation split's harmful examples on.
 MIN_ESCALATED_RECALL = 0.99
@@ -67,9 +68,17 @@ def neutral_conversation(item: LabelledConversation) -> ConversationText:
     return ConversationText.of_dicts([m.model_dump() for m in item.messages]).map(neutralise_idioms)
 
 
-def _fine_tune(
-    encoder: IntentEncoder, texts: list[str], labels: np.ndarray, config: IntentConfig, seed: int, progress: Progress
+def fine_tune(
+    encoder: IntentEncoder,
+    texts: list[str],
+    targets: np.ndarray,
+    categories: np.ndarray,
+    config: IntentConfig,
+    seed: int,
+    progress: Progress,
 ) -> object:
+    """MiniLM's bottom `config.layers` layers tuned to P(harmful) = `targets` (a label or a teacher's probability)
+    per text, with the category probe on `categories` (IGNORED: no category for that text)."""
     import torch
     from transformers import AutoModel
 
@@ -100,10 +109,13 @@ def _fine_tune(
         for start in range(0, len(order), BATCH):
             rows = order[start : start + BATCH]
             ids, mask = encoder.batch([texts[i] for i in rows])
-            harmful, categories = net.logits(torch.from_numpy(ids), torch.from_numpy(mask))
-            target = torch.from_numpy(labels[rows])
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(harmful, (target != 0).float())
-            loss = loss + CATEGORY_LOSS_WEIGHT * torch.nn.functional.cross_entropy(categories, target)
+            harmful, categories_logits = net.logits(torch.from_numpy(ids), torch.from_numpy(mask))
+            target = torch.from_numpy(targets[rows]).float()
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(harmful, target)
+            category = torch.from_numpy(categories[rows])
+            if bool((category != IGNORED).any()):
+                category_loss = torch.nn.functional.cross_entropy(categories_logits, category, ignore_index=IGNORED)
+                loss = loss + CATEGORY_LOSS_WEIGHT * category_loss
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -112,8 +124,8 @@ def _fine_tune(
     return net.eval()
 
 
-def _export_int8(net: object, encoder: IntentEncoder, out_dir: Path) -> str:
-    """ONNX export, int8 dynamic quantisation; the shipped file's content hash (its version)."""
+def export_int8(net: object, encoder: IntentEncoder, out_dir: Path, name: str) -> str:
+    """ONNX export to `name`.onnx, int8 dynamic quantisation; the shipped file's content hash (its version)."""
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -133,8 +145,9 @@ def _export_int8(net: object, encoder: IntentEncoder, out_dir: Path) -> str:
             external_data=False,
             verbose=False,
         )
-        quantize_dynamic(str(fp32), str(out_dir / INTENT_FILE), weight_type=QuantType.QInt8, per_channel=True)
-    return hashlib.sha256((out_dir / INTENT_FILE).read_bytes()).hexdigest()[:12]
+        shipped = out_dir / f"{name}.onnx"
+        quantize_dynamic(str(fp32), str(shipped), weight_type=QuantType.QInt8, per_channel=True)
+    return hashlib.sha256(shipped.read_bytes()).hexdigest()[:12]
 
 
 def _escalate_at(first_stage: np.ndarray, harmful: np.ndarray) -> float:
@@ -167,13 +180,15 @@ def train_intent(
     labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits]
     encoder = IntentEncoder.load(out_dir, config.max_tokens)
     with Progress(console=console, transient=True) as progress:
-        net = _fine_tune(encoder, [c.whole for c in conversations[0]], labels[0], config, seed, progress)
-        version = _export_int8(net, encoder, out_dir)
+        texts = [c.whole for c in conversations[0]]
+        net = fine_tune(encoder, texts, (labels[0] != 0).astype(np.float32), labels[0], config, seed, progress)
+        version = export_int8(net, encoder, out_dir, INTENT)
     placeholder = IntentMeta(
         labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, threshold=1.0, escalate_at=0.0, version=version
     )
-    (out_dir / INTENT_META_FILE).write_text(placeholder.model_dump_json(indent=2) + "\n")
-    shipped = IntentModel.load(out_dir, threads=torch.get_num_threads())
+    meta_file = out_dir / f"{INTENT}.json"
+    meta_file.write_text(placeholder.model_dump_json(indent=2) + "\n")
+    shipped = load_intent(out_dir, threads=torch.get_num_threads())
     cascade = SafetyClassifier(fast.table, fast.head, shipped)
     first = [np.asarray([cascade.fast(c).score for c in part]) for part in conversations[1:]]
     escalate_at = _escalate_at(first[0], labels[1] != 0)
@@ -182,7 +197,7 @@ def train_intent(
     gated = np.where(first[0] >= escalate_at, second[0], 0.0)
     threshold = choose_threshold(gated, labels[1])
     meta = placeholder.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
-    (out_dir / INTENT_META_FILE).write_text(meta.model_dump_json(indent=2) + "\n")
+    meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     report = IntentReport(
         version=version,
         threshold=threshold,

@@ -1,0 +1,177 @@
+"""Train the cascade's screen: MiniLM's bottom 2 layers on a span's last 62 tokens, distilled from the second stage.
+
+The first stage escalates what it is unsure of, and most of that is benign. The screen costs about a sixth of the
+second stage's pass: it learns the second stage's scores (and the labels) on every region the cascade may hand on,
+and lets through what it scores below `clear_below`, chosen so that it still hands on the regions behind 99 % of
+the validation split's harmful conversations the second stage blocks.
+
+Run after the second stage (`fleetchat safety train` runs all three, or `python -m functions.safety.train_screen` on
+the shipped stages). Writes screen.onnx, screen.json and screen_metrics.json to functions/safety/model/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from functions.safety.block_metrics import BlockMetrics, block_metrics, metrics_table
+from functions.safety.categories import CLASSIFIER_LABELS
+from functions.safety.classifier import SafetyClassifier
+from functions.safety.conversation_text import ConversationText
+from functions.safety.intent_model import SCREEN, IntentEncoder, ScreenMeta, load_intent, load_screen
+from functions.safety.labelled_data import LabelledConversation, training_set
+from functions.safety.token_table import MODEL_DIR
+from functions.safety.train_intent import IGNORED, IntentConfig, export_int8, fine_tune, neutral_conversation
+
+SCREEN_METRICS_FILE = "screen_metrics.json"
+SCREEN_CONFIG = IntentConfig(layers=2, max_tokens=64, epochs=4)
+# The screen hands on the regions behind at least this share of the harmful validation examples the second stage
+# blocks: it costs the cascade at most about 1 % of its recall.
+MIN_KEPT_BLOCKS = 0.99
+# A labelled whole conversation's target: this much of it is the label, the rest the second stage's score.
+LABEL_WEIGHT = 0.5
+
+
+class ScreenedMetrics(BlockMetrics):
+    escalated: float  # share of all examples the first stage hands on
+    read_by_intent: float  # share of all examples the second stage still reads after the screen
+
+
+class ScreenReport(BaseModel):
+    version: str
+    clear_below: float
+    config: IntentConfig
+    transfer_spans: int  # regions the screen was distilled on
+    validation: ScreenedMetrics
+    test: ScreenedMetrics
+
+
+class _Region(BaseModel):
+    """One region the cascade may hand on, with what the screen learns for it."""
+
+    text: str
+    target: float  # P(harmful) to learn
+    category: int  # the label's index where the region is the whole labelled conversation, else IGNORED
+
+
+def transfer_regions(cascade: SafetyClassifier, items: list[LabelledConversation], progress: Progress) -> list[_Region]:
+    """Every region of the training conversations the first stage can escalate (the whole and each window), each
+    with the second stage's score on it, mixed with the label where the region is the whole conversation."""
+    assert cascade.intent is not None
+    task = progress.add_task("second stage scores the transfer set", total=len(items))
+    regions = []
+    for item in items:
+        spans = cascade.features(neutral_conversation(item)).spans
+        scores = [v.score for v in cascade.intent.judge_tokens([s.ids for s in spans])]
+        label = CLASSIFIER_LABELS.index(item.label)
+        whole = LABEL_WEIGHT * float(label != 0) + (1 - LABEL_WEIGHT) * scores[0]
+        regions.append(_Region(text=spans[0].text, target=whole, category=label))
+        windows = zip(spans[1:], scores[1:], strict=True)
+        regions += [_Region(text=s.text, target=score, category=IGNORED) for s, score in windows]
+        progress.advance(task)
+    return regions
+
+
+def _scored(cascade: SafetyClassifier, conversation: ConversationText) -> tuple[list[float], list[float]]:
+    """(screen scores, second-stage scores) of each region the first stage hands on (empty: let through)."""
+    assert cascade.intent is not None and cascade.screen is not None
+    ids = [span.ids for span in cascade.fast(conversation, cascade.intent.meta.escalate_at).spans]
+    if not ids:
+        return [], []
+    return [v.score for v in cascade.screen.judge_tokens(ids)], [v.score for v in cascade.intent.judge_tokens(ids)]
+
+
+def _clear_below(scored: list[tuple[list[float], list[float]]], labels: np.ndarray, threshold: float) -> float:
+    """The highest screen score that still hands on MIN_KEPT_BLOCKS of the harmful examples the second stage blocks
+    (each example's key: its highest screen score among the regions the second stage blocks it on)."""
+    keys = [
+        max(s for s, i in zip(screen, intent, strict=True) if i >= threshold)
+        for (screen, intent), label in zip(scored, labels, strict=True)
+        if label != 0 and intent and max(intent) >= threshold
+    ]
+    return float(np.quantile(np.asarray(keys), 1.0 - MIN_KEPT_BLOCKS, method="lower"))
+
+
+def _measure(
+    scored: list[tuple[list[float], list[float]]], labels: np.ndarray, threshold: float, clear_below: float
+) -> ScreenedMetrics:
+    read = np.asarray([any(s >= clear_below for s in screen) for screen, _ in scored])
+    blocked = np.asarray(
+        [
+            any(s >= clear_below and i >= threshold for s, i in zip(screen, intent, strict=True))
+            for screen, intent in scored
+        ]
+    )
+    escalated = np.asarray([bool(screen) for screen, _ in scored])
+    return ScreenedMetrics(
+        **block_metrics(blocked, labels), escalated=float(escalated.mean()), read_by_intent=float(read.mean())
+    )
+
+
+def train_screen(
+    splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
+    out_dir: Path,
+    *,
+    seed: int,
+    console: Console,
+    config: IntentConfig = SCREEN_CONFIG,
+) -> ScreenReport:
+    """Distil on `splits[0]`, choose `clear_below` on `splits[1]`, report `splits[1]` and the held-out `splits[2]`
+    for the whole cascade as it ships."""
+    import torch
+
+    threads = torch.get_num_threads()
+    cascade = SafetyClassifier.load(out_dir)
+    cascade.intent = load_intent(out_dir, threads=threads)
+    cascade.screen = None
+    encoder = IntentEncoder.load(out_dir, config.max_tokens)
+    with Progress(console=console, transient=True) as progress:
+        regions = transfer_regions(cascade, splits[0], progress)
+        targets = np.asarray([r.target for r in regions], np.float32)
+        categories = np.asarray([r.category for r in regions], np.int64)
+        net = fine_tune(encoder, [r.text for r in regions], targets, categories, config, seed, progress)
+        version = export_int8(net, encoder, out_dir, SCREEN)
+    meta = ScreenMeta(
+        labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, clear_below=0.0, version=version
+    )
+    meta_file = out_dir / f"{SCREEN}.json"
+    meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
+    cascade.screen = load_screen(out_dir, threads=threads)
+    assert cascade.intent is not None and cascade.screen is not None
+    threshold = cascade.intent.meta.threshold
+    labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits[1:]]
+    scored = [[_scored(cascade, neutral_conversation(item)) for item in part] for part in splits[1:]]
+    clear_below = _clear_below(scored[0], labels[0], threshold)
+    meta = meta.model_copy(update={"clear_below": clear_below})
+    meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
+    report = ScreenReport(
+        version=version,
+        clear_below=clear_below,
+        config=config,
+        transfer_spans=len(regions),
+        validation=_measure(scored[0], labels[0], threshold, clear_below),
+        test=_measure(scored[1], labels[1], threshold, clear_below),
+    )
+    (out_dir / SCREEN_METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
+    console.print(_table(report))
+    return report
+
+
+def _table(report: ScreenReport) -> Table:
+    return metrics_table(
+        f"safety cascade with the screen {report.version}: cleared below {report.clear_below:.3f}",
+        {"validation": report.validation, "test (held out)": report.test},
+        ("escalated", lambda m: m.escalated),
+        ("read by stage 2", lambda m: m.read_by_intent),
+    )
+
+
+if __name__ == "__main__":
+    from functions.safety.train import SEED, split
+
+    train_screen(split(training_set(), SEED), MODEL_DIR, seed=SEED, console=Console())
