@@ -136,9 +136,7 @@ def train_screen(
         categories = np.asarray([r.category for r in regions], np.int64)
         net = fine_tune(encoder, [r.text for r in regions], targets, categories, config, seed, progress)
         version = export_int8(net, encoder, out_dir, SCREEN)
-    meta = ScreenMeta(
-        labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, clear_below=0.0, version=version
-    )
+    meta = ScreenMeta(labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, clear_below=0.0, version=version)
     meta_file = out_dir / f"{SCREEN}.json"
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     cascade.screen = load_screen(out_dir, threads=threads)
