@@ -22,7 +22,7 @@ from functions.safety.token_table import MODEL_DIR, TokenTable
 
 class ClassifierVerdict(BaseModel):
     score: float  # P(harmful) from the stage that decided
-    category: str  # the most likely harmful category ("benign" when the first stage let it through)
+    category: str  # the most likely harmful category ("benign" when the first stage or the screen let it through)
     flagged: bool
     stage: Literal["fast", "screen", "intent"]
 

@@ -23,9 +23,10 @@ from functions.safety.block_metrics import BlockMetrics, block_metrics, metrics_
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier import SafetyClassifier
 from functions.safety.conversation_text import ConversationText
+from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import SCREEN, IntentEncoder, ScreenMeta, load_intent, load_screen
 from functions.safety.labelled_data import LabelledConversation, training_set
-from functions.safety.token_table import MODEL_DIR
+from functions.safety.token_table import MODEL_DIR, TokenTable
 from functions.safety.train_intent import IGNORED, IntentConfig, export_int8, fine_tune, neutral_conversation
 
 SCREEN_METRICS_FILE = "screen_metrics.json"
@@ -126,9 +127,10 @@ def train_screen(
     import torch
 
     threads = torch.get_num_threads()
-    cascade = SafetyClassifier.load(out_dir)
-    cascade.intent = load_intent(out_dir, threads=threads)
-    cascade.screen = None
+    # The stages trained so far (a screen from an earlier run is not loaded: this one replaces it).
+    cascade = SafetyClassifier(
+        TokenTable.load(out_dir), ClassifierHead.load(out_dir), load_intent(out_dir, threads=threads)
+    )
     encoder = IntentEncoder.load(out_dir, config.max_tokens)
     with Progress(console=console, transient=True) as progress:
         regions = transfer_regions(cascade, splits[0], progress)
