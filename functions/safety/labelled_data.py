@@ -17,8 +17,10 @@ DATA_DIR = Path(__file__).parent / "data"
 # (pasted HTML, stack traces, shell commands that "kill" processes) and short direct harmful asks, some behind markup;
 # i is multi-turn mental-health support (grief, therapy, recovery, a friend at risk) and the self-harm asks it must
 # still tell apart; j is system prompts (personas, house rules, session ids, retrieved context, long and repeated) as
-# whole conversations and as the windows the first stage hands on, and limitless-persona system prompts.
-TRAINING_FILES = tuple(f"train_{part}.jsonl" for part in "abcdefghij")
+# whole conversations and as the windows the first stage hands on, and limitless-persona system prompts; k is
+# everyday wishes and statements ("I'd like one dish everyone can share") and l everyday requests (cleaning, cooking,
+# proofreading, code, DIY; violent-sounding idioms used harmlessly), each with harmful asks in the same forms.
+TRAINING_FILES = tuple(f"train_{part}.jsonl" for part in "abcdefghijkl")
 GOLDEN_ADVERSARIAL = "golden_adversarial.jsonl"
 GOLDEN_BENIGN = "golden_benign.jsonl"
 

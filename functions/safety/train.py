@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,8 @@ from functions.safety.train_intent import train_intent
 from functions.safety.train_screen import train_screen
 
 METRICS_FILE = "metrics.json"
-SEED = 7  # the split's and the training runs' seed
+SEED = 7  # the training runs' seed
+HELD_OUT_PERCENT = 15  # of the labelled set in each of the validation and test splits
 TABLE_DIMS = 256
 HIDDEN = 128
 
@@ -53,21 +52,14 @@ class TrainingReport(BaseModel):
     test: SplitMetrics
 
 
-def split(data: list[LabelledConversation], seed: int) -> tuple[list, list, list]:
-    """Stratified 70/15/15 train/validation/test split."""
-    by_label: dict[str, list[LabelledConversation]] = defaultdict(list)
+def split(data: list[LabelledConversation]) -> tuple[list, list, list]:
+    """A 70/15/15 train/validation/test split fixed by each conversation's own text (a hash of it), so adding data
+    never moves an example that was already held out into training, or the reverse."""
+    parts: tuple[list, list, list] = ([], [], [])
     for item in data:
-        by_label[item.label].append(item)
-    rng = random.Random(seed)
-    train, val, test = [], [], []
-    for label in sorted(by_label):
-        items = by_label[label]
-        rng.shuffle(items)
-        n_val = n_test = max(1, round(len(items) * 0.15))
-        test += items[:n_test]
-        val += items[n_test : n_test + n_val]
-        train += items[n_test + n_val :]
-    return train, val, test
+        bucket = int.from_bytes(hashlib.sha256(item.key().encode()).digest()[:8], "big") % 100
+        parts[2 if bucket < HELD_OUT_PERCENT else 1 if bucket < 2 * HELD_OUT_PERCENT else 0].append(item)
+    return parts
 
 
 def featurise(table: TokenTable, items: list[LabelledConversation], idf: np.ndarray) -> tuple[Features, np.ndarray]:
@@ -168,7 +160,7 @@ def train(
 ) -> TrainingReport:
     console = Console()
     data = training_set()
-    train_items, val_items, test_items = split(data, seed)
+    train_items, val_items, test_items = split(data)
     with Progress(console=console, transient=True) as progress:
         vectors = reduce(load_or_distil(cache, progress), TABLE_DIMS)
     write_table(out_dir, vectors)

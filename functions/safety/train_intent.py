@@ -24,7 +24,7 @@ from functions.safety.conversation_text import ConversationText
 from functions.safety.distill import minilm_dir
 from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import INTENT, IntentEncoder, IntentMeta, load_intent
-from functions.safety.labelled_data import LabelledConversation
+from functions.safety.labelled_data import DataMessage, LabelledConversation
 from functions.safety.rules import neutralise_idioms
 from functions.safety.thresholds import choose_threshold
 from functions.safety.token_table import TokenTable
@@ -65,7 +65,12 @@ class IntentReport(BaseModel):
 
 def neutral_conversation(item: LabelledConversation) -> ConversationText:
     """What the gate judges of a labelled conversation (allow-listed idioms neutralised, as at run time)."""
-    return ConversationText.of_dicts([m.model_dump() for m in item.messages]).map(neutralise_idioms)
+    return neutral_messages(item.messages)
+
+
+def neutral_messages(messages: list[DataMessage]) -> ConversationText:
+    """What the gate judges of these messages (allow-listed idioms neutralised, as at run time)."""
+    return ConversationText.of_dicts([m.model_dump() for m in messages]).map(neutralise_idioms)
 
 
 def fine_tune(

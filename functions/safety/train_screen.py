@@ -25,15 +25,25 @@ from functions.safety.classifier import SafetyClassifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import SCREEN, IntentEncoder, ScreenMeta, load_intent, load_screen
-from functions.safety.labelled_data import LabelledConversation, training_set
+from functions.safety.labelled_data import DataMessage, LabelledConversation, training_set
+from functions.safety.long_chats import compose_long_chats
 from functions.safety.token_table import MODEL_DIR, TokenTable
-from functions.safety.train_intent import IGNORED, IntentConfig, export_int8, fine_tune, neutral_conversation
+from functions.safety.train_intent import (
+    IGNORED,
+    IntentConfig,
+    export_int8,
+    fine_tune,
+    neutral_conversation,
+    neutral_messages,
+)
 
 SCREEN_METRICS_FILE = "screen_metrics.json"
 SCREEN_CONFIG = IntentConfig(layers=2, max_tokens=64, epochs=4)
 # The screen hands on the regions behind at least this share of the harmful validation examples the second stage
 # blocks: it costs the cascade at most about 1 % of its recall.
 MIN_KEPT_BLOCKS = 0.99
+# Long chats composed from the training split (`long_chats.py`) whose regions the screen also learns.
+LONG_CHATS = 600
 # A labelled whole conversation's target: this much of it is the label, the rest the second stage's score.
 LABEL_WEIGHT = 0.5
 
@@ -60,18 +70,29 @@ class _Region(BaseModel):
     category: int  # the label's index where the region is the whole labelled conversation, else IGNORED
 
 
-def transfer_regions(cascade: SafetyClassifier, items: list[LabelledConversation], progress: Progress) -> list[_Region]:
-    """Every region of the training conversations the first stage can escalate (the whole and each window), each
-    with the second stage's score on it, mixed with the label where the region is the whole conversation."""
+def transfer_regions(
+    cascade: SafetyClassifier,
+    items: list[LabelledConversation],
+    long_chats: list[list[DataMessage]],
+    progress: Progress,
+) -> list[_Region]:
+    """Every region of the training conversations and of the long chats composed from them that the first stage
+    can escalate (the whole and each window), each with the second stage's score on it, mixed with the label where
+    the region is a whole labelled conversation."""
     assert cascade.intent is not None
-    task = progress.add_task("second stage scores the transfer set", total=len(items))
+    task = progress.add_task("second stage scores the transfer set", total=len(items) + len(long_chats))
     regions = []
-    for item in items:
-        spans = cascade.features(neutral_conversation(item)).spans
+    labelled: list[tuple[list[DataMessage], int | None]] = [
+        (item.messages, CLASSIFIER_LABELS.index(item.label)) for item in items
+    ]
+    for messages, label in labelled + [(chat, None) for chat in long_chats]:
+        spans = cascade.features(neutral_messages(messages)).spans
         scores = [v.score for v in cascade.intent.judge_tokens([s.ids for s in spans])]
-        label = CLASSIFIER_LABELS.index(item.label)
-        whole = LABEL_WEIGHT * float(label != 0) + (1 - LABEL_WEIGHT) * scores[0]
-        regions.append(_Region(text=spans[0].text, target=whole, category=label))
+        if label is None:
+            regions.append(_Region(text=spans[0].text, target=scores[0], category=IGNORED))
+        else:
+            whole = LABEL_WEIGHT * float(label != 0) + (1 - LABEL_WEIGHT) * scores[0]
+            regions.append(_Region(text=spans[0].text, target=whole, category=label))
         windows = zip(spans[1:], scores[1:], strict=True)
         regions += [_Region(text=s.text, target=score, category=IGNORED) for s, score in windows]
         progress.advance(task)
@@ -133,7 +154,8 @@ def train_screen(
     )
     encoder = IntentEncoder.load(out_dir, config.max_tokens)
     with Progress(console=console, transient=True) as progress:
-        regions = transfer_regions(cascade, splits[0], progress)
+        long_chats = compose_long_chats(splits[0], LONG_CHATS, seed)
+        regions = transfer_regions(cascade, splits[0], long_chats, progress)
         targets = np.asarray([r.target for r in regions], np.float32)
         categories = np.asarray([r.category for r in regions], np.int64)
         net = fine_tune(encoder, [r.text for r in regions], targets, categories, config, seed, progress)
@@ -174,4 +196,4 @@ def _table(report: ScreenReport) -> Table:
 if __name__ == "__main__":
     from functions.safety.train import SEED, split
 
-    train_screen(split(training_set(), SEED), MODEL_DIR, seed=SEED, console=Console())
+    train_screen(split(training_set()), MODEL_DIR, seed=SEED, console=Console())

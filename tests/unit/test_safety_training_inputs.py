@@ -1,0 +1,56 @@
+"""What the safety training runs read: a split fixed by each conversation's text (new data never moves a held-out
+example into training), and the long chats the screen is distilled on, composed from the training split."""
+
+from __future__ import annotations
+
+import collections
+
+from functions.safety.labelled_data import DataMessage, LabelledConversation, training_set
+from functions.safety.long_chats import HARMFUL_EVERY, MIN_CHARS, compose_long_chats
+from functions.safety.train import HELD_OUT_PERCENT, split
+
+
+def _conversation(text: str, label: str = "benign", system: str | None = None) -> LabelledConversation:
+    messages = [{"role": "system", "content": system}] if system else []
+    messages += [{"role": "user", "content": text}, {"role": "assistant", "content": f"About {text}: sure."}]
+    return LabelledConversation.model_validate({"messages": messages, "label": label})
+
+
+def test_new_data_moves_no_example_between_splits() -> None:
+    data = training_set()
+    before = split(data)
+    added = [_conversation(f"an everyday question number {n}") for n in range(200)]
+    after = split(data + added)
+    for old, new in zip(before, after, strict=True):
+        assert {item.key() for item in old} <= {item.key() for item in new}
+    assert sum(len(part) for part in after) == len(data) + len(added)
+    shuffled = split(list(reversed(data)))
+    for a, b in zip(before, shuffled, strict=True):
+        assert {item.key() for item in a} == {item.key() for item in b}, "the order of the data files does not matter"
+
+
+def test_each_label_is_held_out_in_about_the_set_share() -> None:
+    data = training_set()
+    _, validation, test = split(data)
+    totals = collections.Counter(item.label for item in data)
+    for part in (validation, test):
+        counts = collections.Counter(item.label for item in part)
+        for label, total in totals.items():
+            assert abs(counts[label] / total - HELD_OUT_PERCENT / 100) < 0.08, (label, counts[label], total)
+
+
+def test_long_chats_join_training_conversations_with_one_system_prompt_first() -> None:
+    benign = [_conversation(f"benign question {n} " + "with detail " * 10, system=f"persona {n}") for n in range(40)]
+    harmful = [_conversation(f"harmful ask {n}", label="violence") for n in range(5)]
+    chats = compose_long_chats(benign + harmful, 9, seed=3)
+    assert chats == compose_long_chats(benign + harmful, 9, seed=3), "the same seed composes the same chats"
+    harmful_texts = {item.messages[0].content for item in harmful}
+    for number, chat in enumerate(chats):
+        assert sum(len(m.content) for m in chat if m.role != "assistant") >= MIN_CHARS
+        assert chat[0].role == "system" or any(m.content in harmful_texts for m in chat[:1])
+        assert all(m.role != "system" for m in chat[1:]), "a system prompt only opens the chat"
+        has_harmful = any(m.content in harmful_texts for m in chat)
+        assert has_harmful == (number % HARMFUL_EVERY == 0)
+        if has_harmful:
+            at = next(i for i, m in enumerate(chat) if m.content in harmful_texts)
+            assert chat[at + 1] == DataMessage(role="assistant", content=f"About {chat[at].content}: sure.")
