@@ -1,5 +1,5 @@
 """Benchmark phase: what the safety pipeline costs. The pre-filter (rules + classifier, the whole gate a request
-waits for) on ~1,000-token multi-turn chats on four topics and on short turns: as shipped, with every region
+waits for) on ~1,000-token multi-turn chats on eight topics and on short turns: as shipped, with every region
 escalated, and with every region read by both transformer stages (the most an escalated request costs); and the
 post-filter per streamed chunk."""
 
@@ -79,6 +79,58 @@ _CHATS: dict[str, tuple[str, tuple[str, ...]]] = {
             "before serving, or spread it on a tray to cool fast. A flourless chocolate cake keeps well for two days.",
         ),
     ),
+    "homework": (
+        "You are a patient tutor for secondary-school students.",
+        (
+            "I have to write a 1,500-word essay on why the French Revolution happened, due Friday. My teacher says "
+            "I describe events but never argue anything. How do I turn a list of causes into an argument?",
+            "Pick a claim you can defend, for example that the state's debt turned old grievances into a crisis. "
+            "Give each paragraph one cause, show how it fed the debt or was made worse by it, and end by weighing it.",
+            "Which sources should I use besides the textbook, and how many quotes is too many? Also, is it fine to "
+            "disagree with the historian my teacher recommended if I explain why?",
+            "Use one or two primary sources, such as a cahier de doléances, and one recent historian. Quote only "
+            "what you analyse, a few short quotes per page. Disagreeing with a historian is good if you give reasons.",
+        ),
+    ),
+    "job": (
+        "You are a career coach who helps people with CVs and interviews.",
+        (
+            "I've worked in a warehouse for six years and want to move into logistics planning. My CV lists my duties "
+            "but not much else. What should I change before I apply to a planner role at a food distributor?",
+            "Lead with results rather than duties: the stock errors you cut, the rota you reorganised, the new staff "
+            "you trained. Add the tools you used, such as the warehouse system and Excel, and a short profile.",
+            "They asked me to a panel interview next Thursday with a case exercise. What kind of case could it be, "
+            "and how do I prepare in a week while still working full shifts?",
+            "Expect a scheduling or stock problem: plan deliveries for a week with limited trucks. Practise two or "
+            "three such cases aloud, prepare stories for teamwork and pressure, and plan your questions for them.",
+        ),
+    ),
+    "home": (
+        "You are a practical home-repair assistant.",
+        (
+            "The bathroom in our rented flat has black mould on the ceiling above the shower, and the extractor fan "
+            "barely pulls a tissue. We shower twice a day. What can we do ourselves, and what is the landlord's job?",
+            "Wipe the mould with a diluted bleach-free mould cleaner, wearing gloves, and keep the door open after "
+            "showers. A fan that weak may need a new motor or a duct check, which is usually the landlord's repair.",
+            "How do I tell whether the fan duct is blocked or the fan is just too small for the room? And is there "
+            "paint that helps, or does it just hide the problem until the mould comes back?",
+            "Hold a sheet of toilet paper at the grille with the door shut and then open: if it only holds with the "
+            "door open, the room needs air in. Anti-mould paint slows regrowth but only ventilation fixes the cause.",
+        ),
+    ),
+    "money": (
+        "You are a personal finance assistant. You explain options and do not sell products.",
+        (
+            "My partner and I earn about 4,200 a month together after tax. Rent is 1,350 and we have 6,000 on a "
+            "credit card at 24 %. We want to save for a house deposit too. Where should the money go first?",
+            "Keep a small emergency fund of one month's costs, then pay the card down as fast as you can: at 24 % it "
+            "costs more than any savings account pays. Once it is gone, move that payment into the deposit savings.",
+            "Would a balance transfer card make sense, and how much should we aim for as a deposit if houses near "
+            "us cost about 280,000? We would like to buy within three years.",
+            "A 0 % transfer helps if you can clear the balance before the offer ends and the fee is low. A 10 % "
+            "deposit is 28,000 plus fees; at about 800 a month after the card is paid, three years gets you close.",
+        ),
+    ),
 }
 
 
@@ -152,12 +204,18 @@ def safety_phase(runs: int, progress: Progress) -> SafetyStats:
         (f"multi-turn context ({len(long_chats)} chats)", long_chats),
         ("one short turn", short_chats),
     ):
-        tokens = round(statistics.mean(sum(table.ids(m.text()).size for m in chat) for chat in chats))
+        tokens = [sum(table.ids(m.text()).size for m in chat) for chat in chats]
         for how, gate in gates:
-            timings = [
-                t for chat in chats for t in _time(lambda g=gate, c=chat: g.check(c), max(runs // len(chats), 10))
-            ]
-            cases.append(_cost(f"pre-filter, {label}{how}", tokens, timings, _decided_by(gate, chats)))
+            per_chat = [_time(lambda g=gate, c=chat: g.check(c), max(runs // len(chats), 10)) for chat in chats]
+            timings = [t for chat_timings in per_chat for t in chat_timings]
+            cases.append(
+                _cost(f"pre-filter, {label}{how}", round(statistics.mean(tokens)), timings, _decided_by(gate, chats))
+            )
+            if chats is long_chats and not how:  # each chat as shipped: the spread behind the p50
+                cases += [
+                    _cost(f"pre-filter, {topic} chat", n, chat_timings, _decided_by(gate, [chat]))
+                    for topic, n, chat, chat_timings in zip(_CHATS, tokens, chats, per_chat, strict=True)
+                ]
             progress.advance(task)
     answer = " ".join(turns[1] + " " + turns[3] for _, turns in _CHATS.values())
     pieces = [answer[i : i + CHUNK_CHARS] for i in range(0, len(answer), CHUNK_CHARS)]

@@ -38,7 +38,7 @@ def eval_safety(
 def safety_train(
     seed: Annotated[int, typer.Option(help="Split and initialisation seed.")] = 7,
 ) -> None:
-    """Train the cascade on functions/safety/data (about 14 min on 2 cores) and write functions/safety/model."""
+    """Train the cascade on functions/safety/data (about 25 min on 2 cores) and write functions/safety/model."""
     from functions.safety.train import train
 
     train(seed=seed)
