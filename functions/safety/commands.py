@@ -36,12 +36,14 @@ def eval_safety(
 
 @safety_app.command("train")
 def safety_train(
-    seed: Annotated[int, typer.Option(help="Split and initialisation seed.")] = 7,
+    seed: Annotated[
+        int | None, typer.Option(help="Initialisation seed (default: the seed of the shipped models, train.SEED).")
+    ] = None,
 ) -> None:
     """Train the cascade on functions/safety/data (about 25 min on 2 cores) and write functions/safety/model."""
-    from functions.safety.train import train
+    from functions.safety.train import SEED, train
 
-    train(seed=seed)
+    train(seed=SEED if seed is None else seed)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,8 +19,11 @@ DATA_DIR = Path(__file__).parent / "data"
 # still tell apart; j is system prompts (personas, house rules, session ids, retrieved context, long and repeated) as
 # whole conversations and as the windows the first stage hands on, and limitless-persona system prompts; k is
 # everyday wishes and statements ("I'd like one dish everyone can share") and l everyday requests (cleaning, cooking,
-# proofreading, code, DIY; violent-sounding idioms used harmlessly), each with harmful asks in the same forms.
-TRAINING_FILES = tuple(f"train_{part}.jsonl" for part in "abcdefghijkl")
+# proofreading, code, DIY; violent-sounding idioms used harmlessly), each with harmful asks in the same forms; m is
+# short control turns ("stream it", "as a table", "tab 2") alone and after system prompts, caregiving talk about a
+# relative's doses and blood tests, stain and cleaning asks, and proofreading, with rule-switching turns, harmful
+# medication asks, cleaning away evidence and threats to proofread in the same forms.
+TRAINING_FILES = tuple(f"train_{part}.jsonl" for part in "abcdefghijklm")
 GOLDEN_ADVERSARIAL = "golden_adversarial.jsonl"
 GOLDEN_BENIGN = "golden_benign.jsonl"
 

@@ -39,6 +39,10 @@ IGNORED = -100  # a category target that trains nothing (cross_entropy's ignore_
 # Requests the first stage scores below `escalate_at` are let through unseen by this stage: it is the highest score
 # that still sends this share of the validation split's harmful examples on.
 MIN_ESCALATED_RECALL = 0.99
+# The second stage is the average of this many fine-tunes' weights (seeds seed, seed+1, ...: a "model soup"). One
+# fine-tune's over-refusals move with its seed (the same data refused a coffee-stain question at 0.99 under one seed
+# and not under another); the average costs training time only, not a pass at request time.
+SOUP_SIZE = 3
 
 
 class IntentConfig(BaseModel):
@@ -129,6 +133,34 @@ def fine_tune(
     return net.eval()
 
 
+def fine_tune_soup(
+    encoder: IntentEncoder,
+    texts: list[str],
+    targets: np.ndarray,
+    categories: np.ndarray,
+    config: IntentConfig,
+    seed: int,
+    progress: Progress,
+    members: int = SOUP_SIZE,
+) -> object:
+    """`members` fine-tunes (seeds `seed`, `seed` + 1, ...) of the same start, their weights averaged into one net."""
+    nets = [fine_tune(encoder, texts, targets, categories, config, seed + k, progress) for k in range(members)]
+    return average_weights(nets)
+
+
+def average_weights(nets: list) -> object:
+    """The first net, its floating-point weights replaced by the mean over `nets` (integer buffers kept)."""
+    import torch
+
+    states = [net.state_dict() for net in nets]  # type: ignore[attr-defined]
+    mean = {
+        name: torch.stack([s[name] for s in states]).mean(0) if value.is_floating_point() else value
+        for name, value in states[0].items()
+    }
+    nets[0].load_state_dict(mean)  # type: ignore[attr-defined]
+    return nets[0]
+
+
 def export_int8(net: object, encoder: IntentEncoder, out_dir: Path, name: str) -> str:
     """ONNX export to `name`.onnx, int8 dynamic quantisation; the shipped file's content hash (its version)."""
     import torch
@@ -186,7 +218,8 @@ def train_intent(
     encoder = IntentEncoder.load(out_dir, config.max_tokens)
     with Progress(console=console, transient=True) as progress:
         texts = [c.whole for c in conversations[0]]
-        net = fine_tune(encoder, texts, (labels[0] != 0).astype(np.float32), labels[0], config, seed, progress)
+        harmful = (labels[0] != 0).astype(np.float32)
+        net = fine_tune_soup(encoder, texts, harmful, labels[0], config, seed, progress)
         version = export_int8(net, encoder, out_dir, INTENT)
     placeholder = IntentMeta(
         labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, threshold=1.0, escalate_at=0.0, version=version
