@@ -40,7 +40,7 @@ def safety_train(
         int | None, typer.Option(help="Initialisation seed (default: the seed of the shipped models, train.SEED).")
     ] = None,
 ) -> None:
-    """Train the cascade on functions/safety/data (about 25 min on 2 cores) and write functions/safety/model."""
+    """Train the cascade on functions/safety/data (about 37 min on 2 cores) and write functions/safety/model."""
     from functions.safety.train import SEED, train
 
     train(seed=SEED if seed is None else seed)
