@@ -101,17 +101,28 @@ class SafetyClassifier:
             return ClassifierVerdict(score=fast.score, category="benign", flagged=False, stage="fast")
         spans = fast.spans
         if self.screen is not None:
-            screened = self.screen.judge_tokens([span.ids for span in spans])
+            screened = self.screen_scores(spans)
             clear_below = self.screen.meta.clear_below
-            spans = [span for span, verdict in zip(spans, screened, strict=True) if verdict.score >= clear_below]
+            spans = [span for span, score in zip(spans, screened, strict=True) if score >= clear_below]
             if not spans:
-                score = max(verdict.score for verdict in screened)
-                return ClassifierVerdict(score=score, category="benign", flagged=False, stage="screen")
+                return ClassifierVerdict(score=max(screened), category="benign", flagged=False, stage="screen")
         worst = max(self.intent.judge_tokens([span.ids for span in spans]), key=lambda verdict: verdict.score)
         threshold = meta.threshold if block_at is None else block_at
         return ClassifierVerdict(
             score=worst.score, category=worst.category, flagged=worst.score >= threshold, stage="intent"
         )
+
+    def screen_scores(self, spans: list[Span]) -> list[float]:
+        """The screen's score on each span it reads, 1.0 (hand on) for each it does not: a span that fits in the
+        screen's window is a short ask, on which the second stage costs little more than the screen and the screen
+        is least sure (it underrates short explicit asks); the screen pays off on the long spans of long chats."""
+        assert self.screen is not None
+        window = self.screen.encoder.body_tokens
+        read = [i for i, span in enumerate(spans) if len(span.ids) > window]
+        scores = [1.0] * len(spans)
+        for i, verdict in zip(read, self.screen.judge_tokens([spans[i].ids for i in read]), strict=True):
+            scores[i] = verdict.score
+        return scores
 
     def intent_score(self, conversation: ConversationText, escalate_at: float = 0.0) -> float:
         """The second stage's score on what the first escalates at `escalate_at` (0 when it escalates nothing)."""

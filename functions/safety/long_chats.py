@@ -1,6 +1,7 @@
 """Long conversations composed from the training split's own conversations: what a gateway sees after many turns,
-which the labelled set (mostly one to five turns) has few of. They carry no label; the screen learns the second
-stage's scores on their regions (each window and the whole's tail)."""
+which the labelled set (mostly one to five turns) has few of. Each is labelled by what it holds: benign, or the label
+of the one harmful conversation placed in it. The screen learns the second stage's scores on the regions of those
+composed from the training split, and its `clear_below` is chosen on those composed from the validation split."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ MAX_CHARS = 3_600
 HARMFUL_EVERY = 3
 
 
-def compose_long_chats(items: list[LabelledConversation], count: int, seed: int) -> list[list[DataMessage]]:
+def compose_long_chats(items: list[LabelledConversation], count: int, seed: int) -> list[LabelledConversation]:
     """`count` long chats, each benign conversations of `items` one after another (a system prompt only first),
-    every HARMFUL_EVERY-th with one harmful conversation of `items` among them."""
+    every HARMFUL_EVERY-th with one harmful conversation of `items` among them (and its label)."""
     rng = random.Random(seed)
     benign = [item for item in items if item.label == "benign"]
     harmful = [item for item in items if item.label != "benign"]
@@ -28,9 +29,12 @@ def compose_long_chats(items: list[LabelledConversation], count: int, seed: int)
         parts: list[list[DataMessage]] = []
         while sum(_judged_chars(part) for part in parts) < target:
             parts.append(rng.choice(benign).messages)
+        label = "benign"
         if harmful and number % HARMFUL_EVERY == 0:
-            parts.insert(rng.randint(0, len(parts)), rng.choice(harmful).messages)
-        chats.append(_join(parts))
+            placed = rng.choice(harmful)
+            parts.insert(rng.randint(0, len(parts)), placed.messages)
+            label = placed.label
+        chats.append(LabelledConversation(messages=_join(parts), label=label))
     return chats
 
 

@@ -188,8 +188,9 @@ def export_int8(net: object, encoder: IntentEncoder, out_dir: Path, name: str) -
 
 
 def _escalate_at(first_stage: np.ndarray, harmful: np.ndarray) -> float:
-    """The highest first-stage score that still escalates MIN_ESCALATED_RECALL of the harmful examples."""
-    return float(np.quantile(first_stage[harmful], 1.0 - MIN_ESCALATED_RECALL))
+    """The highest first-stage score that still escalates MIN_ESCALATED_RECALL of the harmful examples: one of their
+    scores (an interpolated quantile lies above the example at it, which it would then let through)."""
+    return float(np.quantile(first_stage[harmful], 1.0 - MIN_ESCALATED_RECALL, method="lower"))
 
 
 def _measure(

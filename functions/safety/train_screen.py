@@ -1,9 +1,11 @@
 """Train the cascade's screen: MiniLM's bottom 2 layers on a span's last 62 tokens, distilled from the second stage.
 
-The first stage escalates what it is unsure of, and most of that is benign. The screen costs about a sixth of the
-second stage's pass: it learns the second stage's scores (and the labels) on every region the cascade may hand on,
-and lets through what it scores below `clear_below`, chosen so that it still hands on the regions behind 99 % of
-the validation split's harmful conversations the second stage blocks.
+The first stage escalates what it is unsure of, and most of that is benign. On a long chat's region the screen
+costs about a quarter of the second stage's pass: it learns the second stage's scores (and the labels) on every
+region the cascade may hand on, reads the regions longer than its window (shorter ones go straight to the second
+stage, `SafetyClassifier.screen_scores`), and lets through what it scores below `clear_below`. That is chosen so
+that it still hands on the regions behind 99 % of the harmful conversations the second stage blocks, both in the
+validation split and in the long chats composed from it.
 
 Run after the second stage (`fleetchat safety train` runs all three, or `python -m functions.safety.train_screen` on
 the shipped stages). Writes screen.onnx, screen.json and screen_metrics.json to functions/safety/model/."""
@@ -42,7 +44,8 @@ SCREEN_CONFIG = IntentConfig(layers=2, max_tokens=64, epochs=4)
 # The screen hands on the regions behind at least this share of the harmful validation examples the second stage
 # blocks: it costs the cascade at most about 1 % of its recall.
 MIN_KEPT_BLOCKS = 0.99
-# Long chats composed from the training split (`long_chats.py`) whose regions the screen also learns.
+# Long chats composed from the training split (`long_chats.py`) whose regions the screen also learns, and composed
+# from each of the validation and test splits to choose `clear_below` and measure the cascade on long chats.
 LONG_CHATS = 600
 # A labelled whole conversation's target: this much of it is the label, the rest the second stage's score.
 LABEL_WEIGHT = 0.5
@@ -60,6 +63,8 @@ class ScreenReport(BaseModel):
     transfer_spans: int  # regions the screen was distilled on
     validation: ScreenedMetrics
     test: ScreenedMetrics
+    long_validation: ScreenedMetrics  # LONG_CHATS long chats composed from the validation split
+    long_test: ScreenedMetrics  # ... and from the test split
 
 
 class _Region(BaseModel):
@@ -73,19 +78,20 @@ class _Region(BaseModel):
 def transfer_regions(
     cascade: SafetyClassifier,
     items: list[LabelledConversation],
-    long_chats: list[list[DataMessage]],
+    long_chats: list[LabelledConversation],
     progress: Progress,
 ) -> list[_Region]:
     """Every region of the training conversations and of the long chats composed from them that the first stage
     can escalate (the whole and each window), each with the second stage's score on it, mixed with the label where
-    the region is a whole labelled conversation."""
+    the region is a whole labelled conversation (a long chat's label is not learned: the second stage's scores
+    on its regions are)."""
     assert cascade.intent is not None
     task = progress.add_task("second stage scores the transfer set", total=len(items) + len(long_chats))
     regions = []
     labelled: list[tuple[list[DataMessage], int | None]] = [
         (item.messages, CLASSIFIER_LABELS.index(item.label)) for item in items
     ]
-    for messages, label in labelled + [(chat, None) for chat in long_chats]:
+    for messages, label in labelled + [(chat.messages, None) for chat in long_chats]:
         spans = cascade.features(neutral_messages(messages)).spans
         scores = [v.score for v in cascade.intent.judge_tokens([s.ids for s in spans])]
         if label is None:
@@ -102,10 +108,10 @@ def transfer_regions(
 def _scored(cascade: SafetyClassifier, conversation: ConversationText) -> tuple[list[float], list[float]]:
     """(screen scores, second-stage scores) of each region the first stage hands on (empty: let through)."""
     assert cascade.intent is not None and cascade.screen is not None
-    ids = [span.ids for span in cascade.fast(conversation, cascade.intent.meta.escalate_at).spans]
-    if not ids:
+    spans = cascade.fast(conversation, cascade.intent.meta.escalate_at).spans
+    if not spans:
         return [], []
-    return [v.score for v in cascade.screen.judge_tokens(ids)], [v.score for v in cascade.intent.judge_tokens(ids)]
+    return cascade.screen_scores(spans), [v.score for v in cascade.intent.judge_tokens([s.ids for s in spans])]
 
 
 def _clear_below(scored: list[tuple[list[float], list[float]]], labels: np.ndarray, threshold: float) -> float:
@@ -133,6 +139,31 @@ def _measure(
     return ScreenedMetrics(
         **block_metrics(blocked, labels), escalated=float(escalated.mean()), read_by_intent=float(read.mean())
     )
+
+
+def calibrate(
+    cascade: SafetyClassifier,
+    splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
+    seed: int,
+    progress: Progress,
+) -> tuple[float, dict[str, ScreenedMetrics]]:
+    """`clear_below` for the cascade's screen, chosen on the validation split and the long chats composed from it
+    (the lower of the two), and the cascade measured with it on those and on the same from the test split."""
+    assert cascade.intent is not None
+    threshold = cascade.intent.meta.threshold
+    sets = {
+        "validation": splits[1],
+        "test": splits[2],
+        "long_validation": compose_long_chats(splits[1], LONG_CHATS, seed),
+        "long_test": compose_long_chats(splits[2], LONG_CHATS, seed),
+    }
+    labels = {name: np.asarray([CLASSIFIER_LABELS.index(i.label) for i in part]) for name, part in sets.items()}
+    task = progress.add_task("cascade reads the validation and test sets", total=sum(map(len, sets.values())))
+    scored = {}
+    for name, part in sets.items():
+        scored[name] = [_scored(cascade, neutral_conversation(i)) for i in progress.track(part, task_id=task)]
+    clear_below = min(_clear_below(scored[name], labels[name], threshold) for name in ("validation", "long_validation"))
+    return clear_below, {name: _measure(scored[name], labels[name], threshold, clear_below) for name in sets}
 
 
 def train_screen(
@@ -164,20 +195,12 @@ def train_screen(
     meta_file = out_dir / f"{SCREEN}.json"
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     cascade.screen = load_screen(out_dir, threads=threads)
-    assert cascade.intent is not None and cascade.screen is not None
-    threshold = cascade.intent.meta.threshold
-    labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits[1:]]
-    scored = [[_scored(cascade, neutral_conversation(item)) for item in part] for part in splits[1:]]
-    clear_below = _clear_below(scored[0], labels[0], threshold)
+    with Progress(console=console, transient=True) as progress:
+        clear_below, measured = calibrate(cascade, splits, seed, progress)
     meta = meta.model_copy(update={"clear_below": clear_below})
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     report = ScreenReport(
-        version=version,
-        clear_below=clear_below,
-        config=config,
-        transfer_spans=len(regions),
-        validation=_measure(scored[0], labels[0], threshold, clear_below),
-        test=_measure(scored[1], labels[1], threshold, clear_below),
+        version=version, clear_below=clear_below, config=config, transfer_spans=len(regions), **measured
     )
     (out_dir / SCREEN_METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
     console.print(_table(report))
@@ -187,7 +210,12 @@ def train_screen(
 def _table(report: ScreenReport) -> Table:
     return metrics_table(
         f"safety cascade with the screen {report.version}: cleared below {report.clear_below:.3f}",
-        {"validation": report.validation, "test (held out)": report.test},
+        {
+            "validation": report.validation,
+            "test (held out)": report.test,
+            "long chats from validation": report.long_validation,
+            "long chats from test": report.long_test,
+        },
         ("escalated", lambda m: m.escalated),
         ("read by stage 2", lambda m: m.read_by_intent),
     )

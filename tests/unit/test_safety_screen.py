@@ -1,6 +1,6 @@
-"""The screen between the first and second stages: it clears the regions it is sure are benign, so the second
-stage's pass is paid only for the rest; its threshold keeps the blocks the second stage makes; and the transformer
-stages score a batch of spans as they score each alone."""
+"""The screen between the first and second stages: it clears the long regions it is sure are benign, so the second
+stage's pass is paid only for the rest; a short ask goes straight to the second stage; its threshold keeps the blocks
+the second stage makes; and the transformer stages score a batch of spans as they score each alone."""
 
 from __future__ import annotations
 
@@ -34,12 +34,34 @@ def test_the_second_stage_reads_only_what_the_screen_is_unsure_of(
     assert classifier.screen is not None
     conversation = _one_turn(TRAVEL * 6 + BURIED + " " + TRAVEL * 6)
     spans = classifier.fast(conversation, 0.0).spans
-    scores = [v.score for v in classifier.screen.judge_tokens([s.ids for s in spans])]
+    scores = classifier.screen_scores(spans)
     kept = [span for span, score in zip(spans, scores, strict=True) if score >= classifier.screen.meta.clear_below]
     assert [BURIED[:40] in span.text for span in kept] == [True], "the benign end is cleared, the request is not"
     verdict = classifier.judge(conversation, escalate_at=0.0)
     assert verdict.flagged and verdict.stage == "intent"
     assert intent.read(kept)
+
+
+def test_a_short_ask_goes_straight_to_the_second_stage(screened: tuple[SafetyClassifier, _CountingIntent]) -> None:
+    classifier, intent = screened
+    assert classifier.screen is not None
+    conversation = _one_turn(BURIED)
+    spans = classifier.fast(conversation, 0.0).spans
+    assert spans and all(len(span.ids) <= classifier.screen.encoder.body_tokens for span in spans)
+    assert classifier.screen_scores(spans) == [1.0] * len(spans), "the screen does not read what fits its window"
+    verdict = classifier.judge(conversation, escalate_at=0.0)
+    assert verdict.flagged and verdict.stage == "intent"
+    assert intent.read(spans)
+
+
+def test_the_screen_reads_only_the_spans_longer_than_its_window() -> None:
+    classifier = shipped_classifier()
+    assert classifier.screen is not None
+    long_span, short_span = (classifier.fast(_one_turn(text), 0.0).spans[0] for text in (TRAVEL * 6, TRAVEL))
+    window = classifier.screen.encoder.body_tokens
+    assert len(long_span.ids) > window >= len(short_span.ids)
+    alone = classifier.screen.judge_tokens([long_span.ids])[0].score
+    assert classifier.screen_scores([short_span, long_span]) == [1.0, pytest.approx(alone, abs=1e-4)]
 
 
 def test_a_batch_of_spans_scores_as_each_does_alone() -> None:

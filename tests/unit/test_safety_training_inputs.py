@@ -45,12 +45,14 @@ def test_long_chats_join_training_conversations_with_one_system_prompt_first() -
     chats = compose_long_chats(benign + harmful, 9, seed=3)
     assert chats == compose_long_chats(benign + harmful, 9, seed=3), "the same seed composes the same chats"
     harmful_texts = {item.messages[0].content for item in harmful}
-    for number, chat in enumerate(chats):
+    for number, labelled in enumerate(chats):
+        chat = labelled.messages
         assert sum(len(m.content) for m in chat if m.role != "assistant") >= MIN_CHARS
         assert chat[0].role == "system" or any(m.content in harmful_texts for m in chat[:1])
         assert all(m.role != "system" for m in chat[1:]), "a system prompt only opens the chat"
         has_harmful = any(m.content in harmful_texts for m in chat)
         assert has_harmful == (number % HARMFUL_EVERY == 0)
+        assert labelled.label == ("violence" if has_harmful else "benign"), "a chat is labelled by what it holds"
         if has_harmful:
             at = next(i for i, m in enumerate(chat) if m.content in harmful_texts)
             assert chat[at + 1] == DataMessage(role="assistant", content=f"About {chat[at].content}: sure.")
