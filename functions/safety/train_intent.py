@@ -133,21 +133,6 @@ def fine_tune(
     return net.eval()
 
 
-def fine_tune_soup(
-    encoder: IntentEncoder,
-    texts: list[str],
-    targets: np.ndarray,
-    categories: np.ndarray,
-    config: IntentConfig,
-    seed: int,
-    progress: Progress,
-    members: int = SOUP_SIZE,
-) -> object:
-    """`members` fine-tunes (seeds `seed`, `seed` + 1, ...) of the same start, their weights averaged into one net."""
-    nets = [fine_tune(encoder, texts, targets, categories, config, seed + k, progress) for k in range(members)]
-    return average_weights(nets)
-
-
 def average_weights(nets: list) -> object:
     """The first net, its floating-point weights replaced by the mean over `nets` (integer buffers kept)."""
     import torch
@@ -220,7 +205,8 @@ def train_intent(
     with Progress(console=console, transient=True) as progress:
         texts = [c.whole for c in conversations[0]]
         harmful = (labels[0] != 0).astype(np.float32)
-        net = fine_tune_soup(encoder, texts, harmful, labels[0], config, seed, progress)
+        soup = [fine_tune(encoder, texts, harmful, labels[0], config, seed + k, progress) for k in range(SOUP_SIZE)]
+        net = average_weights(soup)
         version = export_int8(net, encoder, out_dir, INTENT)
     placeholder = IntentMeta(
         labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, threshold=1.0, escalate_at=0.0, version=version
