@@ -1,5 +1,5 @@
 /** One conversation in the sidebar: select, inline rename (Enter saves, Esc cancels), delete (asks first). */
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { ConversationSummary } from "../types";
 import { EditIcon, TrashIcon } from "./icons";
 
@@ -23,7 +23,8 @@ export function ConversationItem({ conversation, active, onSelect, onRename, onD
   const settled = useRef(false);
   const title = conversation.title?.trim() || UNTITLED;
 
-  useEffect(() => {
+  // Before the browser handles the next input (see UserMessage): a deferred select() could take in keys typed first.
+  useLayoutEffect(() => {
     if (renaming) {
       input.current?.focus();
       input.current?.select();

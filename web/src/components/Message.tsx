@@ -1,5 +1,5 @@
 /** One message. User: plain text, Edit (stored conversations). Assistant: markdown, status labels, Regenerate. */
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { UiMessage } from "../chatModel";
 import { copyText } from "../clipboard";
 import { markFirstTokenVisibleAfterPaint } from "../perf";
@@ -19,7 +19,9 @@ interface UserProps {
 export function UserMessage({ message, canEdit, editDraft, onEditStart, onEditChange, onEditSave, onEditCancel }: UserProps) {
   const area = useRef<HTMLTextAreaElement>(null);
   const editing = editDraft !== null;
-  useEffect(() => {
+  // A layout effect, run as the editor is put on screen: a deferred effect could move the caret after the user (or
+  // Playwright's fill) had already selected the text to replace it, and the new text would be appended instead.
+  useLayoutEffect(() => {
     if (editing && area.current) {
       area.current.focus();
       const end = area.current.value.length;
