@@ -20,10 +20,7 @@ from tests.conftest import Stack
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-# A prompt that gets a long answer from SmolLM2 (so there is something to stop). Today's over-eager pre-filter (issue
-# 5) refuses some harmless ones: "Write a long, detailed story about a lighthouse keeper and the storm that changed
-# her life" (violence) and, behind the default system prompt, "Describe the history of lighthouses in detail, from
-# ancient Egypt to today" (jailbreak).
+# A prompt that gets a long answer from SmolLM2 (so there is something to stop).
 LONG_PROMPT = "Write a detailed guide to growing tomatoes in a small garden."
 STREAM_WAIT_MS = 120_000
 
@@ -84,7 +81,7 @@ def finish_or_stop(page: Any, after_s: float = 6.0) -> str:
         # Esc, not the button: the answer may end as we stop it, and then the stop button is gone (Playwright would
         # wait 30 s for it); Esc with nothing streaming does nothing.
         page.keyboard.press("Escape")
-    # "filtered" ends an answer too: today's output filter now and then halts a harmless one (issue 5).
+    # "filtered" ends an answer too: SmolLM2 samples, and the output filter's rules may halt what it writes.
     return wait_status(page, ("done", "stopped", "filtered"))
 
 
