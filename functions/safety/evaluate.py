@@ -116,8 +116,11 @@ def evaluate(
         hopping_blocked += prefilter.check(chat) is not None
         if progress is not None and task is not None:
             progress.advance(task)
-    hopping = GroupRate(group="topic-hopping everyday chats", items=len(hopping_chats), blocked=hopping_blocked)
-    hopping = hopping if hopping_chats else None
+    hopping = (
+        GroupRate(group="topic-hopping everyday chats", items=len(hopping_chats), blocked=hopping_blocked)
+        if hopping_chats
+        else None
+    )
     held_out = _held_out_metrics()
     blocked_harmful = sum(r.blocked for r in harmful_results)
     refused_benign = sum(r.blocked for r in benign_results)
