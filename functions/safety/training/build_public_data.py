@@ -69,6 +69,26 @@ def read_blob(git_dir: Path, commit: str, path: str) -> bytes:
     return run.stdout
 
 
+def expand_paths(git_dir: Path, commit: str, paths: tuple[str, ...]) -> list[str]:
+    """The files a source reads: a path ending in "/" stands for every file under that directory at `commit`."""
+    files: list[str] = []
+    for path in paths:
+        if not path.endswith("/"):
+            files.append(path)
+            continue
+        listing = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "ls-tree", "-r", "--name-only", commit, path],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        found = sorted(line for line in listing.stdout.splitlines() if line)
+        if not found:
+            raise FileNotFoundError(f"no files under {path} at {commit[:12]} in {git_dir}")
+        files.extend(found)
+    return files
+
+
 def sample_order(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
@@ -77,7 +97,8 @@ def build_source(
     source: PublicSource, mirrors: Path, teacher: object, trained_keys: set[str]
 ) -> tuple[list[PublicExample], SourceRecord]:
     git_dir = snapshot_dir(mirrors, source.repo)
-    files = {path: read_blob(git_dir, source.commit, path) for path in source.paths}
+    paths = expand_paths(git_dir, source.commit, source.paths)
+    files = {path: read_blob(git_dir, source.commit, path) for path in paths}
     read = out_of_policy = duplicates = 0
     kept: dict[str, tuple[list[dict[str, str]], str | None, str]] = {}
     for messages, source_category in source.reader(files):

