@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -17,12 +17,14 @@ router = APIRouter(prefix="/v1/account", tags=["account"])
 
 
 @router.delete("/data")
-async def erase_account_data(tenant: CurrentTenant, store: Store) -> AccountDataDeleted:
+async def erase_account_data(tenant: CurrentTenant, store: Store, request: Request) -> AccountDataDeleted:
+    # Feedback first: a retry after a failure part-way finds the conversations still there and erases them then.
+    feedback = await run_in_threadpool(request.app.state.feedback.erase_tenant, tenant.id)
     audit = AuditRecord(
         at=utc_now(), actor=f"tenant:{tenant.id}", action="erase", tenant_id=tenant.id, detail="account data erase"
     )
     erased = await run_in_threadpool(store.erase_tenant, tenant.id, audit)
-    return AccountDataDeleted(deleted_conversations=erased)
+    return AccountDataDeleted(deleted_conversations=erased, deleted_feedback=feedback)
 
 
 @router.get("/export")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from datetime import datetime
 from enum import StrEnum
 from typing import Literal, Protocol
 
@@ -44,7 +43,7 @@ class FeedbackRecord(BaseModel):
     # The model that answered, where it could be found: stored turns do not record it, so it is taken from the
     # tenant's ledger at the answer's time when exactly one model answered the tenant then (`model_source`).
     model: str | None = None
-    model_source: Literal["message", "ledger"] | None = None
+    model_source: Literal["ledger"] | None = None
     # The safety policies in force when the feedback was given (the stored turn does not record the ones that
     # judged the answer; policies change only with a deploy).
     pre_policy_version: str | None = None

@@ -39,9 +39,7 @@ def feedback(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Feedbac
     store.close()
 
 
-def record(
-    index: int = 1, conversation: str = CONV_A, tenant: str = "ten_a", **fields: object
-) -> FeedbackRecord:
+def record(index: int = 1, conversation: str = CONV_A, tenant: str = "ten_a", **fields: object) -> FeedbackRecord:
     values: dict[str, object] = {
         "tenant_id": tenant,
         "conversation_id": conversation,
