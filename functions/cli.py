@@ -154,11 +154,13 @@ def bench(
 
 def _register_subcommands() -> None:
     from functions.admin_cli import register
+    from functions.feedback.commands import register as register_feedback
     from functions.metering.commands import meter_flush, meter_reconcile
     from functions.safety.commands import register as register_safety
 
     register(app)
     register_safety(app)
+    register_feedback(app)
     app.command("meter-flush")(meter_flush)
     app.command("meter-reconcile")(meter_reconcile)
 
