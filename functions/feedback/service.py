@@ -28,8 +28,9 @@ from shared.storage.timestamps import utc_now
 
 log = logging.getLogger("fleetchat.feedback")
 
-# The ledger entry of a turn is written when its request ends, just after the answer is stored.
-LEDGER_WINDOW = (timedelta(seconds=-1), timedelta(seconds=60))
+# A turn's ledger entry is written as its request ends: just after the answer is stored (a stream) or just before
+# it (a whole answer).
+LEDGER_WINDOW = (timedelta(seconds=-2), timedelta(seconds=60))
 PolicyVersions = Callable[[], tuple[str | None, str | None]]
 
 
