@@ -10,6 +10,7 @@ from functions.auth import CurrentTenant
 from functions.conversation_export import account_export_json
 from functions.routers.conversations import Store
 from shared.conversation_api import AccountDataDeleted
+from shared.feedback_api import FeedbackObject
 from shared.storage.conversations import AuditRecord
 from shared.storage.timestamps import utc_now
 
@@ -28,11 +29,13 @@ async def erase_account_data(tenant: CurrentTenant, store: Store, request: Reque
 
 
 @router.get("/export")
-async def export_account_data(tenant: CurrentTenant, store: Store) -> StreamingResponse:
+async def export_account_data(tenant: CurrentTenant, store: Store, request: Request) -> StreamingResponse:
     conversations = store.export_tenant(tenant.id)
+    # Every rating the service keeps for the tenant (those of replaced answers too), as the API shows them.
+    feedback = (FeedbackObject.of(record) for record in request.app.state.feedback.list_tenant(tenant.id))
     filename = f"fleetchat-export-{tenant.id}.json"
     return StreamingResponse(
-        account_export_json(tenant.id, conversations),
+        account_export_json(tenant.id, conversations, feedback),
         media_type="application/json",
         headers={"content-disposition": f'attachment; filename="{filename}"'},
     )

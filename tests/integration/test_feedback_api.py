@@ -146,8 +146,14 @@ def test_account_erase_takes_the_tenants_feedback(setup: Setup) -> None:
     ).model_extra["conversation"]["id"]
     assert setup.rate(theirs, 1, setup.gw.other_key, rating="up").status_code == 200
     assert len(setup.stored()) == 3
+    exported = setup.send("GET", "/v1/account/export").json()["feedback"]
+    assert sorted((f["message_index"], f["rating"], f["comment"]) for f in exported) == [
+        (1, "down", "personal detail here"),
+        (3, "up", None),
+    ]
 
     erased = setup.send("DELETE", "/v1/account/data")
     assert erased.status_code == 200
     assert erased.json()["deleted_feedback"] == 2 and erased.json()["deleted_conversations"] == 1
     assert [r.conversation_id for r in setup.stored()] == [theirs]  # the other tenant keeps its own
+    assert setup.send("GET", "/v1/account/export").json()["feedback"] == []
