@@ -12,10 +12,11 @@ from fastapi import FastAPI
 from functions.admission import Admission
 from functions.chat_service import ChatService
 from functions.conversation_turns import ConversationTurns
+from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
 from functions.moderation_service import ModerationService
 from functions.request_accounting import Accounting
-from functions.routers import account, admin, chat, health, models, moderations, session, usage
+from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
 from functions.routers import conversations as conversation_routes
 from functions.routing import PoolRouter
 from functions.safety.classifier import shipped_classifier
@@ -37,6 +38,7 @@ from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
 from shared.storage.factory import (
     open_conversation_store,
+    open_feedback_store,
     open_ledger,
     open_rate_limits,
     open_safety_audit,
@@ -95,6 +97,14 @@ def create_app(
             app.state.safety = SafetyPipeline(app.state.guard, pii_detector(), audit, app.state.metrics, output)
             app.state.moderation = ModerationService(app.state.guard, app.state.accounting, classifier.table)
             app.state.sessions = session_signer(settings)
+            app.state.feedback = own(open_feedback_store(settings))
+            app.state.feedback_service = FeedbackService(
+                app.state.conversations,
+                app.state.feedback,
+                app.state.ledger,
+                lambda: (app.state.safety.policy_version, app.state.safety.post_policy_version),
+                app.state.metrics,
+            )
             app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)
             yield
 
@@ -105,7 +115,7 @@ def create_app(
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)
-    for module in (chat, moderations, conversation_routes, account, usage, session, admin, models, health):
+    for module in (chat, moderations, conversation_routes, feedback, account, usage, session, admin, models, health):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     return app

@@ -124,7 +124,7 @@ def sweep(
     report = sweep_from_settings(settings, now=now, dry_run=dry_run)
     table = Table("outcome", "records")
     counts = ("examined", "expired", "purged", "held", "rescheduled", "unknown_tenant", "already_gone", "failed")
-    for name in (*counts, "safety_audit_deleted"):
+    for name in (*counts, "safety_audit_deleted", "feedback_deleted"):
         table.add_row(name.replace("_", " "), str(getattr(report, name)))
     console = Console()
     console.print("retention sweep" + (" (dry run: nothing changed)" if dry_run else ""))
@@ -154,11 +154,13 @@ def bench(
 
 def _register_subcommands() -> None:
     from functions.admin_cli import register
+    from functions.feedback.commands import register as register_feedback
     from functions.metering.commands import meter_flush, meter_reconcile
     from functions.safety.commands import register as register_safety
 
     register(app)
     register_safety(app)
+    register_feedback(app)
     app.command("meter-flush")(meter_flush)
     app.command("meter-reconcile")(meter_reconcile)
 

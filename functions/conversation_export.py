@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Iterator
 
+from pydantic import BaseModel
 from starlette.concurrency import iterate_in_threadpool
 
 from shared.conversation_api import ConversationDetail
@@ -22,12 +23,23 @@ def to_markdown(conversation: Conversation) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def account_export_json(tenant_id: str, conversations: Iterator[Conversation]) -> AsyncIterator[bytes]:
-    """`{"object": "account.export", ..., "conversations": [...]}`, one conversation at a time (constant memory)."""
+async def account_export_json(
+    tenant_id: str, conversations: Iterator[Conversation], feedback: Iterator[BaseModel] | None = None
+) -> AsyncIterator[bytes]:
+    """`{"object": "account.export", ..., "conversations": [...], "feedback": [...]}`, one item at a time (constant
+    memory); `feedback` only when given."""
     head = {"object": "account.export", "tenant_id": tenant_id, "exported_at": int(utc_now().timestamp())}
     yield json.dumps(head)[:-1].encode() + b', "conversations": ['
     first = True
     async for conversation in iterate_in_threadpool(conversations):
         yield (b"" if first else b",") + ConversationDetail.of(conversation).model_dump_json().encode()
         first = False
-    yield b"]}"
+    yield b"]"
+    if feedback is not None:
+        yield b', "feedback": ['
+        first = True
+        async for item in iterate_in_threadpool(feedback):
+            yield (b"" if first else b",") + item.model_dump_json().encode()
+            first = False
+        yield b"]"
+    yield b"}"

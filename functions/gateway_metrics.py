@@ -1,5 +1,6 @@
 """The gateway's own Prometheus metrics: requests by outcome, time to the worker's first byte, conversation turns,
-rate limiting, the tokens written to the ledger, and the safety pipeline's blocks, halts and latency."""
+rate limiting, the tokens written to the ledger, the safety pipeline's blocks, halts and latency, and answer
+feedback."""
 
 from __future__ import annotations
 
@@ -81,6 +82,18 @@ class GatewayMetrics:
             ["guard", "action"],
             registry=self.registry,
         )
+
+        self.feedback = Counter(
+            names.FEEDBACK,
+            "Answer ratings given (a second rating of a message counts again).",
+            ["rating"],
+            registry=self.registry,
+        )
+        self.feedback_removed = Counter(
+            names.FEEDBACK_REMOVED, "Answer ratings removed by their tenant.", registry=self.registry
+        )
+        for rating in ("up", "down"):  # both series from the start, so a rate over them never has a gap
+            self.feedback.labels(rating)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -91,3 +91,4 @@ class ConversationDeleted(BaseModel):
 class AccountDataDeleted(BaseModel):
     object: Literal["account.data.deleted"] = "account.data.deleted"
     deleted_conversations: int
+    deleted_feedback: int = 0  # ratings of the tenant's answers

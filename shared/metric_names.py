@@ -24,6 +24,8 @@ SAFETY_HALTS = "fleetchat_safety_halts"
 SAFETY_CHECK_LATENCY = "fleetchat_safety_check_seconds"
 SAFETY_AUDIT_FAILURES = "fleetchat_safety_audit_failures"
 SAFETY_GUARD_FAILURES = "fleetchat_safety_guard_failures"
+FEEDBACK = "fleetchat_feedback"  # ratings given (a replacement counts again), by rating
+FEEDBACK_REMOVED = "fleetchat_feedback_removed"
 
 
 def counter_sample(name: str) -> str:

@@ -1,5 +1,5 @@
-"""The retention sweep: delete expired and purge-due conversations from every store, with an audit record each, and
-safety audit records past their tier's retention.
+"""The retention sweep: delete expired and purge-due conversations from every store, with an audit record each and
+their answer feedback, and safety audit records past their tier's retention.
 
 Idempotent and resumable: every deletion removes the record last, so an interrupted run leaves the record due and
 the next run finishes it. DynamoDB TTL is only a backstop; reads already hide expired records. A tenant under legal
@@ -24,7 +24,8 @@ from shared.storage.conversations import (
     SweepCandidate,
     SweepReason,
 )
-from shared.storage.factory import open_conversation_store, open_safety_audit, open_tenant_store
+from shared.storage.factory import open_conversation_store, open_feedback_store, open_safety_audit, open_tenant_store
+from shared.storage.feedback import FeedbackStore
 from shared.storage.safety_audit import SafetyAuditStore
 from shared.storage.timestamps import to_iso, utc_now
 
@@ -49,6 +50,7 @@ class SweepReport(BaseModel):
     unknown_tenant: int = 0  # kept: without the tenant its legal hold cannot be checked
     failed: int = 0
     safety_audit_deleted: int = 0  # safety audit records past retention (a dry run: that would be deleted)
+    feedback_deleted: int = 0  # ratings of the deleted conversations' answers
     dry_run: bool = False
 
     @property
@@ -143,6 +145,7 @@ def run_sweep(
     dry_run: bool = False,
     show_progress: bool = True,
     safety_audit: SafetyAuditStore | None = None,
+    feedback: FeedbackStore | None = None,
 ) -> SweepReport:
     now = now or utc_now()
     report = SweepReport(dry_run=dry_run)
@@ -169,7 +172,13 @@ def run_sweep(
                 if action == "reschedule":
                     store.reschedule(candidate.tenant_id, candidate.conversation_id, new_expiry)
                     _count(report, action)
-                elif store.hard_delete(candidate.tenant_id, candidate.conversation_id, _audit(candidate, action, now)):
+                    failures_in_a_row = 0
+                    continue
+                if feedback is not None:  # before the record: a run stopped in between leaves the record due
+                    report.feedback_deleted += feedback.delete_conversation(
+                        candidate.tenant_id, candidate.conversation_id
+                    )
+                if store.hard_delete(candidate.tenant_id, candidate.conversation_id, _audit(candidate, action, now)):
                     _count(report, action)
                 else:
                     report.already_gone += 1
@@ -187,9 +196,13 @@ def sweep_from_settings(settings: Settings, *, now: datetime | None = None, dry_
     tenants = open_tenant_store(settings)
     conversations = open_conversation_store(settings)
     safety_audit = open_safety_audit(settings)
+    feedback = open_feedback_store(settings)
     try:
-        return run_sweep(conversations, tenants.get_tenant, now=now, dry_run=dry_run, safety_audit=safety_audit)
+        return run_sweep(
+            conversations, tenants.get_tenant, now=now, dry_run=dry_run, safety_audit=safety_audit, feedback=feedback
+        )
     finally:
+        feedback.close()
         safety_audit.close()
         conversations.close()
         tenants.close()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from shared.settings import Settings
 from shared.storage.base import TenantStore
 from shared.storage.conversations import ConversationStore
+from shared.storage.feedback import FeedbackStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
 from shared.storage.safety_audit import SafetyAuditStore
@@ -90,3 +91,20 @@ def open_conversation_store(settings: Settings) -> ConversationStore:
     from shared.storage.sqlite_conversations import SQLiteConversationStore
 
     return SQLiteConversationStore(settings.db_path)
+
+
+def open_feedback_store(settings: Settings) -> FeedbackStore:
+    """Feedback lives where the conversations it rates live (on AWS, in the conversations table)."""
+    if settings.conversation_store == "aws":
+        from shared.storage.aws_feedback import AwsAccountsConfig, AwsFeedback
+
+        return AwsFeedback(
+            AwsAccountsConfig(
+                table_name=settings.conversations_table,
+                region=settings.aws_region,
+                endpoint_url=settings.aws_endpoint_url,
+            )
+        )
+    from shared.storage.sqlite_feedback import SQLiteFeedback
+
+    return SQLiteFeedback(settings.db_path)

@@ -171,6 +171,25 @@ MIGRATIONS: list[list[str]] = [
         # How an assistant answer ended (the web chat marks stopped and filtered answers).
         "ALTER TABLE messages ADD COLUMN finish_reason TEXT",
     ],
+    [
+        # Answer feedback: one row per (tenant, conversation, message index); no content but the comment.
+        """CREATE TABLE feedback (
+            tenant_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            message_index INTEGER NOT NULL,
+            rating TEXT NOT NULL,
+            comment TEXT,
+            created_at TEXT NOT NULL,
+            key_id TEXT,
+            message_created_at TEXT NOT NULL,
+            answer_sha256 TEXT NOT NULL,
+            model TEXT,
+            model_source TEXT,
+            pre_policy_version TEXT,
+            post_policy_version TEXT,
+            PRIMARY KEY (tenant_id, conversation_id, message_index)
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 

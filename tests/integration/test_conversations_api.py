@@ -173,7 +173,7 @@ def test_account_export_and_erase(setup: Setup) -> None:
     assert sorted(c["id"] for c in document["conversations"]) == sorted(mine)
 
     erased = setup.send("DELETE", "/v1/account/data")
-    assert erased.json() == {"object": "account.data.deleted", "deleted_conversations": 2}
+    assert erased.json() == {"object": "account.data.deleted", "deleted_conversations": 2, "deleted_feedback": 0}
     assert setup.get("/v1/conversations").json()["data"] == []
     assert all(setup.get(f"/v1/conversations/{c}").status_code == 404 for c in mine)
     assert json.loads(setup.get("/v1/account/export").content)["conversations"] == []

@@ -1,4 +1,6 @@
-/** One message. User: plain text, Edit (stored conversations). Assistant: markdown, status labels, Regenerate. */
+/** One message. User: plain text, Edit (stored conversations). Assistant: markdown, status labels, Regenerate, and
+ * (stored answers) the feedback thumbs. */
+import type { ComponentChildren } from "preact";
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { UiMessage } from "../chatModel";
 import { copyText } from "../clipboard";
@@ -102,9 +104,11 @@ interface AssistantProps {
   message: UiMessage;
   canRegenerate: boolean;
   onRegenerate(): void;
+  /** Shown with the actions once the answer is complete (the feedback thumbs of a stored answer). */
+  feedback?: ComponentChildren;
 }
 
-export function AssistantMessage({ message, canRegenerate, onRegenerate }: AssistantProps) {
+export function AssistantMessage({ message, canRegenerate, onRegenerate, feedback }: AssistantProps) {
   const status = message.status ?? "done";
   const [copied, setCopied] = useState(false);
   useLayoutEffect(() => {
@@ -175,6 +179,7 @@ export function AssistantMessage({ message, canRegenerate, onRegenerate }: Assis
                 <RefreshIcon />
               </button>
             )}
+            {feedback}
           </div>
         )}
       </div>

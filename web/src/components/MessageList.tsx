@@ -3,6 +3,8 @@
 import { useLayoutEffect, useRef } from "preact/hooks";
 import { copyText } from "../clipboard";
 import type { ChatController } from "../hooks/useChat";
+import { useFeedback } from "../hooks/useFeedback";
+import { FeedbackBar } from "./FeedbackBar";
 import { AssistantMessage, UserMessage } from "./Message";
 
 interface Props {
@@ -49,6 +51,14 @@ export function MessageList({ chat }: Props) {
     }
   }
   const stored = Boolean(conversationId && persisted);
+  // Stored, finished answers take feedback, by their index in the stored list.
+  const answers = new Map<number, string>();
+  if (stored) {
+    for (const m of messages) {
+      if (m.role === "assistant" && m.storedIndex !== undefined && m.status !== "streaming") answers.set(m.storedIndex, m.content);
+    }
+  }
+  const feedback = useFeedback(stored ? conversationId : null, answers);
 
   return (
     <div class="chat-scroll" ref={scroller} onScroll={onScroll} onClick={(e) => void onCopyClick(e)}>
@@ -82,6 +92,11 @@ export function MessageList({ chat }: Props) {
               message={message}
               canRegenerate={!streaming && i === lastAssistant && i === messages.length - 1}
               onRegenerate={chat.regenerate}
+              feedback={
+                message.storedIndex !== undefined && answers.has(message.storedIndex) ? (
+                  <FeedbackBar index={message.storedIndex} answer={message.content} feedback={feedback} />
+                ) : undefined
+              }
             />
           ),
         )}

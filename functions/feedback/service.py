@@ -1,0 +1,136 @@
+"""Give, list and remove ratings of a stored conversation's assistant messages, for the calling tenant only.
+
+Rules: the conversation must be live and the tenant's (else 404, as every conversation route); the index must name an
+assistant message (else 400, param `message_index`); a rejected request changes nothing. A rating written while its
+conversation was being deleted or erased is taken back, so no feedback outlives its conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+from functions.auth import Caller
+from functions.gateway_metrics import GatewayMetrics
+from shared.errors import InvalidRequestError, NotFoundError
+from shared.feedback_api import FeedbackCreate
+from shared.storage.conversations import (
+    Conversation,
+    ConversationNotFoundError,
+    ConversationStore,
+    StoredMessage,
+    StoreUnavailableError,
+)
+from shared.storage.feedback import FeedbackRecord, FeedbackStore, answer_digest
+from shared.storage.ledger import LedgerStore
+from shared.storage.timestamps import utc_now
+
+log = logging.getLogger("fleetchat.feedback")
+
+# A turn's ledger entry is written as its request ends: just after the answer is stored (a stream) or just before
+# it (a whole answer).
+LEDGER_WINDOW = (timedelta(seconds=-2), timedelta(seconds=60))
+PolicyVersions = Callable[[], tuple[str | None, str | None]]
+
+
+class FeedbackNotFoundError(NotFoundError):
+    default_code = "feedback_not_found"
+
+
+def rated_message(conversation: Conversation, index: int) -> StoredMessage:
+    """The assistant message at `index`, or a 400 naming `message_index`."""
+    if not conversation.complete:  # a torn read: the index cannot be checked now
+        raise StoreUnavailableError("The stored conversation is incomplete right now; try again shortly.")
+    count = len(conversation.messages)
+    if index >= count:
+        raise InvalidRequestError(
+            f"message_index {index} is out of range: the conversation has {count} messages (0 to {count - 1}).",
+            param="message_index",
+        )
+    message = conversation.messages[index]
+    if message.role != "assistant":
+        raise InvalidRequestError(
+            f"message_index {index} is a {message.role} message; only assistant messages take feedback.",
+            param="message_index",
+        )
+    return message
+
+
+class FeedbackService:
+    def __init__(
+        self,
+        conversations: ConversationStore,
+        feedback: FeedbackStore,
+        ledger: LedgerStore | None,
+        policies: PolicyVersions,
+        metrics: GatewayMetrics,
+    ) -> None:
+        self.conversations = conversations
+        self.feedback = feedback
+        self.ledger = ledger
+        self.policies = policies
+        self.metrics = metrics
+
+    def give(self, caller: Caller, conversation_id: str, index: int, body: FeedbackCreate) -> FeedbackRecord:
+        tenant_id = caller.tenant.id
+        message = rated_message(self._live(tenant_id, conversation_id), index)
+        model = self._model_of(tenant_id, message)
+        pre, post = self.policies()
+        record = FeedbackRecord(
+            tenant_id=tenant_id,
+            conversation_id=conversation_id,
+            message_index=index,
+            rating=body.rating,
+            comment=body.comment,
+            created_at=utc_now(),
+            key_id=caller.key.id,
+            message_created_at=message.created_at,
+            answer_sha256=answer_digest(message.content),
+            model=model,
+            model_source=None if model is None else "ledger",
+            pre_policy_version=pre,
+            post_policy_version=post,
+        )
+        self.feedback.put(record)
+        if self.conversations.get(tenant_id, conversation_id) is None:  # deleted or erased meanwhile
+            self.feedback.delete(tenant_id, conversation_id, index)
+            raise ConversationNotFoundError(conversation_id)
+        self.metrics.feedback.labels(record.rating.value).inc()
+        return record
+
+    def current(self, tenant_id: str, conversation_id: str) -> list[FeedbackRecord]:
+        """The ratings of the conversation's messages as they are now (those of replaced answers left out)."""
+        messages = self._live(tenant_id, conversation_id).messages
+        return [
+            record
+            for record in self.feedback.list_conversation(tenant_id, conversation_id)
+            if record.message_index < len(messages) and record.rates(messages[record.message_index])
+        ]
+
+    def remove(self, tenant_id: str, conversation_id: str, index: int) -> None:
+        rated_message(self._live(tenant_id, conversation_id), index)
+        if not self.feedback.delete(tenant_id, conversation_id, index):
+            raise FeedbackNotFoundError(
+                f"Message {index} of conversation '{conversation_id}' has no feedback.", param="message_index"
+            )
+        self.metrics.feedback_removed.inc()
+
+    def _live(self, tenant_id: str, conversation_id: str) -> Conversation:
+        conversation = self.conversations.get(tenant_id, conversation_id)
+        if conversation is None:
+            raise ConversationNotFoundError(conversation_id)
+        return conversation
+
+    def _model_of(self, tenant_id: str, message: StoredMessage) -> str | None:
+        """The model that answered: the one model in the tenant's ledger around the answer's time, or None when
+        there were several (concurrent requests) or none (the ledger was spooled, or is down)."""
+        if self.ledger is None:
+            return None
+        start, end = (message.created_at + offset for offset in LEDGER_WINDOW)
+        try:
+            models = {row.model for row in self.ledger.usage(tenant_id, start, end)}
+        except StoreUnavailableError:
+            log.warning("ledger unavailable: feedback recorded without its model")
+            return None
+        return models.pop() if len(models) == 1 else None

@@ -1,0 +1,58 @@
+"""`/v1/conversations/{id}/messages/{index}/feedback`: rate an assistant message, list and remove the ratings."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from starlette.concurrency import run_in_threadpool
+
+from functions.auth import CurrentCaller, CurrentTenant
+from functions.feedback.service import FeedbackService
+from functions.routers.conversations import ConversationId
+from shared.errors import InvalidRequestError
+from shared.feedback_api import FeedbackCreate, FeedbackDeleted, FeedbackList, FeedbackObject
+from shared.storage.feedback import MAX_MESSAGE_INDEX
+
+router = APIRouter(prefix="/v1/conversations", tags=["feedback"])
+
+
+def feedback_service(request: Request) -> FeedbackService:
+    return request.app.state.feedback_service
+
+
+Service = Annotated[FeedbackService, Depends(feedback_service)]
+
+
+def valid_index(message_index: str) -> int:
+    """A message index as `GET /v1/conversations/{id}` lists the messages (0-based), or a 400 naming it."""
+    if not (message_index.isascii() and message_index.isdigit()) or int(message_index) > MAX_MESSAGE_INDEX:
+        raise InvalidRequestError(
+            f"'{message_index[:20]}' is not a message index (a whole number from 0).", param="message_index"
+        )
+    return int(message_index)
+
+
+MessageIndex = Annotated[int, Depends(valid_index)]
+
+
+@router.post("/{conversation_id}/messages/{message_index}/feedback")
+async def give_feedback(
+    caller: CurrentCaller, service: Service, conversation_id: ConversationId, index: MessageIndex, body: FeedbackCreate
+) -> FeedbackObject:
+    record = await run_in_threadpool(service.give, caller, conversation_id, index, body)
+    return FeedbackObject.of(record)
+
+
+@router.delete("/{conversation_id}/messages/{message_index}/feedback")
+async def remove_feedback(
+    tenant: CurrentTenant, service: Service, conversation_id: ConversationId, index: MessageIndex
+) -> FeedbackDeleted:
+    await run_in_threadpool(service.remove, tenant.id, conversation_id, index)
+    return FeedbackDeleted(conversation_id=conversation_id, message_index=index)
+
+
+@router.get("/{conversation_id}/feedback")
+async def list_feedback(tenant: CurrentTenant, service: Service, conversation_id: ConversationId) -> FeedbackList:
+    records = await run_in_threadpool(service.current, tenant.id, conversation_id)
+    return FeedbackList(data=[FeedbackObject.of(r) for r in records])
