@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI
 
+from functions.account_data import AccountData
 from functions.admission import Admission
 from functions.chat_service import ChatService
 from functions.conversation_turns import ConversationTurns
@@ -105,6 +106,7 @@ def create_app(
                 lambda: (app.state.safety.policy_version, app.state.safety.post_policy_version),
                 app.state.metrics,
             )
+            app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
             app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)
             yield
 

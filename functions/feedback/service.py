@@ -31,11 +31,17 @@ log = logging.getLogger("fleetchat.feedback")
 # A turn's ledger entry is written as its request ends: just after the answer is stored (a stream) or just before
 # it (a whole answer).
 LEDGER_WINDOW = (timedelta(seconds=-2), timedelta(seconds=60))
-PolicyVersions = Callable[[], tuple[str | None, str | None]]
+CurrentPolicies = Callable[[], tuple[str | None, str | None]]  # (pre-filter, post-filter) policy versions in force
 
 
 class FeedbackNotFoundError(NotFoundError):
     default_code = "feedback_not_found"
+
+
+def _no_feedback(conversation_id: str, index: int) -> FeedbackNotFoundError:
+    return FeedbackNotFoundError(
+        f"Message {index} of conversation '{conversation_id}' has no feedback.", param="message_index"
+    )
 
 
 def rated_message(conversation: Conversation, index: int) -> StoredMessage:
@@ -47,12 +53,14 @@ def rated_message(conversation: Conversation, index: int) -> StoredMessage:
         raise InvalidRequestError(
             f"message_index {index} is out of range: the conversation has {count} messages (0 to {count - 1}).",
             param="message_index",
+            code="invalid_value",
         )
     message = conversation.messages[index]
     if message.role != "assistant":
         raise InvalidRequestError(
             f"message_index {index} is a {message.role} message; only assistant messages take feedback.",
             param="message_index",
+            code="invalid_value",
         )
     return message
 
@@ -63,7 +71,7 @@ class FeedbackService:
         conversations: ConversationStore,
         feedback: FeedbackStore,
         ledger: LedgerStore | None,
-        policies: PolicyVersions,
+        policies: CurrentPolicies,
         metrics: GatewayMetrics,
     ) -> None:
         self.conversations = conversations
@@ -92,11 +100,34 @@ class FeedbackService:
             pre_policy_version=pre,
             post_policy_version=post,
         )
-        self.feedback.put(record)
-        if self.conversations.get(tenant_id, conversation_id) is None:  # deleted or erased meanwhile
-            self.feedback.delete(tenant_id, conversation_id, index)
+        replaced = self.feedback.put(record)
+        try:
+            gone = self.conversations.get(tenant_id, conversation_id) is None
+        except StoreUnavailableError:  # the client is told 503: leave the stored rating as it was before
+            self._take_back(record, replaced)
+            raise
+        if gone:  # deleted or erased meanwhile
+            self._take_back(record, None)
             raise ConversationNotFoundError(conversation_id)
         self.metrics.feedback.labels(record.rating.value).inc()
+        return record
+
+    def _take_back(self, record: FeedbackRecord, replaced: FeedbackRecord | None) -> None:
+        """Undo a `put` (restore the rating it replaced, if any); best effort when the store fails too."""
+        try:
+            if replaced is None:
+                self.feedback.delete(record.tenant_id, record.conversation_id, record.message_index)
+            else:
+                self.feedback.put(replaced)
+        except StoreUnavailableError:
+            log.warning("feedback store unavailable: a refused rating could not be taken back")
+
+    def one(self, tenant_id: str, conversation_id: str, index: int) -> FeedbackRecord:
+        """The current rating of the assistant message at `index`, or 404 `feedback_not_found`."""
+        message = rated_message(self._live(tenant_id, conversation_id), index)
+        record = self.feedback.get(tenant_id, conversation_id, index)
+        if record is None or not record.rates(message):  # none, or one of an answer replaced since
+            raise _no_feedback(conversation_id, index)
         return record
 
     def current(self, tenant_id: str, conversation_id: str) -> list[FeedbackRecord]:
@@ -109,11 +140,11 @@ class FeedbackService:
         ]
 
     def remove(self, tenant_id: str, conversation_id: str, index: int) -> None:
-        rated_message(self._live(tenant_id, conversation_id), index)
+        """Remove the current rating; a rating of an answer replaced since is not this message's (404, kept for the
+        sweep to remove with the conversation)."""
+        self.one(tenant_id, conversation_id, index)
         if not self.feedback.delete(tenant_id, conversation_id, index):
-            raise FeedbackNotFoundError(
-                f"Message {index} of conversation '{conversation_id}' has no feedback.", param="message_index"
-            )
+            raise _no_feedback(conversation_id, index)
         self.metrics.feedback_removed.inc()
 
     def _live(self, tenant_id: str, conversation_id: str) -> Conversation:

@@ -1,5 +1,5 @@
 """The retention sweep: delete expired and purge-due conversations from every store, with an audit record each and
-their answer feedback, and safety audit records past their tier's retention.
+their answer feedback, safety audit records past their tier's retention, and feedback whose conversation is gone.
 
 Idempotent and resumable: every deletion removes the record last, so an interrupted run leaves the record due and
 the next run finishes it. DynamoDB TTL is only a backstop; reads already hide expired records. A tenant under legal
@@ -50,7 +50,8 @@ class SweepReport(BaseModel):
     unknown_tenant: int = 0  # kept: without the tenant its legal hold cannot be checked
     failed: int = 0
     safety_audit_deleted: int = 0  # safety audit records past retention (a dry run: that would be deleted)
-    feedback_deleted: int = 0  # ratings of the deleted conversations' answers
+    feedback_deleted: int = 0  # ratings of the deleted conversations' answers (a dry run: that would be deleted)
+    feedback_orphans_deleted: int = 0  # ratings whose conversation was already gone (DynamoDB's TTL backstop)
     dry_run: bool = False
 
     @property
@@ -167,6 +168,8 @@ def run_sweep(
             action, new_expiry = _decide(candidate, tenants(candidate.tenant_id), now)
             if action in ("unknown", "hold") or dry_run:
                 _count(report, action)
+                if dry_run and action in ("expire", "purge") and feedback is not None:
+                    report.feedback_deleted += _feedback_of(feedback, candidate, report)
                 continue
             try:
                 if action == "reschedule":
@@ -188,7 +191,46 @@ def run_sweep(
                 failures_in_a_row += 1
                 if failures_in_a_row >= MAX_CONSECUTIVE_FAILURES:
                     break
+        if feedback is not None:
+            _sweep_orphaned_feedback(feedback, store, tenants, report, progress)
     return report
+
+
+def _feedback_of(feedback: FeedbackStore, candidate: SweepCandidate, report: SweepReport) -> int:
+    """How many ratings deleting the candidate would take along (a dry run's count)."""
+    try:
+        return len(feedback.list_conversation(candidate.tenant_id, candidate.conversation_id))
+    except StoreUnavailableError:
+        report.failed += 1
+        return 0
+
+
+def _sweep_orphaned_feedback(
+    feedback: FeedbackStore,
+    store: ConversationStore,
+    tenants: TenantLookup,
+    report: SweepReport,
+    progress: Progress,
+) -> None:
+    """Delete the feedback whose conversation record is gone without the sweep (on DynamoDB, its TTL backstop
+    removes a record the sweep missed for a week): nothing else would ever remove it. Held tenants keep theirs."""
+    is_held = _holds(tenants)
+    task = progress.add_task("orphaned feedback", total=None)
+    try:
+        for tenant_id in feedback.tenants():
+            if is_held(tenant_id):
+                continue
+            conversation_ids = dict.fromkeys(record.conversation_id for record in feedback.list_tenant(tenant_id))
+            for conversation_id in conversation_ids:
+                progress.advance(task)
+                if store.is_stored(tenant_id, conversation_id):
+                    continue
+                if report.dry_run:
+                    report.feedback_orphans_deleted += len(feedback.list_conversation(tenant_id, conversation_id))
+                else:
+                    report.feedback_orphans_deleted += feedback.delete_conversation(tenant_id, conversation_id)
+    except StoreUnavailableError:  # the next run resumes
+        report.failed += 1
 
 
 def sweep_from_settings(settings: Settings, *, now: datetime | None = None, dry_run: bool = False) -> SweepReport:

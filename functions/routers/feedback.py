@@ -1,4 +1,4 @@
-"""`/v1/conversations/{id}/messages/{index}/feedback`: rate an assistant message, list and remove the ratings."""
+"""`/v1/conversations/{id}/messages/{index}/feedback`: rate an assistant message, read, list and remove ratings."""
 
 from __future__ import annotations
 
@@ -26,9 +26,15 @@ Service = Annotated[FeedbackService, Depends(feedback_service)]
 
 def valid_index(message_index: str) -> int:
     """A message index as `GET /v1/conversations/{id}` lists the messages (0-based), or a 400 naming it."""
-    if not (message_index.isascii() and message_index.isdigit()) or int(message_index) > MAX_MESSAGE_INDEX:
+    # The length first: int() refuses strings of more than 4,300 digits (a 500 otherwise).
+    digits = len(str(MAX_MESSAGE_INDEX))
+    if not (len(message_index) <= digits and message_index.isascii() and message_index.isdigit()) or (
+        int(message_index) > MAX_MESSAGE_INDEX
+    ):
         raise InvalidRequestError(
-            f"'{message_index[:20]}' is not a message index (a whole number from 0).", param="message_index"
+            f"'{message_index[:20]}' is not a message index (a whole number from 0 to {MAX_MESSAGE_INDEX}).",
+            param="message_index",
+            code="invalid_value",
         )
     return int(message_index)
 
@@ -41,6 +47,14 @@ async def give_feedback(
     caller: CurrentCaller, service: Service, conversation_id: ConversationId, index: MessageIndex, body: FeedbackCreate
 ) -> FeedbackObject:
     record = await run_in_threadpool(service.give, caller, conversation_id, index, body)
+    return FeedbackObject.of(record)
+
+
+@router.get("/{conversation_id}/messages/{message_index}/feedback")
+async def get_feedback(
+    tenant: CurrentTenant, service: Service, conversation_id: ConversationId, index: MessageIndex
+) -> FeedbackObject:
+    record = await run_in_threadpool(service.one, tenant.id, conversation_id, index)
     return FeedbackObject.of(record)
 
 

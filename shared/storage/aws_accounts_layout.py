@@ -384,6 +384,8 @@ class AccountsTable:
     transient errors (throttling, 5xx, broken connections) through `aws_retry.Retrier`, contention on hot items
     (transaction conflicts) through a jittered loop inside it."""
 
+    storage_name = "Account storage"  # what the errors call the table (a subclass may use another table)
+
     def __init__(self, config: AwsAccountsConfig) -> None:
         self.config = config
         self._ddb = dynamodb(config)
@@ -404,7 +406,7 @@ class AccountsTable:
             return self._call(lambda **args: contended(fn, **args), **kwargs)
         except ClientError as exc:
             if is_conflict(exc):  # still contended after the budget
-                raise StoreUnavailableError("Account storage is too contended right now.") from exc
+                raise StoreUnavailableError(f"{self.storage_name} is too contended right now.") from exc
             raise
 
     def _get(self, key: dict[str, str]) -> dict[str, Any] | None:
@@ -423,7 +425,7 @@ class AccountsTable:
                 if not (pending := answer.get("UnprocessedKeys") or {}):
                     break
             else:
-                raise StoreUnavailableError("Account storage is throttling reads right now.")
+                raise StoreUnavailableError(f"{self.storage_name} is throttling reads right now.")
         return found
 
     def _query(self, **query: Any) -> Iterator[dict[str, Any]]:

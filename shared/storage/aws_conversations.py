@@ -167,6 +167,9 @@ class AwsConversationStore:
             if self._update_if(tenant_id, conversation_id, changes, f"attribute_exists(#pk) AND {guard}", values):
                 return
 
+    def is_stored(self, tenant_id: str, conversation_id: str) -> bool:
+        return self._get_item(tenant_id, conversation_id) is not None
+
     def hard_delete(self, tenant_id: str, conversation_id: str, audit: AuditRecord) -> bool:
         # Objects first, the record last (with its audit, atomically): an interrupted run leaves the record for the
         # next sweep to finish, and the audit exists exactly when the record is gone.

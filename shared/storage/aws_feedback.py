@@ -15,17 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from shared.storage.aws_accounts_layout import AccountsTable, AwsAccountsConfig, compact
+from shared.storage.aws_layout import tenant_pk
 from shared.storage.feedback import INDEX_DIGITS, FeedbackRecord
-from shared.storage.timestamps import from_iso, to_iso
 
 __all__ = ["AwsAccountsConfig", "AwsFeedback"]
 
 DIRECTORY_PK = "FEEDBACK"
-_TIMES = ("created_at", "message_created_at")
-
-
-def tenant_pk(tenant_id: str) -> str:
-    return f"TENANT#{tenant_id}"
 
 
 def record_prefix(conversation_id: str | None = None) -> str:
@@ -41,23 +36,22 @@ def directory_key(tenant_id: str) -> dict[str, str]:
 
 
 def feedback_item(record: FeedbackRecord) -> dict[str, Any]:
-    fields = record.model_dump(mode="json", exclude=set(_TIMES))
-    times = {name: to_iso(getattr(record, name)) for name in _TIMES}
+    """The item (validating the record first: a bad one raises before any write)."""
     key = record_key(record.tenant_id, record.conversation_id, record.message_index)
-    return compact({**key, **fields, **times})
+    return compact({**key, **record.stored_fields()})
 
 
 def feedback_from_item(item: dict[str, Any]) -> FeedbackRecord:
-    fields = {name: item.get(name) for name in FeedbackRecord.model_fields}
-    fields["message_index"] = int(item["message_index"])  # numbers come back as Decimal
-    return FeedbackRecord(**{**fields, **{name: from_iso(item[name]) for name in _TIMES}})
+    return FeedbackRecord.from_stored({**item, "message_index": int(item["message_index"])})  # numbers: Decimal
 
 
 class AwsFeedback(AccountsTable):
     """The `FeedbackStore` on the conversations table (`config.table_name`); retried like the account adapters."""
 
+    storage_name = "Conversation storage"
+
     def put(self, record: FeedbackRecord) -> FeedbackRecord | None:
-        item = feedback_item(FeedbackRecord.model_validate(record.model_dump()))  # raises before any write
+        item = feedback_item(record)  # raises before any write
         table = self.config.table_name
         # The directory entry first: a record is never there without it (an export across tenants finds it).
         self._write(self._ddb.put_item, TableName=table, Item={**directory_key(record.tenant_id)})

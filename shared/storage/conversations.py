@@ -235,6 +235,11 @@ class ConversationStore(Protocol):
         """Every record, of any tenant, whose sweep time has come (expired or due for purge)."""
         ...
 
+    def is_stored(self, tenant_id: str, conversation_id: str) -> bool:
+        """Whether the conversation's record is still kept, deleted or expired ones included (not yet swept or, on
+        DynamoDB, removed by its TTL backstop); the sweep uses it to find feedback that outlived its conversation."""
+        ...
+
     def hard_delete(self, tenant_id: str, conversation_id: str, audit: AuditRecord) -> bool:
         """Remove the record and every stored object of it, then keep `audit`. Idempotent: False if already gone."""
         ...

@@ -10,18 +10,20 @@ since, the record is stale (`FeedbackRecord.rates`) and is neither listed as cur
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import AwareDatetime, BaseModel, Field
 
 from shared.storage.conversations import CONVERSATION_ID_RE, StoredMessage
+from shared.storage.timestamps import from_iso, to_iso
 
 MAX_COMMENT_CHARS = 2000
 # Message indices are stored zero-padded so that they sort as numbers (a conversation never holds this many).
 INDEX_DIGITS = 6
 MAX_MESSAGE_INDEX = 10**INDEX_DIGITS - 1
+_TIMES = ("created_at", "message_created_at")
 
 
 class Rating(StrEnum):
@@ -48,6 +50,21 @@ class FeedbackRecord(BaseModel):
     # judged the answer; policies change only with a deploy).
     pre_policy_version: str | None = None
     post_policy_version: str | None = None
+
+    def stored_fields(self) -> dict[str, Any]:
+        """The record as a store keeps it: JSON values, times as fixed-width ISO strings (they sort as text).
+
+        The record is validated again first (a mutated or `model_construct`ed record is refused, and so is a naive
+        time), so bad input raises before anything is written."""
+        record = FeedbackRecord.model_validate(self.model_dump())
+        fields = record.model_dump(mode="json", exclude=set(_TIMES))
+        return {**fields, **{name: to_iso(getattr(record, name)) for name in _TIMES}}
+
+    @classmethod
+    def from_stored(cls, fields: Mapping[str, Any]) -> FeedbackRecord:
+        """The record from `stored_fields` as read back (absent optional fields are None)."""
+        values = {name: fields.get(name) for name in cls.model_fields}
+        return cls(**{**values, **{name: from_iso(fields[name]) for name in _TIMES}})
 
     def rates(self, message: StoredMessage) -> bool:
         """Whether this record is about `message` (and not an earlier answer at the same index)."""

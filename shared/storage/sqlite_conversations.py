@@ -198,6 +198,13 @@ class SQLiteConversationStore:
                 deleted_at=optional_from_iso(row["deleted_at"]),
             )
 
+    def is_stored(self, tenant_id: str, conversation_id: str) -> bool:
+        with self._database.read() as db:
+            row = db.execute(
+                "SELECT 1 FROM conversations WHERE id = ? AND tenant_id = ?", (conversation_id, tenant_id)
+            ).fetchone()
+        return row is not None
+
     def hard_delete(self, tenant_id: str, conversation_id: str, audit: AuditRecord) -> bool:
         with self._database.write() as db:
             gone = db.execute(

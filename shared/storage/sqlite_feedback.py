@@ -8,25 +8,18 @@ from typing import Any
 
 from shared.storage.feedback import FeedbackRecord
 from shared.storage.sqlite_db import SQLiteDatabase
-from shared.storage.timestamps import from_iso, to_iso
 
 _COLUMNS = tuple(FeedbackRecord.model_fields)
-_TIMES = ("created_at", "message_created_at")
 _PAGE = 500  # rows read per query while listing a tenant
 
 
 def _row(record: FeedbackRecord) -> tuple[Any, ...]:
-    """The row's values; the record is validated again first (a mutated or `model_construct`ed record is refused,
-    and so is a naive time), so bad input raises before anything is written."""
-    record = FeedbackRecord.model_validate(record.model_dump())
-    fields = record.model_dump(mode="json", exclude=set(_TIMES))
-    times = {name: to_iso(getattr(record, name)) for name in _TIMES}
-    return tuple({**fields, **times}[name] for name in _COLUMNS)
+    fields = record.stored_fields()  # validates: bad input raises before anything is written
+    return tuple(fields[name] for name in _COLUMNS)
 
 
 def _record(row: Any) -> FeedbackRecord:
-    fields = dict(row)
-    return FeedbackRecord(**{**fields, **{name: from_iso(fields[name]) for name in _TIMES}})
+    return FeedbackRecord.from_stored(dict(row))
 
 
 class SQLiteFeedback:

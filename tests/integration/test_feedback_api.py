@@ -46,6 +46,11 @@ def test_rate_replace_list_and_remove(setup: Setup) -> None:
     ]
     assert len(setup.stored()) == 2
 
+    one = setup.send("GET", f"/v1/conversations/{conversation_id}/messages/3/feedback")
+    assert one.status_code == 200 and one.json() == listed["data"][1]
+    past_end = setup.send("GET", f"/v1/conversations/{conversation_id}/messages/5/feedback")
+    assert past_end.status_code == 400  # 4 messages
+
     removed = setup.send("DELETE", f"/v1/conversations/{conversation_id}/messages/3/feedback")
     assert removed.status_code == 200
     assert removed.json() == {
@@ -54,8 +59,9 @@ def test_rate_replace_list_and_remove(setup: Setup) -> None:
         "message_index": 3,
         "deleted": True,
     }
-    again = setup.send("DELETE", f"/v1/conversations/{conversation_id}/messages/3/feedback")
-    assert again.status_code == 404 and again.json()["error"]["code"] == "feedback_not_found"
+    for method in ("DELETE", "GET"):
+        again = setup.send(method, f"/v1/conversations/{conversation_id}/messages/3/feedback")
+        assert again.status_code == 404 and again.json()["error"]["code"] == "feedback_not_found"
     assert [(r.message_index, r.rating.value) for r in setup.stored()] == [(1, "up")]
 
     assert labelled(setup.gw.url, names.counter_sample(names.FEEDBACK), rating="up") == 1
@@ -75,7 +81,7 @@ def test_bad_input_is_refused_and_changes_nothing(setup: Setup) -> None:
     path = f"/v1/conversations/{conversation_id}/messages/1/feedback"
 
     # Another tenant's conversation is a 404, exactly as the conversation routes answer it.
-    for method in ("POST", "DELETE"):
+    for method in ("POST", "GET", "DELETE"):
         other = _error(setup.send(method, path, setup.gw.other_key, json={"rating": "down"}), 404)
         assert other["code"] == "conversation_not_found"
     other_list = setup.send("GET", f"/v1/conversations/{conversation_id}/feedback", setup.gw.other_key)
@@ -85,9 +91,13 @@ def test_bad_input_is_refused_and_changes_nothing(setup: Setup) -> None:
     assert _error(setup.rate("conv_nope", 1, rating="down"), 400)["param"] == "conversation_id"
 
     # A user message, an index past the end, not an index at all: 400 naming message_index.
-    for index in (0, 2, 4, 999, "-1", "1.0", "x", "١"):
-        error = _error(setup.rate(conversation_id, index, rating="down"), 400)
-        assert error["type"] == "invalid_request_error" and error["param"] == "message_index", (index, error)
+    for index in (0, 2, 4, 999, "-1", "1.0", "x", "١", "9" * 5000, "0" * 7):
+        for method in ("POST", "GET", "DELETE"):
+            response = setup.send(method, f"/v1/conversations/{conversation_id}/messages/{index}/feedback",
+                                  json={"rating": "down"} if method == "POST" else None)  # fmt: skip
+            error = _error(response, 400)
+            assert error["type"] == "invalid_request_error" and error["param"] == "message_index", (index, error)
+            assert error["code"] == "invalid_value", (index, error)
     assert "user message" in _error(setup.rate(conversation_id, 0, rating="down"), 400)["message"]
     assert "out of range" in _error(setup.rate(conversation_id, 4, rating="down"), 400)["message"]
     assert _error(setup.send("DELETE", f"/v1/conversations/{conversation_id}/messages/2/feedback"), 400)

@@ -273,6 +273,18 @@ def test_hard_delete_is_idempotent_and_audited(conversation_store: ConversationS
     assert [(a.action, a.conversation_id) for a in log].count(("expire", meta.id)) == 1
 
 
+def test_is_stored_until_the_record_is_removed(conversation_store: ConversationStore) -> None:
+    """Deleted and expired records are still stored (the sweep has not run); another tenant's id is not."""
+    expiring = create(conversation_store, expires_in=timedelta(days=1))
+    deleted = create(conversation_store)
+    conversation_store.soft_delete(TENANT, deleted.id, now=T0)
+    assert conversation_store.is_stored(TENANT, expiring.id) and conversation_store.is_stored(TENANT, deleted.id)
+    assert not conversation_store.is_stored(OTHER, expiring.id)
+    assert not conversation_store.is_stored(TENANT, new_conversation_id())
+    conversation_store.hard_delete(TENANT, expiring.id, audit(TENANT, expiring.id, "expire"))
+    assert not conversation_store.is_stored(TENANT, expiring.id)
+
+
 def test_erase_tenant_removes_everything_of_that_tenant_only(conversation_store: ConversationStore) -> None:
     kept = create(conversation_store, tenant=OTHER)
     live = create(conversation_store)

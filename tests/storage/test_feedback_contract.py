@@ -93,6 +93,21 @@ def test_listings_are_ordered_and_tenant_scoped(feedback: FeedbackStore) -> None
     assert len(list(feedback.list_tenant("ten_a"))) == 4
 
 
+def test_a_tenant_listing_crosses_pages(feedback: FeedbackStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite reads a tenant in pages (`_PAGE` rows per query; DynamoDB pages by size): shrunk here so that the
+    listing crosses several, one ending exactly on a page boundary and one inside a conversation."""
+    from shared.storage import sqlite_feedback
+
+    monkeypatch.setattr(sqlite_feedback, "_PAGE", 2)
+    records = [record(i, conversation) for conversation in (CONV_A, CONV_B) for i in (1, 3, 5)]
+    for r in reversed(records):
+        feedback.put(r)
+    feedback.put(record(1, tenant="ten_b"))
+    assert list(feedback.list_tenant("ten_a")) == records
+    assert feedback.delete("ten_a", CONV_B, 5)
+    assert list(feedback.list_tenant("ten_a")) == records[:-1]  # 5 rows: the last page is short
+
+
 def test_deletes_are_exact_and_idempotent(feedback: FeedbackStore) -> None:
     for r in (record(1), record(3), record(1, CONV_B), record(1, tenant="ten_b")):
         feedback.put(r)

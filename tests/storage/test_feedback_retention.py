@@ -11,7 +11,7 @@ import pytest
 
 from functions.jobs.retention_sweep import run_sweep, sweep_from_settings
 from shared.settings import Settings
-from shared.storage.conversations import ConversationStore, StoredMessage
+from shared.storage.conversations import AuditRecord, ConversationStore, StoredMessage
 from shared.storage.feedback import FeedbackRecord, Rating, answer_digest
 from shared.storage.sqlite import SQLiteStore
 from shared.storage.sqlite_conversations import SQLiteConversationStore
@@ -63,7 +63,7 @@ def test_expired_and_purged_conversations_take_their_feedback(
         conversation_store, tenants.get, now=T0 + timedelta(days=32), dry_run=True, feedback=feedback,
         show_progress=False,
     )  # fmt: skip
-    assert (dry.expired, dry.purged, dry.feedback_deleted) == (1, 1, 0)
+    assert (dry.expired, dry.purged, dry.feedback_deleted) == (1, 1, 3)  # what the real run deletes
     assert sorted(remaining(feedback)) == sorted([expiring, expiring, kept, deleted, on_hold])
 
     report = run_sweep(
@@ -86,6 +86,36 @@ def test_a_sweep_stopped_after_the_feedback_finishes_the_conversation_next_run(
     second = run_sweep(flaky, {free.id: free}.get, now=now, feedback=feedback, show_progress=False)  # type: ignore[arg-type]
     assert (second.expired, second.feedback_deleted) == (1, 0)
     assert conversation_store.get(free.id, conversation_id, now=T0) is None
+
+
+def test_feedback_whose_conversation_vanished_without_the_sweep_is_deleted(
+    conversation_store: ConversationStore, feedback: SQLiteFeedback
+) -> None:
+    """On DynamoDB the TTL backstop removes a conversation record the sweep missed for a week, leaving its feedback:
+    the sweep finds and deletes it (a held tenant keeps its own; a live conversation keeps its feedback)."""
+    plus, held = tenant("plus", Tier.PLUS), tenant("held", Tier.PLUS, legal_hold=True)
+    vanished, live, held_vanished = (
+        chat(conversation_store, plus),
+        chat(conversation_store, plus),
+        chat(conversation_store, held),
+    )
+    for owner, conversation_id in ((plus, vanished), (plus, live), (held, held_vanished)):
+        rate(feedback, owner.id, conversation_id)
+    rate(feedback, plus.id, vanished, index=3)
+    audit = AuditRecord(at=T0, actor="dynamodb-ttl", action="expire", tenant_id=plus.id)
+    for owner, conversation_id in ((plus, vanished), (held, held_vanished)):  # as the TTL would: no sweep
+        assert conversation_store.hard_delete(
+            owner.id, conversation_id, audit.model_copy(update={"tenant_id": owner.id})
+        )
+    tenants = {t.id: t for t in (plus, held)}.get
+
+    dry = run_sweep(conversation_store, tenants, now=T0, dry_run=True, feedback=feedback, show_progress=False)
+    assert (dry.feedback_orphans_deleted, len(remaining(feedback))) == (2, 4)
+    report = run_sweep(conversation_store, tenants, now=T0, feedback=feedback, show_progress=False)
+    assert (report.feedback_orphans_deleted, report.feedback_deleted) == (2, 0)
+    assert sorted(remaining(feedback)) == sorted([live, held_vanished])
+    again = run_sweep(conversation_store, tenants, now=T0, feedback=feedback, show_progress=False)
+    assert again.feedback_orphans_deleted == 0
 
 
 def test_the_scheduled_job_opens_the_feedback_store(tmp_path: Path) -> None:

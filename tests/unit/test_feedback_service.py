@@ -1,21 +1,24 @@
-"""FeedbackService on real SQLite stores: the model read from the ledger (one model, several, none, ledger down) and
-a rating written while its conversation is deleted is taken back."""
+"""FeedbackService on real SQLite stores: the model read from the ledger (one model, several, none, ledger down); a
+rating written while its conversation is deleted, or its account erased, is taken back, and so is one refused by an
+outage; the rating of a replaced answer is not the message's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from functions.account_data import AccountData
 from functions.auth import Caller
-from functions.feedback.service import FeedbackService
+from functions.feedback.service import FeedbackNotFoundError, FeedbackService
 from functions.gateway_metrics import GatewayMetrics
 from shared.feedback_api import FeedbackCreate
 from shared.storage.base import ApiKeyRecord, Tenant
 from shared.storage.conversations import (
+    AuditRecord,
     Conversation,
     ConversationNotFoundError,
     StoredMessage,
@@ -134,3 +137,81 @@ def test_a_rating_given_while_its_conversation_is_deleted_is_taken_back(stores: 
     with pytest.raises(ConversationNotFoundError):
         racing.give(CALLER, conversation_id, 1, DOWN)
     assert list(feedback.list_tenant(TENANT.id)) == []
+
+
+class RatedDuringErase:
+    """The conversation store as an account erase meets it while a rating races the erase: just before the tenant's
+    conversations go, the rating is written and re-checked (its conversation is still there, so it is kept)."""
+
+    def __init__(self, inner: SQLiteConversationStore, rate: Callable[[], object]) -> None:
+        self.inner, self.rate = inner, rate
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def erase_tenant(self, tenant_id: str, audit: AuditRecord) -> int:
+        self.rate()
+        return self.inner.erase_tenant(tenant_id, audit)
+
+
+def test_a_rating_given_during_an_account_erase_does_not_outlive_it(stores: Stores) -> None:
+    conversations, feedback, ledger = stores
+    conversation_id = conversation(conversations, datetime.now(UTC))
+    racing = service(conversations, feedback, ledger)
+    erasing = RatedDuringErase(conversations, lambda: racing.give(CALLER, conversation_id, 1, DOWN))
+    erased = AccountData(erasing, feedback).erase(TENANT.id)  # type: ignore[arg-type]
+    assert (erased.deleted_conversations, erased.deleted_feedback) == (1, 1)
+    assert list(feedback.list_tenant(TENANT.id)) == []
+
+
+class DownOnRecheck:
+    """A conversation store that answers the first read and is unreachable for the second (the re-check)."""
+
+    def __init__(self, inner: SQLiteConversationStore) -> None:
+        self.inner, self.reads = inner, 0
+
+    def get(self, tenant_id: str, conversation_id: str, **kwargs: object) -> Conversation | None:
+        self.reads += 1
+        if self.reads > 1:
+            raise StoreUnavailableError()
+        return self.inner.get(tenant_id, conversation_id)
+
+
+def test_a_rating_refused_by_an_outage_on_the_recheck_leaves_the_stored_one_as_it_was(stores: Stores) -> None:
+    conversations, feedback, ledger = stores
+    conversation_id = conversation(conversations, datetime.now(UTC))
+    metrics = GatewayMetrics()
+    first = service(conversations, feedback, ledger).give(CALLER, conversation_id, 1, DOWN)
+    flaky = FeedbackService(DownOnRecheck(conversations), feedback, ledger, lambda: (None, None), metrics)  # type: ignore[arg-type]
+    with pytest.raises(StoreUnavailableError):  # the client is told 503 ...
+        flaky.give(CALLER, conversation_id, 1, FeedbackCreate(rating="up"))
+    assert feedback.get(TENANT.id, conversation_id, 1) == first  # ... and the earlier rating is back
+    assert metrics.feedback.labels("up")._value.get() == 0
+
+    other = conversation(conversations, datetime.now(UTC))
+    with pytest.raises(StoreUnavailableError):
+        FeedbackService(DownOnRecheck(conversations), feedback, ledger, lambda: (None, None), metrics).give(  # type: ignore[arg-type]
+            CALLER, other, 1, DOWN
+        )
+    assert feedback.get(TENANT.id, other, 1) is None  # a first rating is removed again
+
+
+def test_the_rating_of_a_replaced_answer_is_not_the_messages_own(stores: Stores) -> None:
+    conversations, feedback, ledger = stores
+    at = datetime.now(UTC)
+    conversation_id = conversation(conversations, at)
+    feedback_service = service(conversations, feedback, ledger)
+    feedback_service.give(CALLER, conversation_id, 1, DOWN)
+    conversations.append_turn(  # regenerate: a new answer at index 1
+        TENANT.id,
+        conversation_id,
+        expected_version=1,
+        messages=[StoredMessage(role="assistant", content="Lisbon", created_at=at + timedelta(seconds=1))],
+        expires_at=None,
+        render_version=1,
+        keep=1,
+    )
+    for read in (feedback_service.one, feedback_service.remove):
+        with pytest.raises(FeedbackNotFoundError):
+            read(TENANT.id, conversation_id, 1)
+    assert feedback.get(TENANT.id, conversation_id, 1) is not None  # the sweep removes it with the conversation

@@ -1,0 +1,39 @@
+"""Everything the service keeps for one tenant, as one account: the GDPR erase and the account export.
+
+Erase order matters: conversations first, then feedback. A rating racing the erase re-checks its conversation after
+writing (functions/feedback/service.py): if it lands after the conversations are gone it takes itself back, and if it
+lands before, the feedback erase that follows removes it. Erasing feedback first would let a rating written between
+the two steps (its conversation still there when it re-checks) outlive the account. Both steps are idempotent, so a
+retry after a failure part-way finishes the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from functions.conversation_export import account_export_json
+from shared.conversation_api import AccountDataDeleted
+from shared.feedback_api import FeedbackObject
+from shared.storage.conversations import AuditRecord, ConversationStore
+from shared.storage.feedback import FeedbackStore
+from shared.storage.timestamps import utc_now
+
+
+class AccountData:
+    def __init__(self, conversations: ConversationStore, feedback: FeedbackStore) -> None:
+        self.conversations = conversations
+        self.feedback = feedback
+
+    def erase(self, tenant_id: str) -> AccountDataDeleted:
+        audit = AuditRecord(
+            at=utc_now(), actor=f"tenant:{tenant_id}", action="erase", tenant_id=tenant_id, detail="account data erase"
+        )
+        conversations = self.conversations.erase_tenant(tenant_id, audit)
+        feedback = self.feedback.erase_tenant(tenant_id)
+        return AccountDataDeleted(deleted_conversations=conversations, deleted_feedback=feedback)
+
+    def export(self, tenant_id: str) -> AsyncIterator[bytes]:
+        """The account as one streamed JSON document: conversations, then every rating the service keeps for the
+        tenant (those of replaced answers too), as the API shows them."""
+        feedback = (FeedbackObject.of(record) for record in self.feedback.list_tenant(tenant_id))
+        return account_export_json(tenant_id, self.conversations.export_tenant(tenant_id), feedback)
