@@ -7,7 +7,9 @@ import {
   failed,
   fromListing,
   given,
+  hidden,
   removed,
+  reopened,
   started,
   thumbAction,
   type FeedbackObject,
@@ -35,11 +37,20 @@ describe("feedback state", () => {
 
   it("a stored rating opens the comment box; a sent comment closes it", () => {
     const opened = given(started(emptyEntry("Madrid")), stored(1, "down"), false);
-    expect(opened).toMatchObject({ rating: "down", comment: null, draft: "", pending: false, error: null });
+    expect(opened).toMatchObject({ rating: "down", comment: null, draft: "", open: true, pending: false, error: null });
     const typed = { ...opened, draft: "Lisbon, not Madrid" };
     const sent = given(started(typed), stored(1, "down", "Lisbon, not Madrid"), true);
-    expect(sent).toMatchObject({ rating: "down", comment: "Lisbon, not Madrid", draft: null });
-    expect(removed(sent)).toMatchObject({ rating: null, comment: null, draft: null });
+    expect(sent).toMatchObject({ rating: "down", comment: "Lisbon, not Madrid", draft: null, open: false });
+    expect(removed(sent)).toMatchObject({ rating: null, comment: null, draft: null, open: false });
+  });
+
+  it("hiding the box keeps the draft; reopening shows it, else the stored comment", () => {
+    const typing = { ...emptyEntry("Madrid"), rating: "down" as const, comment: "old", draft: "new words", open: true };
+    const closed = hidden(typing);
+    expect(closed).toMatchObject({ open: false, draft: "new words", comment: "old" });
+    expect(reopened(closed)).toMatchObject({ open: true, draft: "new words" });
+    expect(reopened({ ...closed, draft: null })).toMatchObject({ open: true, draft: "old" });
+    expect(given(started(closed), stored(1, "up", "old"), false)).toMatchObject({ open: true, draft: "new words" });
   });
 
   it("a failure keeps what the server holds and the typed comment, and says why", () => {

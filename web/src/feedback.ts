@@ -46,8 +46,10 @@ export interface FeedbackEntry {
   /** What the server holds. */
   rating: Rating | null;
   comment: string | null;
-  /** The comment box's text; null while the box is closed. */
+  /** The comment box's text, kept while the box is hidden (Close, Escape); null when nothing is being written. */
   draft: string | null;
+  /** Whether the comment box is shown. */
+  open: boolean;
   pending: boolean;
   error: string | null;
 }
@@ -55,7 +57,7 @@ export interface FeedbackEntry {
 export type FeedbackMap = Record<number, FeedbackEntry>;
 
 export function emptyEntry(answer: string): FeedbackEntry {
-  return { answer, rating: null, comment: null, draft: null, pending: false, error: null };
+  return { answer, rating: null, comment: null, draft: null, open: false, pending: false, error: null };
 }
 
 /** The entry for the answer now at `index`, or a fresh one when the stored entry was about another answer. */
@@ -87,20 +89,32 @@ export function started(entry: FeedbackEntry): FeedbackEntry {
   return { ...entry, pending: true, error: null };
 }
 
-/** A rating was stored: the comment box opens (with the stored comment) unless one was just sent. */
+/** A rating was stored: the comment box opens (with the kept draft, else the stored comment) unless one was just
+ * sent. */
 export function given(entry: FeedbackEntry, stored: FeedbackObject, commentSent: boolean): FeedbackEntry {
   return {
     ...entry,
     rating: stored.rating,
     comment: stored.comment,
     draft: commentSent ? null : (entry.draft ?? stored.comment ?? ""),
+    open: !commentSent,
     pending: false,
     error: null,
   };
 }
 
 export function removed(entry: FeedbackEntry): FeedbackEntry {
-  return { ...entry, rating: null, comment: null, draft: null, pending: false, error: null };
+  return { ...entry, rating: null, comment: null, draft: null, open: false, pending: false, error: null };
+}
+
+/** Show the comment box again: the draft kept from before, else the stored comment to edit. */
+export function reopened(entry: FeedbackEntry): FeedbackEntry {
+  return { ...entry, draft: entry.draft ?? entry.comment ?? "", open: true };
+}
+
+/** Hide the comment box; what was typed is kept for when it opens again. */
+export function hidden(entry: FeedbackEntry): FeedbackEntry {
+  return { ...entry, open: false, error: null };
 }
 
 /** A call failed: what the server holds and the typed comment stay; the error is shown. */

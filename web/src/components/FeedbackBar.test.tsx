@@ -140,6 +140,60 @@ describe("feedback on stored answers", () => {
     expect(q(1, "feedback")!.getAttribute("data-rating")).toBe("none");
   });
 
+  it("a pending call keeps the focus on the thumb (aria-disabled, not disabled) and the label stays put", async () => {
+    await show([[1, "Madrid"]]);
+    let answer: (value: FeedbackObject) => void = () => {};
+    give.mockReturnValueOnce(new Promise((resolve) => (answer = resolve)));
+    const down = q<HTMLButtonElement>(1, "feedback-down")!;
+    const label = down.getAttribute("aria-label");
+    down.focus();
+    await click(1, "feedback-down");
+    expect(down.disabled).toBe(false);
+    expect(down.getAttribute("aria-disabled")).toBe("true");
+    expect(document.activeElement).toBe(down);
+    await click(1, "feedback-up"); // ignored while pending
+    expect(give).toHaveBeenCalledTimes(1);
+    await act(async () => answer(stored(1, "down")));
+    await settle();
+    expect(down.getAttribute("aria-pressed")).toBe("true");
+    expect(down.getAttribute("aria-label")).toBe(label); // state is aria-pressed's job
+    expect(document.activeElement).toBe(q(1, "feedback-comment")); // the opened box takes the focus
+  });
+
+  it("Close and Escape hide the box but keep the draft; Add comment brings it back", async () => {
+    await show([[1, "Madrid"]]);
+    give.mockResolvedValueOnce(stored(1, "up"));
+    await click(1, "feedback-up");
+    await type(1, "Half a thought");
+    await click(1, "feedback-close");
+    expect(q(1, "feedback-comment")).toBeNull();
+    expect(document.activeElement).toBe(q(1, "feedback-comment-add")); // the focus is not dropped
+    await click(1, "feedback-comment-add");
+    const box = q<HTMLTextAreaElement>(1, "feedback-comment")!;
+    expect(box.value).toBe("Half a thought");
+    expect(document.activeElement).toBe(box);
+    await act(async () => {
+      box.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    });
+    expect(q(1, "feedback-comment")).toBeNull();
+    await click(1, "feedback-comment-add");
+    expect(q<HTMLTextAreaElement>(1, "feedback-comment")!.value).toBe("Half a thought");
+    expect(give).toHaveBeenCalledTimes(1); // nothing was sent by closing
+  });
+
+  it("a rating loaded without a comment offers to add one later", async () => {
+    list.mockResolvedValue([stored(1, "down")]);
+    await show([[1, "Madrid"], [3, "Lisbon"]]);
+    expect(q(3, "feedback-comment-add")).toBeNull(); // unrated: nothing to comment on yet
+    await click(1, "feedback-comment-add");
+    await type(1, "Lisbon is the capital");
+    give.mockResolvedValueOnce(stored(1, "down", "Lisbon is the capital"));
+    await click(1, "feedback-send");
+    expect(give).toHaveBeenLastCalledWith("conv_1", 1, "down", "Lisbon is the capital");
+    expect(q(1, "feedback-comment-add")).toBeNull();
+    expect(document.activeElement).toBe(q(1, "feedback-comment-saved"));
+  });
+
   it("a regenerated answer at the same index starts without the old rating", async () => {
     list.mockResolvedValue([stored(1, "down")]);
     await show([[1, "Madrid"]]);

@@ -11,7 +11,9 @@ import {
   feedbackApi,
   fromListing,
   given,
+  hidden,
   removed,
+  reopened,
   started,
   thumbAction,
   type FeedbackEntry,
@@ -25,6 +27,9 @@ export interface FeedbackController {
   rate(index: number, answer: string, rating: Rating): Promise<void>;
   setDraft(index: number, answer: string, draft: string): void;
   sendComment(index: number, answer: string): Promise<void>;
+  /** Show the comment box (the kept draft, else the stored comment). */
+  openComment(index: number, answer: string): void;
+  /** Hide the comment box, keeping the draft. */
   closeComment(index: number, answer: string): void;
 }
 
@@ -100,7 +105,7 @@ export function useFeedback(conversationId: string | null, answers: Map<number, 
     async (index: number, answer: string) => {
       const conv = conversation.current;
       const entry = entryFor(current.current, index, answer);
-      if (!conv || entry.pending || entry.rating === null || entry.draft === null) return;
+      if (!conv || entry.pending || entry.rating === null || entry.draft === null || !entry.open) return;
       const comment = entry.draft.trim() || null;
       update(conv, index, answer, started);
       try {
@@ -121,9 +126,13 @@ export function useFeedback(conversationId: string | null, answers: Map<number, 
       const conv = conversation.current;
       if (conv) update(conv, index, answer, (e) => ({ ...e, draft }));
     },
+    openComment: (index, answer) => {
+      const conv = conversation.current;
+      if (conv) update(conv, index, answer, reopened);
+    },
     closeComment: (index, answer) => {
       const conv = conversation.current;
-      if (conv) update(conv, index, answer, (e) => ({ ...e, draft: null, error: null }));
+      if (conv) update(conv, index, answer, hidden);
     },
   };
 }
