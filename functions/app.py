@@ -105,6 +105,7 @@ def create_app(
                 app.state.ledger,
                 lambda: (app.state.safety.policy_version, app.state.safety.post_policy_version),
                 app.state.metrics,
+                chat_pools=worker_urls.keys(),
             )
             app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
             app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)

@@ -8,7 +8,7 @@ and the response says it was not saved; it is never dropped silently.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -72,6 +72,17 @@ class Turn:
     def summary(self, stored: bool, version: int | None) -> dict[str, Any]:
         """The `conversation` extension object of the response body (and of a stream's last chunk)."""
         return {"id": self.conversation_id, "stored": stored, "history": self.history.value, "version": version}
+
+
+@dataclass(frozen=True)
+class AnsweredBy:
+    """Who answered a turn, stored with the answer (metadata, never rendered): the model (pool) that generated it and
+    the safety policies in force for the turn (the pre-filter's on the conversation, the post-filter's on the
+    answer)."""
+
+    model: str
+    pre_policy_version: str | None = None
+    post_policy_version: str | None = None
 
 
 def _title_from(messages: list[StoredMessage]) -> str | None:
@@ -205,14 +216,15 @@ class ConversationTurns:
         return None if chosen is None else check_conversation_id(chosen)
 
     async def finish(
-        self, turn: Turn, assistant_text: str, finish_reason: str | None = None
+        self, turn: Turn, assistant_text: str, finish_reason: str | None = None, answered_by: AnsweredBy | None = None
     ) -> tuple[bool, int | None]:
-        """Persist the user turn and the answer (and how it ended); (stored, new version). Retries on top of a
-        concurrent writer, except for an edit (replaying it on top of another turn would delete that turn)."""
+        """Persist the user turn and the answer (how it ended, who answered it); (stored, new version). Retries on top
+        of a concurrent writer, except for an edit (replaying it on top of another turn would delete that turn)."""
         if turn.history is History.UNAVAILABLE:
             return False, None
+        who = {} if answered_by is None else asdict(answered_by)
         answer = StoredMessage(
-            role="assistant", content=assistant_text, created_at=utc_now(), finish_reason=finish_reason
+            role="assistant", content=assistant_text, created_at=utc_now(), finish_reason=finish_reason, **who
         )
         messages = [*turn.new_messages, answer]
         try:

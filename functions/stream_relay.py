@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from anyio import CancelScope
 
-from functions.conversation_turns import ConversationTurns, Turn
+from functions.conversation_turns import AnsweredBy, ConversationTurns, Turn
 from functions.gateway_metrics import GatewayMetrics
 from functions.request_accounting import RequestAccount, TokenUsage
 from functions.safety.findings import SafetyFinding
@@ -24,6 +24,12 @@ STOPPED = "stopped"
 
 def count_turn(metrics: GatewayMetrics, turn: Turn, stored: bool) -> None:
     metrics.conversation_turns.labels(turn.history.value, str(stored).lower()).inc()
+
+
+def answered_by(account: RequestAccount, safety: SafetyPipeline) -> AnsweredBy:
+    """Who answered, stored with the answer: the pool billed (the fallback pool when one answered: the chat router
+    sets `account.model` to it) and the safety policies in force."""
+    return AnsweredBy(account.model, safety.policy_version, safety.post_policy_version)
 
 
 def usage_of(capture: StreamCapture, account: RequestAccount) -> TokenUsage | None:
@@ -87,8 +93,9 @@ class StreamRelay:
             finish_reason, outcome = STOPPED, Outcome.ABORTED
         await account.close(usage_of(capture, account), outcome)
         if self.turn is not None and capture.text and not capture.failed:
+            who = answered_by(account, self.safety)
             with CancelScope(shield=True):
-                stored, _ = await self.turns.finish(self.turn, capture.text, finish_reason)
+                stored, _ = await self.turns.finish(self.turn, capture.text, finish_reason, who)
             count_turn(self.metrics, self.turn, stored)
 
     async def _halt(self, finding: SafetyFinding) -> AsyncIterator[bytes]:
@@ -106,8 +113,9 @@ class StreamRelay:
         self.finished = True
         if self.turn is not None:
             finish_reason = self.capture.finish_reason
+            who = answered_by(self.account, self.safety)
             stored, version = (
-                await self.turns.finish(self.turn, self.capture.text, finish_reason) if store else (False, None)
+                await self.turns.finish(self.turn, self.capture.text, finish_reason, who) if store else (False, None)
             )
             count_turn(self.metrics, self.turn, stored)
             yield self.capture.closing_chunk(self.turn.summary(stored, version))

@@ -21,6 +21,10 @@ class MessageObject(BaseModel):
     finish_reason: str | None = Field(
         default=None, description='How an answer ended: "stop", "length", "content_filter", or "stopped" by the user.'
     )
+    model: str | None = Field(
+        default=None,
+        description="The model that answered (an assistant message); null for other roles and older answers.",
+    )
 
 
 class ConversationObject(BaseModel):
@@ -54,7 +58,11 @@ class ConversationDetail(ConversationObject):
         assert isinstance(meta, Conversation)
         messages = [
             MessageObject(
-                role=m.role, content=m.content, created_at=int(m.created_at.timestamp()), finish_reason=m.finish_reason
+                role=m.role,
+                content=m.content,
+                created_at=int(m.created_at.timestamp()),
+                finish_reason=m.finish_reason,
+                model=m.model,
             )
             for m in meta.messages
         ]

@@ -8,7 +8,7 @@ conversation was being deleted or erased is taken back, so no feedback outlives 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import timedelta
 
 from functions.auth import Caller
@@ -28,8 +28,8 @@ from shared.storage.timestamps import utc_now
 
 log = logging.getLogger("fleetchat.feedback")
 
-# A turn's ledger entry is written as its request ends: just after the answer is stored (a stream) or just before
-# it (a whole answer).
+# For answers stored before messages recorded their model: a turn's ledger entry is written as its request ends,
+# just after the answer is stored (a stream) or just before it (a whole answer).
 LEDGER_WINDOW = (timedelta(seconds=-2), timedelta(seconds=60))
 CurrentPolicies = Callable[[], tuple[str | None, str | None]]  # (pre-filter, post-filter) policy versions in force
 
@@ -73,18 +73,25 @@ class FeedbackService:
         ledger: LedgerStore | None,
         policies: CurrentPolicies,
         metrics: GatewayMetrics,
+        chat_pools: Collection[str],
     ) -> None:
         self.conversations = conversations
         self.feedback = feedback
         self.ledger = ledger
         self.policies = policies
         self.metrics = metrics
+        self.chat_pools = frozenset(chat_pools)  # the ledger's other models (moderations) never answered a chat
 
     def give(self, caller: Caller, conversation_id: str, index: int, body: FeedbackCreate) -> FeedbackRecord:
         tenant_id = caller.tenant.id
         message = rated_message(self._live(tenant_id, conversation_id), index)
-        model = self._model_of(tenant_id, message)
-        pre, post = self.policies()
+        if message.model is not None:
+            model, source = message.model, "message"
+            pre, post = message.pre_policy_version, message.post_policy_version
+        else:  # stored before messages recorded who answered them
+            model = self._model_of(tenant_id, message)
+            source = None if model is None else "ledger"
+            pre, post = self.policies()
         record = FeedbackRecord(
             tenant_id=tenant_id,
             conversation_id=conversation_id,
@@ -96,7 +103,7 @@ class FeedbackService:
             message_created_at=message.created_at,
             answer_sha256=answer_digest(message.content),
             model=model,
-            model_source=None if model is None else "ledger",
+            model_source=source,
             pre_policy_version=pre,
             post_policy_version=post,
         )
@@ -154,13 +161,14 @@ class FeedbackService:
         return conversation
 
     def _model_of(self, tenant_id: str, message: StoredMessage) -> str | None:
-        """The model that answered: the one model in the tenant's ledger around the answer's time, or None when
-        there were several (concurrent requests) or none (the ledger was spooled, or is down)."""
+        """The model that answered an answer stored without it: the one chat model in the tenant's ledger around the
+        answer's time, or None when there were several (concurrent requests) or none (the ledger was spooled, or is
+        down). Ledger rows of other models (`moderation:…`) are not chat answers and are skipped."""
         if self.ledger is None:
             return None
         start, end = (message.created_at + offset for offset in LEDGER_WINDOW)
         try:
-            models = {row.model for row in self.ledger.usage(tenant_id, start, end)}
+            models = {row.model for row in self.ledger.usage(tenant_id, start, end) if row.model in self.chat_pools}
         except StoreUnavailableError:
             log.warning("ledger unavailable: feedback recorded without its model")
             return None

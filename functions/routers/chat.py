@@ -16,7 +16,7 @@ from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
-from functions.stream_relay import StreamRelay, count_turn
+from functions.stream_relay import StreamRelay, answered_by, count_turn
 from functions.worker_client import NoReplicaReachableError, UpstreamStream
 from shared.errors import ContentPolicyViolationError
 from shared.schemas import ChatCompletionRequest
@@ -88,7 +88,8 @@ async def chat_completions(
         text, finish_reason = answer_text(completion)
     await account.close(usage, outcome)
     if turn is not None:
-        stored, version = await turns.finish(turn, text, finish_reason) if finish_reason else (False, None)
+        who = answered_by(account, safety)
+        stored, version = await turns.finish(turn, text, finish_reason, who) if finish_reason else (False, None)
         count_turn(service.metrics, turn, stored)
         completion["conversation"] = turn.summary(stored, version)
         headers[STORED_HEADER] = str(stored).lower()

@@ -35,7 +35,8 @@ from shared.storage.timestamps import to_iso as iso
 # Sparse indexes: `by_updated` (pk, updated_key={updated_at}#{conv}) holds only records not soft-deleted;
 # `by_sweep` (sweep_pk=SWEEP#{0..7}, sweep_sk={sweep time}#{conv}) only records with a sweep time.
 # `expires_at` (epoch seconds) is the TTL attribute: sweep time + TTL_GRACE.
-# Bodies are S3 objects `{tenant}/{conv}/{version}.json`, a full snapshot of the messages at that version.
+# Bodies are S3 objects `{tenant}/{conv}/{version}.json`, a full snapshot of the messages at that version (each with
+# every `StoredMessage` field: an answer's finish reason, model and policy versions; absent in older bodies: None).
 LIST_INDEX = "by_updated"
 SWEEP_INDEX = "by_sweep"
 SWEEP_SHARDS = 8  # spreads the sweep index over partitions; the sweep queries each shard

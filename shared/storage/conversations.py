@@ -77,6 +77,12 @@ class StoredMessage(BaseModel):
     # Assistant messages: how the answer ended ("stop", "length", "content_filter", or "stopped" when the client
     # stopped it and the partial answer was kept); None for other roles and for turns stored before it was kept.
     finish_reason: str | None = None
+    # Assistant messages: the model (pool) that answered (the fallback pool when one answered) and the safety
+    # policies of the turn (the pre-filter's on the conversation, the post-filter's on the answer); None for other
+    # roles and for answers stored before they were kept. Metadata: never rendered into a prompt.
+    model: str | None = None
+    pre_policy_version: str | None = None
+    post_policy_version: str | None = None
 
 
 class ConversationMeta(BaseModel):

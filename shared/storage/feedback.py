@@ -42,12 +42,13 @@ class FeedbackRecord(BaseModel):
     # Which answer was rated: its stored time and a digest of its text.
     message_created_at: AwareDatetime
     answer_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    # The model that answered, where it could be found: stored turns do not record it, so it is taken from the
-    # tenant's ledger at the answer's time when exactly one model answered the tenant then (`model_source`).
+    # The model that answered (`model_source`): "message" when the stored answer records it; for answers stored
+    # before messages kept it, "ledger": the one chat model in the tenant's ledger at the answer's time, if exactly
+    # one answered the tenant then.
     model: str | None = None
-    model_source: Literal["ledger"] | None = None
-    # The safety policies in force when the feedback was given (the stored turn does not record the ones that
-    # judged the answer; policies change only with a deploy).
+    model_source: Literal["message", "ledger"] | None = None
+    # The safety policies of the answer's turn as the stored answer records them; for older answers, those in force
+    # when the feedback was given (policies change only with a deploy).
     pre_policy_version: str | None = None
     post_policy_version: str | None = None
 

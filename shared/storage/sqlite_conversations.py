@@ -25,6 +25,8 @@ from shared.storage.sqlite_db import SQLiteDatabase
 from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso, to_iso, utc_now
 
 _LIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > :now)"
+# A message's columns after its content: how an answer ended and who answered it (NULL for other roles).
+_ANSWERED_BY = ("finish_reason", "model", "pre_policy_version", "post_policy_version")
 
 
 def _meta(row: sqlite3.Row) -> ConversationMeta:
@@ -84,10 +86,17 @@ class SQLiteConversationStore:
                     db.execute("DELETE FROM messages WHERE conversation_id = ? AND seq >= ?", (conversation_id, keep))
                     start = keep
             db.executemany(
-                "INSERT INTO messages (conversation_id, seq, role, content, created_at, finish_reason)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (conversation_id, start + i, m.role, m.content, to_iso(m.created_at), m.finish_reason)
+                    (
+                        conversation_id,
+                        start + i,
+                        m.role,
+                        m.content,
+                        to_iso(m.created_at),
+                        *(getattr(m, name) for name in _ANSWERED_BY),
+                    )
                     for i, m in enumerate(messages)
                 ],
             )
@@ -108,7 +117,8 @@ class SQLiteConversationStore:
             if row is None:
                 return None
             rows = db.execute(
-                "SELECT role, content, created_at, finish_reason FROM messages WHERE conversation_id = ? ORDER BY seq",
+                f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)} FROM messages"
+                " WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
             ).fetchall()
         messages = [
@@ -116,7 +126,7 @@ class SQLiteConversationStore:
                 role=r["role"],
                 content=r["content"],
                 created_at=from_iso(r["created_at"]),
-                finish_reason=r["finish_reason"],
+                **{name: r[name] for name in _ANSWERED_BY},
             )
             for r in rows
         ]

@@ -190,6 +190,13 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (tenant_id, conversation_id, message_index)
         ) WITHOUT ROWID""",
     ],
+    [
+        # Who answered an assistant message: the model (pool) and the safety policies of its turn (NULL: stored
+        # before they were kept).
+        "ALTER TABLE messages ADD COLUMN model TEXT",
+        "ALTER TABLE messages ADD COLUMN pre_policy_version TEXT",
+        "ALTER TABLE messages ADD COLUMN post_policy_version TEXT",
+    ],
 ]
 
 

@@ -69,9 +69,9 @@ def test_store_true_creates_a_conversation_and_says_so(setup: Setup) -> None:
     assert "store" not in sent and "conversation_id" not in sent
     detail = setup.get(f"/v1/conversations/{conv['id']}").json()
     assert detail["title"] == "Plan a trip to Lisbon" and detail["version"] == 1
-    assert [(m["role"], m["content"]) for m in detail["messages"]] == [
-        ("user", "Plan a trip to Lisbon"),
-        ("assistant", "echo: Plan a trip to Lisbon"),
+    assert [(m["role"], m["content"], m["model"]) for m in detail["messages"]] == [
+        ("user", "Plan a trip to Lisbon", None),
+        ("assistant", "echo: Plan a trip to Lisbon", "mini"),  # the model that answered, kept with the answer
     ]
 
 
@@ -127,7 +127,7 @@ def test_streamed_turn_is_saved_before_done_and_the_stream_says_so(setup: Setup)
         "version": 2,
     }
     messages = setup.get(f"/v1/conversations/{conv_id}").json()["messages"]
-    assert messages[-1] == {**messages[-1], "role": "assistant", "content": "echo: Museums?"}
+    assert messages[-1] == {**messages[-1], "role": "assistant", "content": "echo: Museums?", "model": "mini"}
 
 
 def test_list_pages_newest_first_and_rename_delete(setup: Setup) -> None:

@@ -29,10 +29,10 @@ def test_rate_replace_list_and_remove(setup: Setup) -> None:
     assert body["object"] == "conversation.message.feedback"
     assert (body["conversation_id"], body["message_index"], body["rating"]) == (conversation_id, 1, "down")
     assert body["comment"] == "Lisbon, not Madrid"  # trimmed
-    assert body["model"] == "mini"  # the one model in the tenant's ledger at the answer's time
+    assert body["model"] == "mini"  # the model the stored answer records
 
     [record] = setup.stored()
-    assert record.model_source == "ledger" and record.pre_policy_version and record.post_policy_version
+    assert record.model_source == "message" and record.pre_policy_version and record.post_policy_version
     assert record.key_id is not None and len(record.answer_sha256) == 64
 
     # A second rating of the same message replaces the first; another message has its own.
@@ -120,6 +120,22 @@ def test_bad_input_is_refused_and_changes_nothing(setup: Setup) -> None:
     assert setup.stored() == before
     listed = setup.send("GET", f"/v1/conversations/{conversation_id}/feedback").json()["data"]
     assert [(f["message_index"], f["rating"], f["comment"]) for f in listed] == [(1, "up", "good")]
+
+
+def test_each_rated_answer_records_its_own_model_streamed_or_not(setup: Setup) -> None:
+    """Two answers a second apart from two models: the ledger could not tell them apart; the stored answers can."""
+    conversation_id = setup.conversation(turns=1)  # answered by mini, whole
+    streamed = setup.api.chat.completions.create(
+        model="flagship",
+        messages=[{"role": "user", "content": "And Spain?"}],
+        stream=True,
+        extra_body={"conversation_id": conversation_id},
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    for index, model in ((1, "mini"), (3, "flagship")):
+        given = setup.rate(conversation_id, index, rating="down")
+        assert given.status_code == 200 and given.json()["model"] == model, given.text
+    assert [(r.model, r.model_source) for r in setup.stored()] == [("mini", "message"), ("flagship", "message")]
 
 
 def test_a_regenerated_answer_does_not_inherit_the_old_rating(setup: Setup) -> None:

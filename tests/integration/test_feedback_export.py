@@ -63,7 +63,7 @@ def test_export_rows_filters_and_golden_candidates(setup: Setup) -> None:
     ]
     assert down["messages"] == down["prompt"][1:]
     assert (down["answer"], down["comment"], down["finish_reason"]) == (ANSWER, "Lisbon, not Madrid", "stop")
-    assert (down["model"], down["model_source"], down["render_version"]) == ("mini", "ledger", 1)
+    assert (down["model"], down["model_source"], down["render_version"]) == ("mini", "message", 1)
     assert down["policy_versions"] == {"pre": record_down.pre_policy_version, "post": record_down.post_policy_version}
     assert down["tenant_id"] == record_down.tenant_id and down["id"].startswith("fb_")
     assert down["answered_at"] <= down["rated_at"]

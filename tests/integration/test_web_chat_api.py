@@ -119,6 +119,7 @@ def test_a_stopped_stream_keeps_its_partial_answer_marked_stopped(scripted: tupl
         time.sleep(0.05)
     answer = stored["messages"][-1]
     assert answer["role"] == "assistant" and answer["finish_reason"] == "stopped"
+    assert answer["model"] == "mini"  # who answered is kept with a stopped answer too
     assert answer["content"].startswith(received) and 0 < len(answer["content"]) < len(SCRIPT)
     assert worker.state.streams[-1]["finished"] is False  # the worker's generation was cut off, not run to the end
     # The stopped answer is history like any other: the next turn continues after it.
@@ -134,11 +135,19 @@ def test_an_unreachable_pool_falls_back_to_the_tiers_next_pool_and_says_so(gatew
             response = httpx.post(
                 f"{gateway.url}/v1/chat/completions",
                 headers=gateway.headers(),
-                json={"model": "flagship", "messages": [{"role": "user", "content": "hi"}], "stream": stream},
+                json={
+                    "model": "flagship",
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "stream": stream,
+                    "store": True,
+                },
                 timeout=30,
             )
             assert response.status_code == 200, response.text
             assert response.headers[FALLBACK_HEADER] == "mini"
+            # The stored answer says which model answered it: the fallback pool, not the one asked for.
+            answer = _conversation(gateway, response.headers["x-conversation-id"])["messages"][-1]
+            assert (answer["role"], answer["model"], stream) == ("assistant", "mini", stream)
         with sqlite3.connect(gateway.data_dir / "fleetchat.db") as db:
             models = {row[0] for row in db.execute("SELECT model FROM ledger")}
         assert models == {"mini"}  # billed as the model that answered

@@ -132,6 +132,41 @@ def test_finish_reason_round_trips(conversation_store: ConversationStore) -> Non
     assert got is not None and [m.finish_reason for m in got.messages] == [None, "stopped"]
 
 
+def test_who_answered_round_trips_and_survives_later_turns(conversation_store: ConversationStore) -> None:
+    """The model and the safety policies of an answer are kept with it (metadata: rendering never sees them), through
+    later appends and an edit that keeps it; messages without them read back None."""
+    conv_id = new_conversation_id()
+    answered = StoredMessage(
+        role="assistant",
+        content="Lisbon",
+        created_at=T0,
+        finish_reason="stop",
+        model="flagship",
+        pre_policy_version="rules-3+clf-2",
+        post_policy_version="rules-3+out-1",
+    )
+    conversation_store.append_turn(
+        TENANT, conv_id, expected_version=0, messages=[*msgs(("user", "q")), answered], expires_at=None,
+        render_version=1, now=T0,
+    )  # fmt: skip
+    conversation_store.append_turn(
+        TENANT, conv_id, expected_version=1, messages=msgs(("user", "again"), ("assistant", "old answer")),
+        expires_at=None, render_version=1, now=T0,
+    )  # fmt: skip
+    got = conversation_store.get(TENANT, conv_id, now=T0)
+    assert got is not None
+    assert got.messages[1] == answered
+    assert [(m.model, m.pre_policy_version, m.post_policy_version) for m in got.messages[2:]] == [(None,) * 3] * 2
+    regenerated = answered.model_copy(update={"content": "Lisbon, surely", "model": "mini"})
+    conversation_store.append_turn(
+        TENANT, conv_id, expected_version=2, messages=[*msgs(("user", "again")), regenerated], expires_at=None,
+        render_version=1, now=T0, keep=2,
+    )  # fmt: skip
+    got = conversation_store.get(TENANT, conv_id, now=T0)
+    assert got is not None and [m.model for m in got.messages] == [None, "flagship", None, "mini"]
+    assert got.messages[1] == answered
+
+
 def test_stale_version_is_a_conflict_and_changes_nothing(conversation_store: ConversationStore) -> None:
     meta = create(conversation_store)
     conversation_store.append_turn(

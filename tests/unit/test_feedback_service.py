@@ -47,7 +47,9 @@ def stores(tmp_path: Path) -> Iterator[Stores]:
         store.close()
 
 
-def conversation(store: SQLiteConversationStore, answered_at: datetime) -> str:
+def conversation(store: SQLiteConversationStore, answered_at: datetime, **answered_by: str) -> str:
+    """A stored question and answer; `answered_by`: the model and policies the answer records (none: an answer
+    stored before messages kept them)."""
     conversation_id = new_conversation_id()
     store.append_turn(
         TENANT.id,
@@ -55,7 +57,7 @@ def conversation(store: SQLiteConversationStore, answered_at: datetime) -> str:
         expected_version=0,
         messages=[
             StoredMessage(role="user", content="Capital of Portugal?", created_at=answered_at),
-            StoredMessage(role="assistant", content="Madrid", created_at=answered_at),
+            StoredMessage(role="assistant", content="Madrid", created_at=answered_at, **answered_by),
         ],
         expires_at=None,
         render_version=1,
@@ -80,15 +82,32 @@ def spend(ledger: SQLiteLedger, model: str, at: datetime, tenant_id: str = TENAN
     )
 
 
+POOLS = ("mini", "flagship")
+
+
 def service(conversations: Any, feedback: SQLiteFeedback, ledger: Any) -> FeedbackService:
-    return FeedbackService(conversations, feedback, ledger, lambda: ("pre-1", "post-1"), GatewayMetrics())
+    return FeedbackService(conversations, feedback, ledger, lambda: ("pre-1", "post-1"), GatewayMetrics(), POOLS)
 
 
-def test_the_model_is_the_one_model_in_the_tenants_ledger_at_the_answers_time(stores: Stores) -> None:
+def test_the_model_and_policies_are_the_answers_own(stores: Stores) -> None:
+    conversations, feedback, ledger = stores
+    now = datetime.now(UTC)
+    answered = conversation(
+        conversations, now, model="flagship", pre_policy_version="pre-0", post_policy_version="post-0"
+    )
+    spend(ledger, "mini", now)  # a concurrent request on another model: the message knows better
+    record = service(conversations, feedback, ledger).give(CALLER, answered, 1, DOWN)
+    assert (record.model, record.model_source) == ("flagship", "message")
+    assert (record.pre_policy_version, record.post_policy_version) == ("pre-0", "post-0")  # not those of today
+    assert service(conversations, feedback, DownLedger()).give(CALLER, answered, 1, DOWN).model == "flagship"
+
+
+def test_an_older_answers_model_is_the_one_chat_model_in_the_tenants_ledger_at_its_time(stores: Stores) -> None:
     conversations, feedback, ledger = stores
     now = datetime.now(UTC)
     alone = conversation(conversations, now - timedelta(hours=3))
     spend(ledger, "flagship", now - timedelta(hours=3) + timedelta(seconds=1))
+    spend(ledger, "moderation:llama-guard", now - timedelta(hours=3) + timedelta(seconds=2))  # not a chat answer
     spend(ledger, "mini", now - timedelta(hours=3) + timedelta(minutes=5))  # a later request: outside the window
     spend(ledger, "mini", now - timedelta(hours=3), tenant_id="ten_other")  # another tenant's
     record = service(conversations, feedback, ledger).give(CALLER, alone, 1, DOWN)
@@ -182,7 +201,7 @@ def test_a_rating_refused_by_an_outage_on_the_recheck_leaves_the_stored_one_as_i
     conversation_id = conversation(conversations, datetime.now(UTC))
     metrics = GatewayMetrics()
     first = service(conversations, feedback, ledger).give(CALLER, conversation_id, 1, DOWN)
-    flaky = FeedbackService(DownOnRecheck(conversations), feedback, ledger, lambda: (None, None), metrics)  # type: ignore[arg-type]
+    flaky = FeedbackService(DownOnRecheck(conversations), feedback, ledger, lambda: (None, None), metrics, POOLS)  # type: ignore[arg-type]
     with pytest.raises(StoreUnavailableError):  # the client is told 503 ...
         flaky.give(CALLER, conversation_id, 1, FeedbackCreate(rating="up"))
     assert feedback.get(TENANT.id, conversation_id, 1) == first  # ... and the earlier rating is back
@@ -190,7 +209,7 @@ def test_a_rating_refused_by_an_outage_on_the_recheck_leaves_the_stored_one_as_i
 
     other = conversation(conversations, datetime.now(UTC))
     with pytest.raises(StoreUnavailableError):
-        FeedbackService(DownOnRecheck(conversations), feedback, ledger, lambda: (None, None), metrics).give(  # type: ignore[arg-type]
+        FeedbackService(DownOnRecheck(conversations), feedback, ledger, lambda: (None, None), metrics, POOLS).give(  # type: ignore[arg-type]
             CALLER, other, 1, DOWN
         )
     assert feedback.get(TENANT.id, other, 1) is None  # a first rating is removed again

@@ -1,0 +1,65 @@
+"""Answers stored before messages recorded who answered them: the SQLite migration adds the columns to an existing
+database (its rows read back None), and an S3 body written before reads back None too."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from shared.storage.aws_layout import Body
+from shared.storage.conversations import StoredMessage, new_conversation_id
+from shared.storage.sqlite_conversations import SQLiteConversationStore
+from shared.storage.sqlite_db import MIGRATIONS
+from tests.storage.test_conversation_contract import T0, TENANT, msgs
+
+COLUMNS = ("model", "pre_policy_version", "post_policy_version")
+
+
+def _migration() -> int:
+    """The number of the migration that adds the columns (found, not hard-coded: other migrations may follow)."""
+    return next(
+        number
+        for number, statements in enumerate(MIGRATIONS, start=1)
+        if any("messages ADD COLUMN model" in statement for statement in statements)
+    )
+
+
+def test_the_migration_keeps_older_answers_and_they_read_back_without_a_model(tmp_path: Path) -> None:
+    path = tmp_path / "fleetchat.db"
+    store = SQLiteConversationStore(path)
+    conv_id = new_conversation_id()
+    store.append_turn(
+        TENANT, conv_id, expected_version=0, messages=msgs(("user", "q"), ("assistant", "an old answer")),
+        expires_at=None, render_version=1, now=T0,
+    )  # fmt: skip
+    store.close()
+    # The database as the release before the migration left it: no such columns, the schema one version back.
+    raw = sqlite3.connect(path)
+    for column in COLUMNS:
+        raw.execute(f"ALTER TABLE messages DROP COLUMN {column}")
+    raw.execute(f"PRAGMA user_version={_migration() - 1}")
+    raw.commit()
+    raw.close()
+
+    store = SQLiteConversationStore(path)
+    try:
+        got = store.get(TENANT, conv_id, now=T0)
+        assert got is not None and [m.content for m in got.messages] == ["q", "an old answer"]
+        assert all(m.model is None and m.pre_policy_version is None for m in got.messages)
+        answered = StoredMessage(role="assistant", content="a new one", created_at=T0, model="mini")
+        store.append_turn(
+            TENANT, conv_id, expected_version=1, messages=[*msgs(("user", "more")), answered], expires_at=None,
+            render_version=1, now=T0,
+        )  # fmt: skip
+        got = store.get(TENANT, conv_id, now=T0)
+        assert got is not None and [m.model for m in got.messages] == [None, None, None, "mini"]
+    finally:
+        store.close()
+
+
+def test_an_s3_body_written_before_reads_back_without_a_model() -> None:
+    old = '{"version": 1, "message_count": 1, "messages": [{"role": "assistant", "content": "hi", '
+    old += '"created_at": "2026-11-01T12:00:00Z", "finish_reason": "stop"}]}'
+    [message] = Body.model_validate_json(old).messages
+    assert (message.content, message.finish_reason) == ("hi", "stop")
+    assert all(getattr(message, column) is None for column in COLUMNS)
