@@ -1,6 +1,6 @@
 """Answer feedback in real Chromium against the real gateway and a scripted worker: thumbs down with a comment is
 stored (checked through the API), stays visible after a reload, and a failed send shows an error and keeps the
-typed comment."""
+typed comment; the comment box takes the focus, and Escape hides it keeping the draft."""
 
 from __future__ import annotations
 
@@ -52,6 +52,15 @@ def test_thumbs_down_with_a_comment_is_stored_and_shown(page: Any, scripted: Gat
         """() => document.querySelector('[data-testid="feedback-down"]')?.getAttribute('aria-pressed') === 'true'"""
     )
     comment = answer.get_by_test_id("feedback-comment")
+    page.wait_for_function("""() => document.activeElement?.dataset.testid === 'feedback-comment'""")  # focused
+    # Escape hides the box but keeps the draft; the focus lands on "Add comment", which brings both back.
+    comment.fill("half a tho")
+    comment.press("Escape")
+    add = answer.get_by_test_id("feedback-comment-add")
+    add.wait_for()
+    page.wait_for_function("""() => document.activeElement?.dataset.testid === 'feedback-comment-add'""")
+    page.keyboard.press("Enter")
+    assert comment.input_value() == "half a tho"
     comment.fill(COMMENT)
     screenshot(page, "20-feedback-comment")
     answer.get_by_test_id("feedback-send").click()
