@@ -171,6 +171,10 @@ MIGRATIONS: list[list[str]] = [
         # How an assistant answer ended (the web chat marks stopped and filtered answers).
         "ALTER TABLE messages ADD COLUMN finish_reason TEXT",
     ],
+    [
+        # What a tenant is for: customer, or the eval job's own tenants (excluded from billing).
+        "ALTER TABLE tenants ADD COLUMN purpose TEXT NOT NULL DEFAULT 'customer'",
+    ],
 ]
 
 
