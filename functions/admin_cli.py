@@ -73,7 +73,9 @@ def create_tenant(
 def list_tenants(data_dir: DataDir = None) -> None:
     """Every tenant with its tier, effective limits and billing customer."""
     with _store(data_dir) as store:
-        table = Table("id", "name", "tier", "key rpm/tpm", "tenant rpm/tpm", "message cap", "stripe customer", "purpose")
+        table = Table(
+            "id", "name", "tier", "key rpm/tpm", "tenant rpm/tpm", "message cap", "stripe customer", "purpose"
+        )
         for tenant in store.list_tenants():
             limits = limits_for(tenant.tier, tenant.limits)
             table.add_row(
