@@ -1,0 +1,62 @@
+"""From settings and CLI options to a RunConfig: the deployment's URL, the eval keys (bootstrapped when missing)
+and the judge endpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from functions.evals.runner import RunConfig
+from functions.evals.settings import EvalSettings, default_base_url, reports_dir
+from functions.evals.tenants import KEYS_FILE, ensure_eval_keys
+from functions.private_files import read_private
+from shared.settings import Settings
+from shared.tiers import Tier
+
+
+def judge_endpoint(eval_settings: EvalSettings, base_url: str, keys: dict[Tier, str]) -> object | None:
+    """The judge: the configured endpoint, else the deployment's own flagship pool with the plus eval key.
+    None when the judging package is not there (suites that need a judge then report an error)."""
+    try:
+        from functions.judging.client import JudgeEndpoint
+    except ImportError:
+        return None
+    api_key = eval_settings.judge_api_key.get_secret_value() if eval_settings.judge_api_key else keys.get(Tier.PLUS)
+    return JudgeEndpoint(
+        base_url=eval_settings.judge_base_url or f"{base_url}/v1", model=eval_settings.judge_model, api_key=api_key
+    )
+
+
+def resolve_run_config(
+    eval_settings: EvalSettings,
+    settings: Settings,
+    *,
+    base_url: str | None,
+    suites: list[str],
+    limit: int | None,
+    out_dir: Path | None = None,
+    local: bool | None = None,
+) -> RunConfig:
+    url = (base_url or default_base_url(eval_settings, settings)).rstrip("/").removesuffix("/v1")
+    given = {
+        tier: secret.get_secret_value()
+        for tier, secret in ((Tier.FREE, eval_settings.free_key), (Tier.PLUS, eval_settings.plus_key))
+        if secret is not None
+    }
+    admin_key = (
+        eval_settings.admin_key.get_secret_value()
+        if eval_settings.admin_key
+        else read_private(settings.local_admin_key_path)
+    )
+    keys_dir = out_dir or reports_dir(eval_settings, settings)
+    keys = ensure_eval_keys(
+        url, keys_dir / KEYS_FILE, given=given, admin_key=admin_key, timeout_s=eval_settings.request_timeout_s
+    )
+    return RunConfig(
+        base_url=url,
+        keys=keys,
+        suites=suites,
+        limit=limit,
+        local=settings.environment == "local" if local is None else local,
+        judge=judge_endpoint(eval_settings, url, keys),
+        request_timeout_s=eval_settings.request_timeout_s,
+    )
