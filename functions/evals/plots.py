@@ -57,6 +57,8 @@ def suite_plot(run: EvalRun, suite: str, baseline: EvalRun | None) -> str | None
 
 def trend_plot(history: list[HistoryEntry], suite: str) -> str | None:
     """Every run's value of each metric of `suite` over time (one panel per metric; marker colour: the run's gate)."""
+    from matplotlib.ticker import MaxNLocator
+
     series: dict[str, list[tuple[int, float, bool | None]]] = defaultdict(list)
     for index, entry in enumerate(history):
         for name, value in entry.metrics.items():
@@ -67,7 +69,7 @@ def trend_plot(history: list[HistoryEntry], suite: str) -> str | None:
     names = sorted(series)[:MAX_PANELS]
     columns = min(4, len(names))
     rows = math.ceil(len(names) / columns)
-    figure = _figure(3.2 * columns, 2.2 * rows)
+    figure = _figure(max(6.0, 3.2 * columns), 2.2 * rows + 0.4)
     for panel, name in enumerate(names, start=1):
         axes = figure.add_subplot(rows, columns, panel)
         points = series[name]
@@ -77,8 +79,9 @@ def trend_plot(history: list[HistoryEntry], suite: str) -> str | None:
         axes.scatter(xs, ys, c=colors, s=14, zorder=3)
         axes.set_title(name.removeprefix(f"{suite}."), fontsize=8)
         axes.tick_params(labelsize=7)
-        axes.set_xlabel("run #", fontsize=7)
-    figure.suptitle(f"{suite}: trend over {len(history)} runs (green: passed, red: failed)", fontsize=9)
+        axes.set_xlabel("run # (oldest first)", fontsize=7)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    figure.suptitle(f"{suite}: {len(history)} runs (green: run passed, red: failed)", fontsize=9)
     return data_uri(figure)
 
 
