@@ -13,6 +13,7 @@ from functions.admission import Admission
 from functions.chat_service import ChatService
 from functions.conversation_turns import ConversationTurns
 from functions.gateway_metrics import GatewayMetrics
+from functions.judging.shadow import shadow_judge_for
 from functions.moderation_service import ModerationService
 from functions.request_accounting import Accounting
 from functions.routers import account, admin, chat, health, models, moderations, session, usage
@@ -96,6 +97,9 @@ def create_app(
             app.state.moderation = ModerationService(app.state.guard, app.state.accounting, classifier.table)
             app.state.sessions = session_signer(settings)
             app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)
+            # Entered after the HTTP client, so its workers are cancelled before the client closes.
+            shadow = shadow_judge_for(settings, client, app.state.metrics)
+            app.state.shadow_judge = await owned.enter_async_context(shadow)
             yield
 
     app = FastAPI(title="fleetchat", version="0.1.0", lifespan=lifespan)

@@ -90,7 +90,7 @@ class Settings(BaseSettings):
     shadow_judge_reference_pool: str = "flagship"
     shadow_judge_queue_size: int = Field(default=64, ge=1, le=10_000)  # full: new samples are dropped and counted
     shadow_judge_workers: int = Field(default=2, ge=1, le=32)  # judge calls in flight at once
-    shadow_judge_calls_per_minute: float = Field(default=30.0, gt=0)  # the judge budget (token bucket, burst = 1 min)
+    shadow_judge_calls_per_minute: float = Field(default=30.0, ge=1)  # the judge budget (token bucket, burst = 1 min)
     shadow_judge_window: int = Field(default=200, ge=1, le=100_000)  # rolling mean over each pool's last N scores
     # Alert when reference minus candidate (mean overall score, 1-5 scale) exceeds this, with enough scores per pool.
     shadow_judge_alert_delta: float = Field(default=0.5, gt=0.0, le=4.0)
