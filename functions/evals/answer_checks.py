@@ -57,7 +57,7 @@ def extract_code(answer: str, entry_point: str) -> str | None:
     return answer if re.search(rf"def\s+{re.escape(entry_point)}\s*\(", answer) else None
 
 
-def test_program(code: str, header: str, tests: str, entry_point: str) -> str:
+def program_with_tests(code: str, header: str, tests: str, entry_point: str) -> str:
     """The program the sandbox runs: the stub's imports, then the answer (after the stub itself when the answer is
     only a body), then the tests and `check(entry_point)`."""
     imports = "\n".join(line for line in header.splitlines() if line.startswith(("import ", "from ")))

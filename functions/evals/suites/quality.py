@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from functions.evals.answer_checks import extract_code, final_number, numbers_equal, test_program
+from functions.evals.answer_checks import extract_code, final_number, numbers_equal, program_with_tests
 from functions.evals.asking import Answer, ask, bounded, default_model
 from functions.evals.calibration import balanced, calibration_cases, calibration_metrics, grade_pairs
 from functions.evals.golden.items import (
@@ -145,7 +145,7 @@ async def check_answer(item: GoldenItem, answer: Answer) -> tuple[bool | None, d
     code = extract_code(answer.text, check.entry_point)
     if code is None:
         return False, {"check": "python_tests", "reason": "no code in the answer"}
-    run = await run_python(test_program(code, check.header, check.tests, check.entry_point))
+    run = await run_python(program_with_tests(code, check.header, check.tests, check.entry_point))
     detail = {"check": "python_tests", "timed_out": run.timed_out, "isolation": run.isolation}
     if not run.passed:
         detail["output_tail"] = run.output_tail[-300:]
