@@ -68,7 +68,7 @@ class QualitySuite:
         self,
         limit: int | None = None,
         *,
-        tiers: Sequence[Tier] = (Tier.PLUS,),
+        tiers: Sequence[Tier] | None = None,
         concurrency: int = 4,
         max_tokens: int = 768,
         calibrate: bool = True,
@@ -77,18 +77,21 @@ class QualitySuite:
         self.items = stratified(load_golden(data_dir), limit)
         pairs = load_calibration(data_dir)
         self.pairs = balanced(pairs, None if limit is None else max(limit, MIN_CALIBRATION_PAIRS)) if calibrate else []
-        self.tiers = tuple(tiers)
+        self.tiers = tuple(tiers) if tiers is not None else None
         self.concurrency = concurrency
         self.max_tokens = max_tokens
 
     async def run(self, target: EvalTarget, progress: Progress) -> SuiteResult:
         started = time.monotonic()
+        # By default plus (the flagship) and, when the target has a free key, free too: mini is the cheap pool,
+        # and its gap to the flagship is what a routing or model change moves.
+        tiers = self.tiers or tuple(t for t in (Tier.PLUS, Tier.FREE) if t in target.keys)
         judge = JudgeClient(target.judge) if target.judge is not None else None
-        progress.start(self.name, len(self.items) * len(self.tiers) + len(self.pairs))
+        progress.start(self.name, len(self.items) * len(tiers) + len(self.pairs))
         try:
             jobs = [
                 lambda item=item, tier=tier: self._grade(target, judge, item, tier)
-                for tier in self.tiers
+                for tier in tiers
                 for item in self.items
             ]
             graded = await bounded(jobs, self.concurrency, lambda: progress.advance(self.name))
@@ -103,7 +106,7 @@ class QualitySuite:
             if judge is not None:
                 await judge.aclose()
         result = SuiteResult(suite=self.name, cases=[_case(g) for g in graded] + calibration_cases(grades))
-        for tier in self.tiers:
+        for tier in tiers:
             result.metrics += tier_metrics(tier, [g for g in graded if g.tier is tier])
         result.metrics += judge_metrics(graded) if judge is not None else []
         if grades:
