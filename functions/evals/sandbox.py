@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -35,7 +34,24 @@ class SandboxResult(BaseModel):
     isolation: str
 
 
-def _bwrap_command(python: str, script_dir: str) -> list[str]:
+# Sets the rlimits, then becomes the program: a launcher instead of `preexec_fn`, which is unsafe in a process with
+# threads (the eval job runs beside an event loop and, in tests, uvicorn threads).
+_LAUNCHER = (
+    "import os, resource, sys\n"
+    "cpu, memory = int(sys.argv[1]), int(sys.argv[2]) << 20\n"
+    "resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (memory, memory))\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))\n"
+    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+    "os.execv(sys.executable, [sys.executable, '-I', sys.argv[3]])\n"
+)
+
+
+def _python_command(python: str, program: str, cpu_s: int, memory_mb: int) -> list[str]:
+    return [python, "-I", "-c", _LAUNCHER, str(cpu_s), str(memory_mb), program]
+
+
+def _bwrap_command(script_dir: str, python_command: list[str]) -> list[str]:
     return [
         shutil.which("bwrap") or "bwrap",
         "--unshare-all",
@@ -46,7 +62,7 @@ def _bwrap_command(python: str, script_dir: str) -> list[str]:
         "--tmpfs", "/tmp",
         "--ro-bind", script_dir, "/tmp/src",
         "--chdir", "/tmp",
-        python, "-I", "/tmp/src/program.py",
+        *python_command,
     ]  # fmt: skip
 
 
@@ -57,7 +73,8 @@ def isolation() -> str:
         return "rlimits"
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "program.py").write_text("pass\n")
-        probe = subprocess.run(_bwrap_command(sys.executable, tmp), capture_output=True, timeout=30, check=False)
+        command = _bwrap_command(tmp, _python_command(sys.executable, "/tmp/src/program.py", 10, 1024))
+        probe = subprocess.run(command, capture_output=True, timeout=30, check=False)
     return "bwrap" if probe.returncode == 0 else "rlimits"
 
 
@@ -67,22 +84,16 @@ def describe_isolation() -> str:
     return "rlimits and a temporary working directory only: bubblewrap not available, network NOT blocked"
 
 
-def _limits(cpu_s: int, memory_mb: int) -> None:  # runs in the child before exec
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-    resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 async def run_python(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024) -> SandboxResult:
     """Run `program` with this interpreter; passed when it exits 0 within `timeout_s`."""
     mode = isolation()
     with tempfile.TemporaryDirectory(prefix="fleetchat-sandbox-") as tmp:
         Path(tmp, "program.py").write_text(program, encoding="utf-8")
+        cpu_s = int(timeout_s) + 1
         if mode == "bwrap":
-            command = _bwrap_command(sys.executable, tmp)
+            command = _bwrap_command(tmp, _python_command(sys.executable, "/tmp/src/program.py", cpu_s, memory_mb))
         else:
-            command = [sys.executable, "-I", str(Path(tmp, "program.py"))]
+            command = _python_command(sys.executable, str(Path(tmp, "program.py")), cpu_s, memory_mb)
         proc = await asyncio.create_subprocess_exec(
             *command,
             cwd=tmp,
@@ -91,7 +102,6 @@ async def run_python(program: str, *, timeout_s: float = 10.0, memory_mb: int = 
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=functools.partial(_limits, int(timeout_s) + 1, memory_mb),
         )
         timed_out = False
         try:
