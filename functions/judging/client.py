@@ -27,6 +27,9 @@ from functions.judging.verdict import JudgeRequest, JudgeVerdict
 from shared.settings import Settings
 
 _RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+# Sent with every judge call: a fleetchat gateway used as the judge (FLEETCHAT_JUDGE_URL pointing at one) does not
+# hand the judge's own answers to its shadow judge, which would grade grades.
+JUDGE_CALL_HEADER = "x-fleetchat-judge-call"
 
 
 class JudgeEndpoint(BaseModel):
@@ -67,7 +70,9 @@ class JudgeClient:
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient()
         self._url = endpoint.base_url.rstrip("/") + "/chat/completions"
-        self._headers = {"authorization": f"Bearer {endpoint.api_key.get_secret_value()}"} if endpoint.api_key else {}
+        self._headers = {JUDGE_CALL_HEADER: "1"}
+        if endpoint.api_key:
+            self._headers["authorization"] = f"Bearer {endpoint.api_key.get_secret_value()}"
 
     async def judge(self, request: JudgeRequest) -> JudgeVerdict:
         """The judge's verdict on one answer; never raises for a failed call or a reply it cannot parse."""

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from functions.judging.client import JudgeClient, JudgeEndpoint, judge_endpoint
+from functions.judging.client import JUDGE_CALL_HEADER, JudgeClient, JudgeEndpoint, judge_endpoint
 from functions.judging.verdict import JudgeRequest
 from shared.settings import Settings
 from tests.support.processes import free_port
@@ -33,6 +33,8 @@ async def test_scores_come_back_parsed_with_the_rubric_sent() -> None:
     assert (good.scores.helpfulness, good.scores.accuracy, good.scores.format) == (5, 5, 5)
     assert good.judge_model == "flagship" and '"accuracy": 5' in good.raw and good.latency_s > 0
     assert wrong.scores is not None and wrong.scores.accuracy == 1
+    assert app.state.headers[0]["authorization"] == "Bearer judge-key"
+    assert app.state.headers[0][JUDGE_CALL_HEADER] == "1"
     body = app.state.bodies[0]
     assert body["model"] == "flagship" and body["temperature"] == 0 and body["stream"] is False
     assert app.state.graded[0] == (REQUEST.question, REQUEST.answer)

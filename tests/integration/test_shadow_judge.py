@@ -5,17 +5,21 @@ budget drops and counts; PII never reaches the judge; eval-tenant traffic and a 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
+from anyio import to_thread
 from fastapi import FastAPI
 
 from functions.app import create_app
@@ -25,11 +29,15 @@ from functions.gateway_metrics import (
     SHADOW_JUDGE_QUEUE_DEPTH,
     SHADOW_JUDGE_SAMPLES,
     SHADOW_JUDGE_SCORE,
+    GatewayMetrics,
 )
+from functions.judging.client import JUDGE_CALL_HEADER
+from functions.judging.shadow import shadow_judge_for
 from shared.api_keys import hash_api_key, new_api_key
 from shared.metric_names import counter_sample
+from shared.schemas import ChatMessage
 from shared.settings import Settings
-from shared.storage.base import TenantPurpose
+from shared.storage.base import Tenant, TenantPurpose
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier
 from tests.support import prom
@@ -193,14 +201,47 @@ def test_pii_never_reaches_the_judge(stack_for: StackFactory) -> None:
     assert graded_question == "Please contact [EMAIL] or [PHONE]; my card is [CARD]."
 
 
-def test_a_share_of_zero_and_eval_traffic_send_nothing(stack_for: StackFactory) -> None:
+def test_a_share_of_zero_eval_traffic_and_judge_calls_send_nothing(stack_for: StackFactory) -> None:
     off = stack_for(shadow_judge_share=0.0)
     for model in ("mini", "flagship"):
         assert off.ask(model) == GOOD and off.ask(model, stream=True) == GOOD
     on = stack_for()
     for model in ("mini", "flagship"):
         on.client(on.eval_key).chat.completions.create(model=model, messages=[{"role": "user", "content": "Hi"}])
-    on.ask("mini")  # a customer's answer behind the eval traffic: once it is graded, the eval answers were skipped
+    # A judge call (this gateway serving as a judge) is never graded either.
+    judged = {"extra_headers": {JUDGE_CALL_HEADER: "1"}}
+    on.client().chat.completions.create(model="flagship", messages=[{"role": "user", "content": "Hi"}], **judged)
+    on.ask("mini")  # a customer's answer behind the others: once it is graded, the others were skipped
     on.wait_samples({("mini", "scored"): 1})
     assert on.judge.state.calls == 1 and on.samples("flagship", "scored") == 0
     assert off.judge.state.calls == 0 and prom.sample(off.url, SAMPLES) == 0
+
+
+async def test_shutdown_cancels_a_worker_blocked_on_the_judge(tmp_path: Path) -> None:
+    gate = threading.Event()
+    judge = scripted_judge(gate=gate)
+
+    def shadow_workers() -> list[asyncio.Task[Any]]:
+        return [task for task in asyncio.all_tasks() if task.get_name().startswith("shadow-judge")]
+
+    with serve(judge) as url:
+        try:
+            settings = Settings(data_dir=tmp_path, judge_url=f"{url}/v1", shadow_judge_share=1.0)
+            metrics = GatewayMetrics()
+            async with httpx.AsyncClient() as http:
+
+                async def run() -> list[asyncio.Task[Any]]:
+                    async with shadow_judge_for(settings, http, metrics) as shadow:
+                        tenant = Tenant(id="t", name="t", tier=Tier.PLUS, created_at=datetime.now(UTC))
+                        shadow.offer(tenant, "mini", [ChatMessage(role="user", content="Hi?")], "Hello.")
+                        assert await to_thread.run_sync(judge.state.entered.wait, 30)
+                        return shadow_workers()
+
+                # Leaving the block must cancel the worker stuck in the judge call, not wait for the judge.
+                workers = await asyncio.wait_for(run(), timeout=30)
+            assert len(workers) == settings.shadow_judge_workers and all(task.cancelled() for task in workers)
+            assert shadow_workers() == [] and not gate.is_set()
+            scored = {"pool": "mini", "outcome": "scored"}
+            assert metrics.registry.get_sample_value(SAMPLES, scored) is None
+        finally:
+            gate.set()

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from anyio import to_thread
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from functions.judging.rubric import sections_of
@@ -32,19 +32,21 @@ def scripted_judge(
 ) -> FastAPI:
     """`scores(question, answer) -> (helpfulness, accuracy, format)`; `reply(question, answer)` replaces the whole
     reply text (garbage, prose); `gate`: each call waits until it is set (a stalled judge); `fail_first`: the first
-    calls answer 503. `app.state.calls` counts calls, `app.state.bodies` holds each request body,
+    calls answer 503. `app.state.calls` counts calls, `app.state.bodies` and `app.state.headers` hold each request's,
     `app.state.graded` each (question, answer) read from the prompt, `app.state.entered` is set on the first call."""
     scorer = scores or marker_scores
     app = FastAPI()
     app.state.calls = 0
     app.state.bodies = []
+    app.state.headers = []
     app.state.graded = []
     app.state.entered = threading.Event()
 
     @app.post("/v1/chat/completions")
-    async def chat(body: dict) -> JSONResponse:
+    async def chat(body: dict, request: Request) -> JSONResponse:
         app.state.calls += 1
         app.state.bodies.append(body)
+        app.state.headers.append(dict(request.headers))
         app.state.entered.set()
         if gate is not None:
             await to_thread.run_sync(gate.wait)
