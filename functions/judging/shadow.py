@@ -4,8 +4,8 @@
 Flow: the request path calls `offer()` once an answer is complete and stored; `offer` is synchronous and O(1) (a
 coin flip and `put_nowait` on a bounded queue, never an await), never raises, and drops and counts a sample when the
 queue is full. A few worker tasks take samples from the queue, drop and count them when the judge budget (calls per
-minute, a token bucket) is spent, redact PII from the question and the answer (in a thread: the
-detector is CPU work), and call the judge. Nothing leaves the process unredacted; a redaction that fails sends
+minute, a token bucket) is spent, redact PII from the question and the answer (in a thread: the detector is CPU
+work), clip them, and call the judge. Nothing leaves the process unredacted; a redaction that fails sends
 nothing. Verdicts feed per-pool rolling windows; the delta and an alert gauge follow, and the alert's rise is logged
 once as a WARNING.
 
@@ -58,16 +58,17 @@ class ShadowSample:
     answer: str
 
 
-def question_of(messages: Sequence[ChatMessage]) -> str:
-    """The user's ask: the last user turn alone, or, in a longer conversation, it and the few turns before it."""
+def question_of(messages: Sequence[ChatMessage], redact: Callable[[str], str] = str) -> str:
+    """The user's ask: the last user turn alone, or, in a longer conversation, it and the few turns before it. Each
+    turn is redacted whole before it is clipped, so a cut never leaves half an address the detector cannot see."""
     turns = [m for m in messages if m.role in ("user", "assistant")]
     last_user = max((i for i, m in enumerate(turns) if m.role == "user"), default=None)
     if last_user is None:
         return ""
     shown = turns[max(0, last_user - CONTEXT_TURNS) : last_user + 1]
     if len(shown) == 1:
-        return _clip(shown[0].text(), MAX_TURN_CHARS)
-    return "\n\n".join(f"{m.role}: {_clip(m.text(), MAX_TURN_CHARS)}" for m in shown)
+        return _clip(redact(shown[0].text()), MAX_TURN_CHARS)
+    return "\n\n".join(f"{m.role}: {_clip(redact(m.text()), MAX_TURN_CHARS)}" for m in shown)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -152,9 +153,9 @@ class ShadowJudge:
 
     async def _grade(self, sample: ShadowSample) -> None:
         assert self._client is not None  # only enabled with a client
-        question = await to_thread.run_sync(self._redact, question_of(sample.messages))
-        answer = await to_thread.run_sync(self._redact, _clip(sample.answer, MAX_ANSWER_CHARS))
-        verdict = await self._client.judge(JudgeRequest(question=question, answer=answer))
+        # PII detection is CPU work: in a thread, so the event loop keeps serving requests.
+        request = await to_thread.run_sync(self._redacted, sample)
+        verdict = await self._client.judge(request)
         self._metrics.shadow_latency.observe(verdict.latency_s)
         if verdict.scores is None:
             # The reason is ours or the judge's status, never the graded text.
@@ -163,6 +164,11 @@ class ShadowJudge:
             return
         self._record(sample.pool, verdict.scores)
         self._count(sample.pool, Outcome.SCORED)
+
+    def _redacted(self, sample: ShadowSample) -> JudgeRequest:
+        """What the judge gets: the ask and the answer with PII replaced by placeholders, then clipped."""
+        question = question_of(sample.messages, self._redact)
+        return JudgeRequest(question=question, answer=_clip(self._redact(sample.answer), MAX_ANSWER_CHARS))
 
     def _record(self, pool: str, scores: JudgeScores) -> None:
         rolling, metrics = self._rolling, self._metrics

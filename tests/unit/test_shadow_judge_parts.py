@@ -69,3 +69,10 @@ def test_the_judge_sees_the_last_ask_with_a_little_context() -> None:
     assert question.startswith("user: turn 4\n\nassistant: turn 5") and "Be brief" not in question
     assert question.endswith("x [...]") and "turn 3" not in question
     assert question_of([ChatMessage(role="system", content="only a system prompt")]) == ""
+
+
+def test_turns_are_redacted_before_they_are_clipped() -> None:
+    # A secret straddling the clip point: clipped first, half of it would survive where no redactor could see it.
+    text = "x" * (MAX_TURN_CHARS - 4) + " SECRET-TOKEN-123 tail"
+    question = question_of([ChatMessage(role="user", content=text)], lambda t: t.replace("SECRET-TOKEN-123", "[S]"))
+    assert "SECRET" not in question and "[S]" in question
