@@ -117,6 +117,8 @@ class JudgeClient:
             raise _Transient(f"judge did not answer ({type(exc).__name__})") from exc
         if response.status_code in _RETRIED_STATUS:
             raise _Transient(f"judge answered HTTP {response.status_code}")
+        if response.status_code == 404:
+            raise ValueError("judge answered HTTP 404 (is its URL the base including /v1, and the model right?)")
         if response.status_code != 200:
             raise ValueError(f"judge answered HTTP {response.status_code}")
         return response.json()

@@ -77,6 +77,12 @@ async def test_unparseable_replies_and_dead_or_slow_judges_give_errors() -> None
         await client.aclose()
     assert verdict.scores is None and verdict.raw.startswith("This answer") and "no scores" in (verdict.error or "")
 
+    with serve(prose) as url:
+        wrong_url = JudgeClient(JudgeEndpoint(base_url=url, model="j"))  # the base URL without /v1
+        verdict = await wrong_url.judge(REQUEST)
+        await wrong_url.aclose()
+    assert verdict.scores is None and "HTTP 404" in (verdict.error or "") and "/v1" in (verdict.error or "")
+
     dead = JudgeClient(JudgeEndpoint(base_url=f"http://127.0.0.1:{free_port()}/v1", model="j", attempts=2))
     verdict = await dead.judge(REQUEST)
     await dead.aclose()
