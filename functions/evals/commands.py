@@ -156,8 +156,35 @@ def eval_history(
     print_history(Console(), book.history()[-last:], book.baselines())
 
 
+def eval_tenants(
+    base_url: Annotated[
+        str | None, typer.Option(help="The gateway (with or without /v1); default: the local stack's.")
+    ] = None,
+    out_dir: OutDir = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Create the eval tenants (purpose eval, free and plus) where missing, with FLEETCHAT_EVAL_ADMIN_KEY (locally:
+    the admin key file). Their keys go to eval_keys.json in the reports dir (0600, never printed): put them into the
+    `fleetchat-eval` Modal secret for the nightly job (docs/evals.md)."""
+    from rich.console import Console
+
+    from functions.evals.launch import resolve_keys
+    from functions.evals.settings import reports_dir
+    from functions.evals.tenants import KEYS_FILE, EvalKeyError
+
+    console = Console()
+    eval_settings, settings = _settings(data_dir)
+    try:
+        url, keys = resolve_keys(eval_settings, settings, base_url=base_url, out_dir=out_dir)
+    except EvalKeyError as exc:
+        raise _fail(console, str(exc)) from None
+    path = (out_dir or reports_dir(eval_settings, settings)) / KEYS_FILE
+    console.print(f"eval tenants of {url}: {', '.join(tier.value for tier in keys)}; keys in {path}")
+
+
 def register(eval_app: typer.Typer) -> None:
     eval_app.command("run")(eval_run)
     eval_app.command("baseline")(eval_baseline)
     eval_app.command("compare")(eval_compare)
     eval_app.command("history")(eval_history)
+    eval_app.command("tenants")(eval_tenants)

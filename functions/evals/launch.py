@@ -26,16 +26,10 @@ def judge_endpoint(eval_settings: EvalSettings, base_url: str, keys: dict[Tier, 
     )
 
 
-def resolve_run_config(
-    eval_settings: EvalSettings,
-    settings: Settings,
-    *,
-    base_url: str | None,
-    suites: list[str],
-    limit: int | None,
-    out_dir: Path | None = None,
-    local: bool | None = None,
-) -> RunConfig:
+def resolve_keys(
+    eval_settings: EvalSettings, settings: Settings, *, base_url: str | None, out_dir: Path | None = None
+) -> tuple[str, dict[Tier, str]]:
+    """(the gateway URL, a working eval key per tier): given keys, the keys file, or new eval tenants."""
     url = (base_url or default_base_url(eval_settings, settings)).rstrip("/").removesuffix("/v1")
     given = {
         tier: secret.get_secret_value()
@@ -51,12 +45,26 @@ def resolve_run_config(
     keys = ensure_eval_keys(
         url, keys_dir / KEYS_FILE, given=given, admin_key=admin_key, timeout_s=eval_settings.request_timeout_s
     )
+    return url, keys
+
+
+def resolve_run_config(
+    eval_settings: EvalSettings,
+    settings: Settings,
+    *,
+    base_url: str | None,
+    suites: list[str],
+    limit: int | None,
+    out_dir: Path | None = None,
+    local: bool | None = None,
+) -> RunConfig:
+    url, keys = resolve_keys(eval_settings, settings, base_url=base_url, out_dir=out_dir)
     return RunConfig(
         base_url=url,
         keys=keys,
         suites=suites,
         limit=limit,
-        local=settings.environment == "local" if local is None else local,
+        local=local,
         judge=judge_endpoint(eval_settings, url, keys),
         request_timeout_s=eval_settings.request_timeout_s,
     )

@@ -32,7 +32,8 @@ class RunConfig(BaseModel):
     keys: dict[Tier, str]
     suites: list[str] = list(SUITES)
     limit: int | None = None
-    local: bool = True
+    # A local deployment (SmolLM2 everywhere, so the judge too); None: inferred from the model versions it reports.
+    local: bool | None = None
     judge: object | None = None  # a functions.judging.client.JudgeEndpoint (kept loose: the judge package is optional)
     request_timeout_s: float = 120.0
     run_id: str | None = None
@@ -57,6 +58,11 @@ def fetch_model_versions(base_url: str, keys: dict[Tier, str], timeout_s: float 
     return versions
 
 
+def is_local(model_versions: dict[str, str]) -> bool:
+    """Pools serving packaged GGUF files: the embedded stack (SmolLM2), whatever machine the eval runs on."""
+    return any(version.endswith(".gguf") for version in model_versions.values())
+
+
 async def run_suite(name: str, target: EvalTarget, progress: Progress, limit: int | None) -> SuiteResult:
     started = time.perf_counter()
     try:
@@ -74,12 +80,14 @@ async def run_eval(config: RunConfig, store: ReportStore, progress: Progress | N
     if unknown:
         raise ValueError(f"unknown suite(s): {', '.join(unknown)}; known: {', '.join(SUITES)}")
     base_url = config.base_url.rstrip("/").removesuffix("/v1")
+    versions = fetch_model_versions(base_url, config.keys)
+    local = is_local(versions) if config.local is None else config.local
     run = EvalRun(
         run_id=config.run_id or new_run_id(),
         started_at=datetime.now(UTC),
         base_url=base_url,
-        local=config.local,
-        model_versions=fetch_model_versions(base_url, config.keys),
+        local=local,
+        model_versions=versions,
         options={"suites": config.suites, "limit": config.limit},
     )
     target = EvalTarget(
@@ -87,7 +95,7 @@ async def run_eval(config: RunConfig, store: ReportStore, progress: Progress | N
         run.run_id,
         config.keys,
         judge=config.judge,  # type: ignore[arg-type]
-        local=config.local,
+        local=local,
         timeout_s=config.request_timeout_s,
     )
     try:

@@ -47,7 +47,6 @@ def scheduled_config(
         keys=keys,
         suites=suites or list(SUITES),
         limit=limit,
-        local=False,
         judge=judge_endpoint(eval_settings, url, keys),
         request_timeout_s=eval_settings.request_timeout_s,
     )

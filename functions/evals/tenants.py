@@ -19,6 +19,18 @@ KEYS_FILE = "eval_keys.json"
 EVAL_TIERS: tuple[Tier, ...] = (Tier.FREE, Tier.PLUS)
 
 
+# The eval tenants keep their tier's pools, routing, safety and latency objectives, but not its rate limits: a run
+# sends a few dozen requests a minute per tier, and the free tier's message cap (40 per 3 h) would refuse the second
+# run of the day. What the suites measure is unaffected by admission limits.
+EVAL_LIMITS = {
+    "key_rpm": 600,
+    "tenant_rpm": 600,
+    "key_tpm": 4_000_000,
+    "tenant_tpm": 4_000_000,
+    "message_cap": 100_000,
+}
+
+
 class EvalKeyError(RuntimeError):
     """No usable eval key for a tier, and no admin key to create one."""
 
@@ -36,7 +48,7 @@ def _key_works(http: httpx.Client, base_url: str, key: str) -> bool:
     return True
 
 
-def _create(http: httpx.Client, base_url: str, admin_key: str, tier: Tier, run_id: str) -> str:
+def _create(http: httpx.Client, base_url: str, admin_key: str, tier: Tier) -> str:
     response = http.post(
         f"{base_url}/admin/v1/tenants",
         headers={"authorization": f"Bearer {admin_key}"},
@@ -48,6 +60,12 @@ def _create(http: httpx.Client, base_url: str, admin_key: str, tier: Tier, run_i
     body = response.json()
     if body["tenant"].get("purpose") != "eval":
         raise EvalKeyError("the deployment does not know tenant purposes: it would bill eval traffic; not running")
+    patched = http.patch(
+        f"{base_url}/admin/v1/tenants/{body['tenant']['id']}",
+        headers={"authorization": f"Bearer {admin_key}"},
+        json={"limits": EVAL_LIMITS},
+    )
+    patched.raise_for_status()
     return str(body["api_key"]["key"])
 
 
@@ -58,7 +76,6 @@ def ensure_eval_keys(
     given: dict[Tier, str] | None = None,
     admin_key: str | None = None,
     tiers: tuple[Tier, ...] = EVAL_TIERS,
-    run_id: str = "",
     timeout_s: float = 30.0,
 ) -> dict[Tier, str]:
     """A working eval key per tier: the given ones, else those in the keys file (if the deployment still knows them),
@@ -81,7 +98,7 @@ def ensure_eval_keys(
                 raise EvalKeyError(
                     f"no eval key for tier {tier.value!r}: pass one, or an admin key to create the eval tenants"
                 )
-            keys[tier] = stored.keys[tier] = _create(http, base_url, admin_key, tier, run_id)
+            keys[tier] = stored.keys[tier] = _create(http, base_url, admin_key, tier)
             changed = True
     if changed:
         stored.base_url = base_url

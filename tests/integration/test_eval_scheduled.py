@@ -63,7 +63,7 @@ def test_the_nightly_job_keeps_its_report_and_metrics_in_s3(
     summary = run_scheduled(deployment.url, suites=["latency"], limit=2)
     store = S3ReportStore(name, "evals/", endpoint_url=endpoint)
     run = RunBook(store).load_run("latest")
-    assert run.run_id == summary.run_id and run.local is False
+    assert run.run_id == summary.run_id and set(run.model_versions) == {"mini", "flagship"}
     assert summary.passed == (run.gate is not None and run.gate.passed)
     assert summary.report == f"s3://{name}/evals/runs/{run.run_id}.html"
     assert run.suites[0].error is None and len(run.suites[0].cases) == 4  # two streamed requests per tier
