@@ -13,16 +13,27 @@ from shared.settings import Settings
 from shared.tiers import Tier
 
 
-def judge_endpoint(eval_settings: EvalSettings, base_url: str, keys: dict[Tier, str]) -> object | None:
-    """The judge: the configured endpoint, else the deployment's own flagship pool with the plus eval key.
-    None when the judging package is not there (suites that need a judge then report an error)."""
+def judge_endpoint(
+    eval_settings: EvalSettings, base_url: str, keys: dict[Tier, str], settings: Settings | None = None
+) -> object | None:
+    """The judge: FLEETCHAT_EVAL_JUDGE_BASE_URL, else the service's judge endpoint (FLEETCHAT_JUDGE_URL) when one is
+    set, else the deployment's own judge pool (the flagship) through its gateway with the plus eval key. None when the
+    judging package is not there (suites that need a judge then report an error)."""
     try:
         from functions.judging.client import JudgeEndpoint
     except ImportError:
         return None
-    api_key = eval_settings.judge_api_key.get_secret_value() if eval_settings.judge_api_key else keys.get(Tier.PLUS)
+    settings = settings or Settings()
+    model = eval_settings.judge_model or settings.judge_model or settings.judge_pool
+    if eval_settings.judge_base_url:
+        url, secret = eval_settings.judge_base_url, eval_settings.judge_api_key
+    elif settings.judge_url:
+        url, secret = settings.judge_url, eval_settings.judge_api_key or settings.judge_api_key
+    else:
+        url, secret = f"{base_url}/v1", eval_settings.judge_api_key
+    api_key = secret.get_secret_value() if secret else keys.get(Tier.PLUS)
     return JudgeEndpoint(
-        base_url=eval_settings.judge_base_url or f"{base_url}/v1", model=eval_settings.judge_model, api_key=api_key
+        base_url=url, model=model, api_key=api_key, timeout_s=settings.judge_timeout_s, attempts=settings.judge_attempts
     )
 
 
@@ -65,6 +76,6 @@ def resolve_run_config(
         suites=suites,
         limit=limit,
         local=local,
-        judge=judge_endpoint(eval_settings, url, keys),
+        judge=judge_endpoint(eval_settings, url, keys, settings),
         request_timeout_s=eval_settings.request_timeout_s,
     )

@@ -28,10 +28,11 @@ class EvalSettings(BaseSettings):
     # The eval tenants' keys, when given (the scheduled job reads them from a Modal secret); else bootstrapped.
     free_key: SecretStr | None = None
     plus_key: SecretStr | None = None
-    # The judge: any OpenAI-compatible endpoint (with /v1); default: the deployment's own flagship pool, called
-    # with the plus eval key (locally that is SmolLM2: its grades are noise, and reports say so).
+    # The judge: any OpenAI-compatible endpoint (with /v1); default: the service's judge (FLEETCHAT_JUDGE_URL) if
+    # set, else the deployment's own judge pool (the flagship) through its gateway with the plus eval key (locally
+    # that is SmolLM2: its grades are noise, and reports say so). Model default: FLEETCHAT_JUDGE_MODEL / _POOL.
     judge_base_url: str | None = None
-    judge_model: str = "flagship"
+    judge_model: str | None = None
     judge_api_key: SecretStr | None = None
     request_timeout_s: float = Field(default=120.0, gt=0)
 

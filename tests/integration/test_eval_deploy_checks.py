@@ -15,6 +15,7 @@ import pytest
 
 from functions.accounts import mint_admin_key
 from functions.evals.results import EvalRun
+from functions.evals.tenants import EVAL_LIMITS
 from shared.storage.base import TenantPurpose
 from shared.storage.sqlite import SQLiteStore
 from tests.conftest import Stack
@@ -95,6 +96,7 @@ def test_a_healthy_stack_passes_under_its_own_eval_tenants(stack: Stack, tmp_pat
     finally:
         store.close()
     assert sorted((t.name, t.tier.value) for t in evals) == [("eval-free", "free"), ("eval-plus", "plus")]
+    assert all(t.limits is not None and t.limits.message_cap == EVAL_LIMITS["message_cap"] for t in evals)
     # A second run reuses them, and is gated against the first once it is the baseline.
     accepted = subprocess.run(
         [sys.executable, "-m", "functions.cli", "eval", "baseline", "latest", "--out-dir", str(tmp_path)],
