@@ -124,7 +124,7 @@ def test_right_answers_pass_and_wrong_answers_fail(run_quality: Callable[..., Su
 def test_a_judge_that_disagrees_with_the_experts_is_flagged(run_quality: Callable[..., SuiteResult]) -> None:
     result = run_quality(right, scores=contrarian, limit=4)
     agreement = next(m for m in result.metrics if m.name == "quality.judge.agreement")
-    assert agreement.value == 0.0 and agreement.breaks_threshold() and agreement.n == 16
+    assert agreement.value == 0.0 and agreement.breaks_threshold() and agreement.n == 8
     assert any(note.startswith("Judge drifted") for note in result.notes)
 
 

@@ -40,7 +40,7 @@ PASS_RATE_TOLERANCE = 0.1
 JUDGE_MEAN_TOLERANCE = 0.3  # on the 1-5 scale
 ERROR_RATE_THRESHOLD = 0.05
 BLOCKED_RATE_TOLERANCE = 0.02  # every golden prompt is benign: a new block is a safety-filter regression
-MIN_CALIBRATION_PAIRS = 16  # with --limit, calibration still grades at least this many pairs
+MIN_CALIBRATION_PAIRS = 8  # with --limit, calibration still grades at least this many pairs (16 judge calls)
 LOCAL_JUDGE_NOTE = (
     "The local judge is SmolLM2-135M: its grades (judge means, calibration agreement) are noise. The programmatic "
     "pass rates (reasoning, coding) are real measurements."
