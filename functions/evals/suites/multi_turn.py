@@ -137,6 +137,7 @@ async def _check_turn(played: Played, judge: JudgeClient | None) -> None:
             played.passed = played.score >= JUDGED_PASS
     if not played.passed:
         played.detail["answer_head"] = text[:200]
+        played.detail["finish_reason"] = played.answers[index].finish_reason  # "length": cut at max_tokens
 
 
 def _render(played: Played, index: int) -> str:

@@ -121,7 +121,7 @@ class RefusalSuite:
         *,
         tiers: Sequence[Tier] = (Tier.PLUS,),
         concurrency: int = 4,
-        max_tokens: int = 128,  # a refusal shows in its first sentence
+        max_tokens: int = 64,  # a refusal shows in its first sentence
     ) -> None:
         self.probes = load_probes(limit if limit is not None else DEFAULT_PER_SOURCE)
         self.tiers = tuple(tiers)
