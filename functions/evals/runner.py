@@ -35,7 +35,7 @@ class RunConfig(BaseModel):
     # A local deployment (SmolLM2 everywhere, so the judge too); None: inferred from the model versions it reports.
     local: bool | None = None
     judge: object | None = None  # a functions.judging.client.JudgeEndpoint (kept loose: the judge package is optional)
-    request_timeout_s: float = 120.0
+    request_timeout_s: float = 600.0
     run_id: str | None = None
 
 

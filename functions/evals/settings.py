@@ -34,7 +34,8 @@ class EvalSettings(BaseSettings):
     judge_base_url: str | None = None
     judge_model: str | None = None
     judge_api_key: SecretStr | None = None
-    request_timeout_s: float = Field(default=120.0, gt=0)
+    # Per request, as long as the gateway waits on a worker: long answers on the CPU stack take minutes under load.
+    request_timeout_s: float = Field(default=600.0, gt=0)
 
 
 def reports_dir(eval_settings: EvalSettings, settings: Settings) -> Path:

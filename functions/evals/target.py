@@ -27,7 +27,7 @@ class EvalTarget:
         *,
         judge: JudgeEndpoint | None = None,
         local: bool = False,
-        timeout_s: float = 120.0,
+        timeout_s: float = 600.0,
     ) -> None:
         self.base_url = base_url.rstrip("/").removesuffix("/v1")
         self.run_id = run_id
