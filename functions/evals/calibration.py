@@ -119,7 +119,8 @@ def calibration_metrics(grades: Sequence[PairGrade], prefix: str = "quality.judg
     ]
     notes = []
     if not scored:
-        notes.append("Judge calibration: no pair could be graded; the judge is unusable.")
+        first = next((g.error for g in grades if g.error), None)
+        notes.append(f"Judge calibration: no pair could be graded ({first}); the judge is unusable.")
     elif agreement < AGREEMENT_THRESHOLD:
         notes.append(
             f"Judge drifted: it agrees with MT-Bench's human experts on {agreement:.0%} of {len(scored)} pairs, "

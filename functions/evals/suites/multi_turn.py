@@ -28,6 +28,7 @@ DEFAULT_CONVERSATIONS = 24
 PASS_RATE_TOLERANCE = 0.1
 JUDGED_PASS = 3.5  # a judged turn passes at this overall score or above
 ERROR_RATE_THRESHOLD = 0.05
+LOCAL_MAX_TOKENS = 128  # a local deployment (SmolLM2 on CPU) answers this much per turn, so a run ends in minutes
 RENDERED_TURNS = 4  # the judge reads the last four exchanges (the checked turn and the three before it)
 
 
@@ -93,11 +94,12 @@ class MultiTurnSuite:
 
     async def _play(self, target: EvalTarget, judge: JudgeClient | None, case: ConversationCase, tier: Tier) -> Played:
         client, model = target.client(tier), default_model(tier)
+        max_tokens = min(self.max_tokens, LOCAL_MAX_TOKENS) if target.local else self.max_tokens
         played = Played(case=case, tier=tier, answers=[])
         for turn in case.turns:
             extra = {"conversation_id": played.conversation_id} if played.conversation_id else {"store": True}
             answer = await ask(
-                client, model, [{"role": "user", "content": turn.user}], max_tokens=self.max_tokens, extra_body=extra
+                client, model, [{"role": "user", "content": turn.user}], max_tokens=max_tokens, extra_body=extra
             )
             played.answers.append(answer)
             if not answer.ok:

@@ -40,6 +40,9 @@ PASS_RATE_TOLERANCE = 0.1
 JUDGE_MEAN_TOLERANCE = 0.3  # on the 1-5 scale
 ERROR_RATE_THRESHOLD = 0.05
 BLOCKED_RATE_TOLERANCE = 0.02  # every golden prompt is benign: a new block is a safety-filter regression
+# A local deployment (SmolLM2 on CPU, a few tokens a second when busy) caps answers here so a run ends in minutes;
+# its answers are not worth more tokens.
+LOCAL_MAX_TOKENS = 256
 MIN_CALIBRATION_PAIRS = 8  # with --limit, calibration still grades at least this many pairs (16 judge calls)
 LOCAL_JUDGE_NOTE = (
     "The local judge is SmolLM2-135M: its grades (judge means, calibration agreement) are noise. The programmatic "
@@ -86,11 +89,12 @@ class QualitySuite:
         # By default plus (the flagship) and, when the target has a free key, free too: mini is the cheap pool,
         # and its gap to the flagship is what a routing or model change moves.
         tiers = self.tiers or tuple(t for t in (Tier.PLUS, Tier.FREE) if t in target.keys)
+        max_tokens = min(self.max_tokens, LOCAL_MAX_TOKENS) if target.local else self.max_tokens
         judge = JudgeClient(target.judge) if target.judge is not None else None
         progress.start(self.name, len(self.items) * len(tiers) + len(self.pairs))
         try:
             jobs = [
-                lambda item=item, tier=tier: self._grade(target, judge, item, tier)
+                lambda item=item, tier=tier: self._grade(target, judge, item, tier, max_tokens)
                 for tier in tiers
                 for item in self.items
             ]
@@ -116,15 +120,17 @@ class QualitySuite:
         if judge is None:
             result.error = "no judge configured: writing and Q&A items cannot be graded"
         if target.local:
-            result.notes.append(LOCAL_JUDGE_NOTE)
+            result.notes.append(LOCAL_JUDGE_NOTE + f" Answers were capped at {max_tokens} tokens.")
         if any(g.item.check and g.item.check.kind == "python_tests" for g in graded):
             result.notes.append(f"Coding answers ran in: {describe_isolation()}.")
         result.duration_s = time.monotonic() - started
         return result
 
-    async def _grade(self, target: EvalTarget, judge: JudgeClient | None, item: GoldenItem, tier: Tier) -> Graded:
+    async def _grade(
+        self, target: EvalTarget, judge: JudgeClient | None, item: GoldenItem, tier: Tier, max_tokens: int
+    ) -> Graded:
         messages = [{"role": "user", "content": item.prompt}]
-        answer = await ask(target.client(tier), default_model(tier), messages, max_tokens=self.max_tokens)
+        answer = await ask(target.client(tier), default_model(tier), messages, max_tokens=max_tokens)
         passed, detail = await check_answer(item, answer)
         verdict = None
         if judge is not None and answer.ok:
