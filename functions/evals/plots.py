@@ -80,6 +80,7 @@ def trend_plot(history: list[HistoryEntry], suite: str) -> str | None:
         axes.set_title(name.removeprefix(f"{suite}."), fontsize=8)
         axes.tick_params(labelsize=7)
         axes.set_xlabel("run # (oldest first)", fontsize=7)
+        axes.set_xlim(-0.5, max(len(history) - 1, 1) + 0.5)  # whole run numbers, even for one run
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure.suptitle(f"{suite}: {len(history)} runs (green: run passed, red: failed)", fontsize=9)
     return data_uri(figure)
