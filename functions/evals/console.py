@@ -25,6 +25,9 @@ class RichProgress:
             console=console,
         )
         self._tasks: dict[str, TaskID] = {}
+        # Not a terminal (a CI log, the nightly job): rich draws nothing until the end, so say when a suite starts.
+        self._plain = not console.is_terminal
+        self._console = console
 
     def __enter__(self) -> RichProgress:
         self._progress.start()
@@ -34,6 +37,8 @@ class RichProgress:
         self._progress.stop()
 
     def start(self, suite: str, total: int) -> None:
+        if self._plain:
+            self._console.print(f"{suite}: {total} steps", highlight=False)
         if suite in self._tasks:
             self._progress.reset(self._tasks[suite], total=total)
         else:
