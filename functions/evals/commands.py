@@ -63,17 +63,21 @@ def eval_run(
     new eval tenants created with FLEETCHAT_EVAL_ADMIN_KEY (locally: the data dir's admin key file)."""
     import asyncio
 
+    import httpx
     from rich.console import Console
 
     from functions.evals.console import RichProgress, print_gate
     from functions.evals.launch import resolve_run_config
+    from functions.evals.runner import run_eval, suite_names
+    from functions.evals.store import open_report_store
+    from functions.evals.suites import SUITES
+    from functions.evals.tenants import EvalKeyError
 
     console = Console()
     eval_settings, settings = _settings(data_dir)
-    from functions.evals.runner import run_eval, suite_names
-    from functions.evals.store import open_report_store
-    from functions.evals.tenants import EvalKeyError
-
+    unknown = [name for name in suite or [] if name not in SUITES]
+    if unknown:  # before anything is contacted or created
+        raise _fail(console, f"unknown suite(s): {', '.join(unknown)}; known: {', '.join(SUITES)}")
     store = open_report_store(eval_settings, settings, out_dir)
     try:
         config = resolve_run_config(
@@ -81,6 +85,8 @@ def eval_run(
         )
     except (EvalKeyError, ValueError) as exc:
         raise _fail(console, str(exc)) from None
+    except httpx.HTTPError as exc:
+        raise _fail(console, f"cannot reach the deployment at {base_url or 'the local gateway'}: {exc}") from None
     with RichProgress(console) as progress:
         outcome = asyncio.run(run_eval(config, store, progress))
     print_gate(console, outcome.run)

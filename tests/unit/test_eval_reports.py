@@ -152,6 +152,22 @@ def test_cli_history_baseline_and_compare(book: RunBook, tmp_path: Path) -> None
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output
 
 
+def test_cli_run_refuses_an_unknown_suite_before_contacting_anything(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["eval", "run", "--base-url", "http://127.0.0.1:9", "-s", "deploy", "-s", "vibes", "--out-dir", str(tmp_path)],
+    )
+    assert result.exit_code == 2
+    assert "unknown suite(s): vibes" in result.output and "latency" in result.output
+    assert list(tmp_path.iterdir()) == []
+    down = CliRunner().invoke(
+        cli,
+        ["eval", "run", "--base-url", "http://127.0.0.1:9", "--out-dir", str(tmp_path)],
+        env={"FLEETCHAT_EVAL_ADMIN_KEY": "fc-admin"},
+    )
+    assert down.exit_code == 2 and "cannot reach the deployment" in down.output
+
+
 @pytest.fixture
 def s3_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3ReportStore]:
     for name, value in DUMMY_CREDENTIALS.items():
