@@ -7,7 +7,7 @@ WEB_STAMP := web/dist/.built
 WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) web/index.html web/package.json \
 	web/package-lock.json web/vite.config.ts web/tsconfig.json
 
-.PHONY: up test bench lint install web clean
+.PHONY: up test bench eval lint install web clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: $(STAMP) $(WEB_STAMP)
 
 bench: $(STAMP) $(WEB_STAMP)
 	$(BIN)/fleetchat bench
+
+# The eval suites against the running local stack (`make up` in another shell); reports in .fleetchat/evals.
+eval: $(STAMP)
+	$(BIN)/fleetchat eval run
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

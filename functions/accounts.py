@@ -6,7 +6,7 @@ from pydantic import BaseModel
 
 from shared.api_keys import hash_api_key, new_api_key
 from shared.errors import NotFoundError
-from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantStore
+from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantPurpose, TenantStore
 from shared.tiers import Tier
 
 HINT_CHARS = 7  # "fc-" and four characters: enough to tell keys apart, useless to an attacker
@@ -38,8 +38,10 @@ def mint_api_key(store: TenantStore, tenant_id: str, label: str, *, user_id: str
     return MintedKey(key=key, record=record)
 
 
-def create_tenant_with_key(store: TenantStore, name: str, tier: Tier, label: str) -> tuple[Tenant, MintedKey]:
-    tenant = store.create_tenant(name, tier)
+def create_tenant_with_key(
+    store: TenantStore, name: str, tier: Tier, label: str, *, purpose: TenantPurpose = TenantPurpose.CUSTOMER
+) -> tuple[Tenant, MintedKey]:
+    tenant = store.create_tenant(name, tier, purpose=purpose)
     return tenant, mint_api_key(store, tenant.id, label)
 
 

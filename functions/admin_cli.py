@@ -19,7 +19,7 @@ from functions.accounts import create_tenant_with_key, mint_admin_key, mint_api_
 from shared.account_api import check_safety_tier
 from shared.errors import FleetchatError
 from shared.settings import Settings
-from shared.storage.base import TenantChanges, TenantStore
+from shared.storage.base import TenantChanges, TenantPurpose, TenantStore
 from shared.storage.factory import open_tenant_store
 from shared.tiers import LimitOverrides, SafetyOverrides, Tier, limits_for, safety_for
 
@@ -54,23 +54,28 @@ def create_tenant(
     name: Annotated[str, typer.Argument(help="Display name.")],
     tier: Annotated[Tier, typer.Option(help="free, plus or enterprise.")] = Tier.FREE,
     key_label: Annotated[str | None, typer.Option(help="Also create a first API key with this label.")] = None,
+    purpose: Annotated[
+        TenantPurpose, typer.Option(help="customer, or eval: the eval job's tenant (never billed).")
+    ] = TenantPurpose.CUSTOMER,
     data_dir: DataDir = None,
 ) -> None:
     """Create a tenant (and optionally its first key)."""
     with _store(data_dir) as store:
         if key_label is None:
-            tenant = store.create_tenant(name, tier)
+            tenant = store.create_tenant(name, tier, purpose=purpose)
         else:
-            tenant, minted = create_tenant_with_key(store, name, tier, key_label)
+            tenant, minted = create_tenant_with_key(store, name, tier, key_label, purpose=purpose)
             _show_key(minted.key)
-    console.print(f"tenant {tenant.id} ({tenant.name}, {tenant.tier.value})")
+    console.print(f"tenant {tenant.id} ({tenant.name}, {tenant.tier.value}, {tenant.purpose.value})")
 
 
 @tenants.command("list")
 def list_tenants(data_dir: DataDir = None) -> None:
     """Every tenant with its tier, effective limits and billing customer."""
     with _store(data_dir) as store:
-        table = Table("id", "name", "tier", "key rpm/tpm", "tenant rpm/tpm", "message cap", "stripe customer")
+        table = Table(
+            "id", "name", "tier", "key rpm/tpm", "tenant rpm/tpm", "message cap", "stripe customer", "purpose"
+        )
         for tenant in store.list_tenants():
             limits = limits_for(tenant.tier, tenant.limits)
             table.add_row(
@@ -81,6 +86,7 @@ def list_tenants(data_dir: DataDir = None) -> None:
                 f"{limits.tenant_rpm}/{limits.tenant_tpm}",
                 str(limits.message_cap or "-"),
                 tenant.stripe_customer_id or "-",
+                tenant.purpose.value,
             )
     console.print(table)
 

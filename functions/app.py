@@ -15,6 +15,7 @@ from functions.chat_service import ChatService
 from functions.conversation_turns import ConversationTurns
 from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
+from functions.judging.shadow import shadow_judge_for
 from functions.moderation_service import ModerationService
 from functions.request_accounting import Accounting
 from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
@@ -109,6 +110,9 @@ def create_app(
             )
             app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
             app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)
+            # Entered after the HTTP client, so its workers are cancelled before the client closes.
+            shadow = shadow_judge_for(settings, client, app.state.metrics)
+            app.state.shadow_judge = await owned.enter_async_context(shadow)
             yield
 
     app = FastAPI(title="fleetchat", version="0.1.0", lifespan=lifespan)

@@ -154,11 +154,14 @@ def bench(
 
 def _register_subcommands() -> None:
     from functions.admin_cli import register
+    from functions.evals.commands import register as register_evals
     from functions.feedback.commands import register as register_feedback
     from functions.metering.commands import meter_flush, meter_reconcile
+    from functions.safety.commands import eval_app
     from functions.safety.commands import register as register_safety
 
     register(app)
+    register_evals(eval_app)  # run/baseline/compare/history beside `eval safety`
     register_safety(app)
     register_feedback(app)
     app.command("meter-flush")(meter_flush)

@@ -1,12 +1,21 @@
 """The gateway's own Prometheus metrics: requests by outcome, time to the worker's first byte, conversation turns,
-rate limiting, the tokens written to the ledger, the safety pipeline's blocks, halts and latency, and answer
-feedback."""
+rate limiting, the tokens written to the ledger, the safety pipeline's blocks, halts and latency, answer feedback,
+and the shadow judge's samples, queue, rolling scores, delta and alert."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from shared import metric_names as names
+
+# The shadow judge's metrics (docs/shadow-judge.md).
+SHADOW_JUDGE_SAMPLES = "fleetchat_shadow_judge_samples"
+SHADOW_JUDGE_QUEUE_DEPTH = "fleetchat_shadow_judge_queue_depth"
+SHADOW_JUDGE_LATENCY = "fleetchat_shadow_judge_call_seconds"
+SHADOW_JUDGE_SCORE = "fleetchat_shadow_judge_score"
+SHADOW_JUDGE_WINDOW_SAMPLES = "fleetchat_shadow_judge_window_samples"
+SHADOW_JUDGE_DELTA = "fleetchat_shadow_judge_score_delta"
+SHADOW_JUDGE_ALERT = "fleetchat_shadow_judge_alert"
 
 
 class GatewayMetrics:
@@ -94,6 +103,47 @@ class GatewayMetrics:
         )
         for rating in ("up", "down"):  # both series from the start, so a rate over them never has a gap
             self.feedback.labels(rating)
+        self.shadow_samples = Counter(
+            SHADOW_JUDGE_SAMPLES,
+            "Answers sampled for the shadow judge, by pool and outcome (scored, dropped_queue_full, dropped_budget, "
+            "failed).",
+            ["pool", "outcome"],
+            registry=self.registry,
+        )
+        self.shadow_queue_depth = Gauge(
+            SHADOW_JUDGE_QUEUE_DEPTH, "Sampled answers waiting for the shadow judge.", registry=self.registry
+        )
+        self.shadow_latency = Histogram(
+            SHADOW_JUDGE_LATENCY,
+            "Duration of one shadow-judge call (retries included).",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=self.registry,
+        )
+        self.shadow_score = Gauge(
+            SHADOW_JUDGE_SCORE,
+            "Rolling mean judge score (1-5) over the pool's last N scored answers, by criterion (overall, helpfulness, "
+            "accuracy, format).",
+            ["pool", "criterion"],
+            registry=self.registry,
+        )
+        self.shadow_window_samples = Gauge(
+            SHADOW_JUDGE_WINDOW_SAMPLES,
+            "Scores in the pool's rolling window.",
+            ["pool"],
+            registry=self.registry,
+        )
+        self.shadow_delta = Gauge(
+            SHADOW_JUDGE_DELTA,
+            "Rolling mean overall score of the reference pool minus the candidate's (flagship - mini); NaN until both "
+            "have a score.",
+            registry=self.registry,
+        )
+        self.shadow_delta.set(float("nan"))
+        self.shadow_alert = Gauge(
+            SHADOW_JUDGE_ALERT,
+            "1 while the score delta exceeds its threshold with enough scores in both pools, else 0.",
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

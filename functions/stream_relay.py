@@ -3,7 +3,7 @@ its end: account for it, save the conversation turn and say whether it was saved
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 
 from anyio import CancelScope
@@ -50,6 +50,8 @@ class StreamRelay:
     metrics: GatewayMetrics
     safety: SafetyPipeline
     guard: StreamGuard
+    # Called with the answer's text once it completed (not halted, stopped or failed) and was stored; must not block.
+    on_complete: Callable[[str], None] | None = None
     finished: bool = False  # the books are closed and the turn saved (or deliberately not)
     halting: bool = False  # the post-filter hit: whatever happens next, this answer ended by content_filter
 
@@ -111,6 +113,7 @@ class StreamRelay:
         """Bill what was sent, save the turn (the text the client got), then the conversation chunk and [DONE]."""
         await self.account.close(usage_of(self.capture, self.account), outcome)
         self.finished = True
+        closing = None
         if self.turn is not None:
             finish_reason = self.capture.finish_reason
             who = answered_by(self.account, self.safety)
@@ -118,5 +121,9 @@ class StreamRelay:
                 await self.turns.finish(self.turn, self.capture.text, finish_reason, who) if store else (False, None)
             )
             count_turn(self.metrics, self.turn, stored)
-            yield self.capture.closing_chunk(self.turn.summary(stored, version))
+            closing = self.capture.closing_chunk(self.turn.summary(stored, version))
+        if outcome is Outcome.COMPLETED and self.on_complete is not None:
+            self.on_complete(self.capture.text)
+        if closing is not None:
+            yield closing
         yield DONE

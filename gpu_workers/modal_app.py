@@ -63,6 +63,8 @@ GATEWAY_PACKAGES = (
     "tokenizers>=0.20",
     "onnxruntime>=1.20",
     "numpy>=1.26",
+    "matplotlib>=3.8,<4",  # the nightly eval's report plots (same image as the gateway; never imported by it)
+    "jinja2>=3.1,<4",
 )
 # Pinned so an image rebuild cannot change the engine under a running service.
 VLLM_PACKAGE = "vllm==0.33.0"
@@ -197,10 +199,9 @@ SAFETY_MODEL_DIR = Path(__file__).resolve().parent.parent / "functions" / "safet
 # The web chat, built by `make web` before `modal deploy`; the gateway serves it at / (Settings.web_dist_dir is
 # <code root>/web/dist, so it lands beside the Python sources).
 WEB_DIST_DIR = Path(__file__).resolve().parent.parent / "web" / "dist"
+runtime_image = modal.Image.debian_slim(python_version="3.11").pip_install(*GATEWAY_PACKAGES)
 gateway_image = (
-    modal.Image.debian_slim(python_version="3.11")
-    .pip_install(*GATEWAY_PACKAGES)
-    .add_local_python_source("functions", "gpu_workers", "shared")
+    runtime_image.add_local_python_source("functions", "gpu_workers", "shared")
     .add_local_dir(SAFETY_MODEL_DIR, remote_path="/root/functions/safety/model")
     .add_local_dir(WEB_DIST_DIR, remote_path="/root/web/dist")
 )
@@ -383,3 +384,49 @@ def meter_flush() -> dict[str, object]:
     if not report.ok:
         raise RuntimeError(report.failure)  # the run shows as failed in Modal; the next one resumes
     return report.model_dump(mode="json")
+
+
+# Nightly, at a quiet hour: every eval suite against this deployment's own gateway, as a client of its public API with
+# the eval tenants' keys (the `fleetchat-eval` secret: FLEETCHAT_EVAL_FREE_KEY, FLEETCHAT_EVAL_PLUS_KEY,
+# FLEETCHAT_EVAL_S3_BUCKET). Reports, history and the metrics textfile go to S3 (docs/evals.md).
+NIGHTLY_EVAL_SCHEDULE = modal.Cron("43 3 * * *")
+# The golden sets the suites read are data files, which add_local_python_source leaves out; only the eval job's image
+# carries them (the gateway never reads them).
+SAFETY_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "safety" / "training" / "data"
+EVAL_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "evals" / "golden" / "data"
+eval_image = (
+    # bubblewrap: the quality suite runs generated code under it (no network, read-only file system); where the
+    # container cannot create namespaces the sandbox falls back to resource limits and says so in the report.
+    runtime_image.apt_install("bubblewrap")
+    .add_local_python_source("functions", "gpu_workers", "shared")
+    .add_local_dir(SAFETY_GOLDEN_DIR, remote_path="/root/functions/safety/training/data")
+    .add_local_dir(EVAL_GOLDEN_DIR, remote_path="/root/functions/evals/golden/data")
+)
+# The quality suite's judged golden set dominates: a few hundred judged answers on the flagship.
+NIGHTLY_EVAL_TIMEOUT = 90 * MINUTES
+EVAL_SECRET_NAME = "fleetchat-eval"
+
+
+def gateway_url() -> str:
+    """The deployed gateway's own web URL (the eval job calls the service the way its users do)."""
+    url = modal.Function.from_name(APP_NAME, "gateway").get_web_url()
+    if not url:
+        raise RuntimeError(f"the gateway of {APP_NAME!r} has no web URL: is the app deployed?")
+    return url
+
+
+@app.function(
+    image=eval_image,
+    secrets=[modal.Secret.from_name("fleetchat-secrets"), modal.Secret.from_name(EVAL_SECRET_NAME)],
+    schedule=NIGHTLY_EVAL_SCHEDULE,
+    timeout=NIGHTLY_EVAL_TIMEOUT,
+)
+def nightly_eval() -> dict[str, object]:
+    from functions.evals.scheduled import run_scheduled
+
+    summary = run_scheduled(gateway_url())
+    print(summary.model_dump_json(), flush=True)
+    if not summary.passed:
+        # The run shows as failed in Modal (alerting hooks there); the report in S3 says why.
+        raise RuntimeError(f"eval run {summary.run_id} failed its gate: {'; '.join(summary.findings)[:2000]}")
+    return summary.model_dump()

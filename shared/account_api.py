@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.errors import InvalidRequestError
-from shared.storage.base import AdminKeyRecord, ApiKeyRecord, SafetyChoices, Tenant, User
+from shared.storage.base import AdminKeyRecord, ApiKeyRecord, SafetyChoices, Tenant, TenantPurpose, User
 from shared.storage.ledger import UsageRow
 from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyDetector, SafetyLayer
 from shared.tiers import LimitOverrides, SafetyOverrides, SafetyPolicy, Tier, TierLimits, safety_for
@@ -32,6 +32,7 @@ class TenantObject(BaseModel):
     stripe_customer_id: str | None
     safety: SafetyPolicy  # effective: the tier's, with an enterprise tenant's overrides
     safety_overrides: SafetyOverrides | None
+    purpose: TenantPurpose  # "eval": the eval job's tenant, excluded from billing
 
     @classmethod
     def of(cls, tenant: Tenant, limits: TierLimits) -> TenantObject:
@@ -47,6 +48,7 @@ class TenantObject(BaseModel):
             stripe_customer_id=tenant.stripe_customer_id,
             safety=safety_for(tenant.tier, tenant.safety),
             safety_overrides=tenant.safety,
+            purpose=tenant.purpose,
         )
 
 
@@ -62,6 +64,7 @@ class TenantCreate(BaseModel):
     tier: Tier
     key_label: str | None = Field(default=None, max_length=200)  # also mint a first API key
     safety: SafetyChoices | None = None  # enterprise only (see check_safety_tier)
+    purpose: TenantPurpose = TenantPurpose.CUSTOMER  # "eval" for the eval job's tenants (never billed; fixed)
 
 
 def check_safety_tier(tier: Tier, safety: SafetyOverrides | None) -> None:

@@ -99,3 +99,11 @@ GUARD_POOLS: dict[str, ModelPool] = {
 
 def get_pool(name: str) -> ModelPool | None:
     return POOLS.get(name)
+
+
+def model_version(pool: ModelPool, *, deployed: bool) -> str:
+    """What a pool serves, as one string: `package/file.gguf` locally, `hf_repo@revision` deployed. Eval runs are
+    compared only against a baseline of the same versions (a model update starts a new baseline)."""
+    if deployed:
+        return f"{pool.deployed.hf_repo}@{pool.deployed.revision}"
+    return f"{pool.local.package}/{pool.local.gguf_file}"

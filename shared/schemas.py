@@ -162,6 +162,8 @@ class ModelCard(BaseModel):
     created: int = 0
     owned_by: str = "fleetchat"
     max_model_len: int | None = None
+    # fleetchat: the model behind the pool (`package/file.gguf` locally, `hf_repo@revision` deployed).
+    model_version: str | None = None
 
 
 class ModelList(BaseModel):

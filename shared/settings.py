@@ -75,6 +75,26 @@ class Settings(BaseSettings):
     safety_guard_attempts: int = Field(default=2, ge=1, le=5)  # tries of a transient failure (timeout, refused, 5xx)
     # A remote guard that cannot answer: "closed" refuses with 503 + retry-after; "open": the embedded guard judges.
     safety_guard_fail: Literal["closed", "open"] = "closed"
+    # The LLM judge (functions/judging): any OpenAI-compatible endpoint, "the flagship by default". judge_url is its
+    # base URL including /v1; None: the judge pool's own worker (no gateway in between: no billing, no safety pass).
+    judge_url: str | None = None
+    judge_pool: str = "flagship"
+    judge_model: str | None = None  # None: the judge pool's name (the model id its workers serve)
+    judge_api_key: SecretStr | None = None
+    judge_timeout_s: float = Field(default=60.0, gt=0, le=600)  # per attempt
+    judge_attempts: int = Field(default=3, ge=1, le=10)  # tries of a transient failure (timeout, refused, 5xx, 429)
+    # The shadow judge (docs/shadow-judge.md): this share of the answers of the two pools below is graded by the
+    # judge off the request path; 0 turns it off. Both pools are sampled so their rolling scores can be compared.
+    shadow_judge_share: float = Field(default=0.05, ge=0.0, le=1.0)
+    shadow_judge_candidate_pool: str = "mini"
+    shadow_judge_reference_pool: str = "flagship"
+    shadow_judge_queue_size: int = Field(default=64, ge=1, le=10_000)  # full: new samples are dropped and counted
+    shadow_judge_workers: int = Field(default=2, ge=1, le=32)  # judge calls in flight at once
+    shadow_judge_calls_per_minute: float = Field(default=30.0, ge=1)  # the judge budget (token bucket, burst = 1 min)
+    shadow_judge_window: int = Field(default=200, ge=1, le=100_000)  # rolling mean over each pool's last N scores
+    # Alert when reference minus candidate (mean overall score, 1-5 scale) exceeds this, with enough scores per pool.
+    shadow_judge_alert_delta: float = Field(default=0.5, gt=0.0, le=4.0)
+    shadow_judge_min_samples: int = Field(default=30, ge=1)
 
     @model_validator(mode="after")
     def _deployed_needs_workers(self) -> Settings:

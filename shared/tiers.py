@@ -60,6 +60,18 @@ class SafetyOverrides(BaseModel):
     audit_raw_content: bool | None = None
 
 
+class TierSlo(BaseModel):
+    """Latency objectives of a tier, as streamed requests see them at the gateway (the eval latency suite gates on
+    them; the reliability control loop will drive admission and brownout from them).
+
+    The values in TIER_TABLE are sized for the embedded stack (SmolLM2-135M on a few CPU cores, short prompts): a
+    deployment on GPUs should hold far tighter ones, set through the operator config when it exists.
+    """
+
+    ttft_p95_s: float = Field(gt=0)  # time to the first content token, 95th percentile
+    inter_token_p95_s: float = Field(gt=0)  # gap between content chunks, 95th percentile
+
+
 class TierPolicy(BaseModel):
     tier: Tier
     limits: TierLimits
@@ -69,6 +81,7 @@ class TierPolicy(BaseModel):
     # Conversations expire after this many days without a new turn; None: kept until deleted (enterprise sets
     # its own per tenant, see Tenant.retention_days).
     retention_days: int | None
+    slo: TierSlo
 
 
 TIER_TABLE: dict[Tier, TierPolicy] = {
@@ -88,6 +101,7 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
         pools=("mini",),
         default_pool="mini",
         retention_days=30,
+        slo=TierSlo(ttft_p95_s=3.0, inter_token_p95_s=0.3),  # local values (see TierSlo)
     ),
     Tier.PLUS: TierPolicy(
         tier=Tier.PLUS,
@@ -103,6 +117,7 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
         pools=("flagship", "mini"),
         default_pool="flagship",
         retention_days=90,
+        slo=TierSlo(ttft_p95_s=2.0, inter_token_p95_s=0.25),  # local values (see TierSlo)
     ),
     Tier.ENTERPRISE: TierPolicy(
         tier=Tier.ENTERPRISE,
@@ -118,6 +133,7 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
         pools=("flagship", "mini"),
         default_pool="flagship",
         retention_days=None,
+        slo=TierSlo(ttft_p95_s=1.5, inter_token_p95_s=0.25),  # local values (see TierSlo)
     ),
 }
 

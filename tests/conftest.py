@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,11 @@ from functions.accounts import create_tenant_with_key, mint_admin_key
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier
 from tests.support.processes import ProcessGroup, free_port, start_gateway, start_worker
+
+# The shadow judge would grade a random 5 % of answers with the flagship's workers, adding worker calls that tests
+# counting them exactly do not expect; tests of the shadow judge set their own share. Gateways started by the tests
+# inherit this.
+os.environ.setdefault("FLEETCHAT_SHADOW_JUDGE_SHARE", "0")
 
 
 @dataclass

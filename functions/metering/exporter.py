@@ -283,11 +283,12 @@ def _write_off(run: _Run, start: datetime, end: datetime) -> None:
 
 
 def customer_lookup(tenants: TenantStore) -> CustomerLookup:
-    """A tenant's Stripe customer (None: no such tenant, or not billed through Stripe)."""
+    """A tenant's Stripe customer (None: no such tenant, not billed through Stripe, or an eval tenant: eval traffic
+    is never customer usage, whatever customer id the tenant carries)."""
 
     def customer_of(tenant_id: str) -> str | None:
         tenant = tenants.get_tenant(tenant_id)
-        return None if tenant is None else tenant.stripe_customer_id
+        return None if tenant is None or not tenant.billable else tenant.stripe_customer_id
 
     return customer_of
 

@@ -76,7 +76,9 @@ async def list_tenants(store: Store) -> TenantList:
 @router.post("/tenants", status_code=201)
 async def create_tenant(spec: TenantCreate, store: Store) -> TenantCreated:
     check_safety_tier(spec.tier, spec.safety)
-    tenant = await to_thread.run_sync(lambda: store.create_tenant(spec.name, spec.tier, safety=spec.safety))
+    tenant = await to_thread.run_sync(
+        lambda: store.create_tenant(spec.name, spec.tier, safety=spec.safety, purpose=spec.purpose)
+    )
     minted = None
     if spec.key_label is not None:
         minted = await to_thread.run_sync(lambda: mint_api_key(store, tenant.id, spec.key_label or "api key"))

@@ -13,6 +13,8 @@ from functions.admission import BROWNOUT_HEADER
 from functions.auth import CurrentCaller
 from functions.chat_service import ChatService
 from functions.conversation_turns import STORED_HEADER, ConversationTurns
+from functions.judging.client import JUDGE_CALL_HEADER
+from functions.judging.shadow import ShadowJudge
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
@@ -40,6 +42,8 @@ async def chat_completions(
     turns: ConversationTurns = request.app.state.turns
     accounting: Accounting = request.app.state.accounting
     safety: SafetyPipeline = request.app.state.safety
+    # A judge's own call (this gateway serving as someone's judge) is never handed to the shadow judge.
+    shadow: ShadowJudge | None = None if JUDGE_CALL_HEADER in request.headers else request.app.state.shadow_judge
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
@@ -75,7 +79,15 @@ async def chat_completions(
             headers[FALLBACK_HEADER] = fallback_pool
     if isinstance(answer, UpstreamStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
-        relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, safety.guard(caller))
+        # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
+        messages = body.messages
+
+        def judge_later(text: str) -> None:
+            if shadow is not None:
+                shadow.offer(caller.tenant, account.model, messages, text)
+
+        guard = safety.guard(caller)
+        relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
         return StreamingResponse(
             relay.run(answer.events()),
             media_type="text/event-stream",
@@ -93,6 +105,8 @@ async def chat_completions(
         count_turn(service.metrics, turn, stored)
         completion["conversation"] = turn.summary(stored, version)
         headers[STORED_HEADER] = str(stored).lower()
+    if outcome is Outcome.COMPLETED and shadow is not None:
+        shadow.offer(caller.tenant, account.model, body.messages, text)
     return JSONResponse(completion, headers=headers)
 
 

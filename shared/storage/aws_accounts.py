@@ -30,7 +30,7 @@ from shared.storage.aws_accounts_layout import (
     user_key,
 )
 from shared.storage.aws_layout import update_args
-from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantChanges, User
+from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantChanges, TenantPurpose, User
 from shared.storage.timestamps import to_iso, utc_now
 from shared.tiers import SafetyOverrides, Tier
 
@@ -43,8 +43,15 @@ class AwsTenantStore(AccountsTable):
 
     # -- tenants --------------------------------------------------------------------------------------------------
 
-    def create_tenant(self, name: str, tier: Tier, *, safety: SafetyOverrides | None = None) -> Tenant:
-        tenant = Tenant.new(name, tier, safety)
+    def create_tenant(
+        self,
+        name: str,
+        tier: Tier,
+        *,
+        safety: SafetyOverrides | None = None,
+        purpose: TenantPurpose = TenantPurpose.CUSTOMER,
+    ) -> Tenant:
+        tenant = Tenant.new(name, tier, safety, purpose)
         pointer = {**directory_key(tenant), "tenant_id": tenant.id}
         if not self._transact([{"Put": self._put_new(tenant_item(tenant))}, {"Put": self._put_new(pointer)}]):
             raise RuntimeError(f"tenant id {tenant.id} collided")  # a random 128-bit id: never in practice

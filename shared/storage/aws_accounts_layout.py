@@ -17,7 +17,7 @@ from tenacity.wait import wait_random_exponential
 
 from shared.storage.aws_layout import TTL_ATTRIBUTE, clients, key_schema
 from shared.storage.aws_retry import Retrier, cancel_reasons, error_code
-from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, User
+from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantPurpose, User
 from shared.storage.conversations import StoreUnavailableError
 from shared.storage.ledger import LedgerEntry, MeterSend
 from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso, to_iso
@@ -242,6 +242,7 @@ def tenant_item(tenant: Tenant) -> dict[str, Any]:
             "limits": limits_map(tenant.limits),
             "stripe_customer_id": tenant.stripe_customer_id,
             "safety": safety_map(tenant.safety),
+            "purpose": tenant.purpose.value,
         }
     )
 
@@ -258,6 +259,8 @@ def tenant_from_item(item: dict[str, Any]) -> Tenant:
         limits=None if limits is None else LimitOverrides(**{k: integer(v) for k, v in limits.items()}),
         stripe_customer_id=item.get("stripe_customer_id"),
         safety=None if safety is None else SafetyOverrides(**safety),
+        # Items written before purposes existed are customers.
+        purpose=TenantPurpose(item.get("purpose", TenantPurpose.CUSTOMER.value)),
     )
 
 

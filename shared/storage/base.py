@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -23,6 +24,11 @@ def _known_safety_fields(value: object) -> object:
 SafetyChoices = Annotated[SafetyOverrides, BeforeValidator(_known_safety_fields)]
 
 
+class TenantPurpose(StrEnum):
+    CUSTOMER = "customer"
+    EVAL = "eval"  # the eval job's tenants: its traffic is excluded from customer usage and billing
+
+
 class Tenant(BaseModel):
     id: str
     name: str
@@ -37,10 +43,25 @@ class Tenant(BaseModel):
     stripe_customer_id: str | None = None
     # Per-tenant safety choices (None: the tier's); only an enterprise tier applies them (see tiers.safety_for).
     safety: SafetyOverrides | None = None
+    # What the tenant is for: a customer, or the eval job's own traffic (never billed; fixed at creation).
+    purpose: TenantPurpose = TenantPurpose.CUSTOMER
 
     @classmethod
-    def new(cls, name: str, tier: Tier, safety: SafetyOverrides | None = None) -> Tenant:
-        return cls(id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now(), safety=safety)
+    def new(
+        cls,
+        name: str,
+        tier: Tier,
+        safety: SafetyOverrides | None = None,
+        purpose: TenantPurpose = TenantPurpose.CUSTOMER,
+    ) -> Tenant:
+        return cls(
+            id=f"ten_{uuid.uuid4().hex}", name=name, tier=tier, created_at=utc_now(), safety=safety, purpose=purpose
+        )
+
+    @property
+    def billable(self) -> bool:
+        """Whether its usage is customer usage (sent to billing); eval tenants' usage stays in the ledger only."""
+        return self.purpose is TenantPurpose.CUSTOMER
 
 
 class TenantChanges(BaseModel):
@@ -116,8 +137,15 @@ class AdminKeyRecord(BaseModel):
 class TenantStore(Protocol):
     """Tenants, users and API keys. Keys (tenant and admin) are held only as SHA-256 hashes."""
 
-    def create_tenant(self, name: str, tier: Tier, *, safety: SafetyOverrides | None = None) -> Tenant:
-        """A new tenant (with its safety overrides, in the same write)."""
+    def create_tenant(
+        self,
+        name: str,
+        tier: Tier,
+        *,
+        safety: SafetyOverrides | None = None,
+        purpose: TenantPurpose = TenantPurpose.CUSTOMER,
+    ) -> Tenant:
+        """A new tenant (with its safety overrides and purpose, in the same write)."""
         ...
 
     def get_tenant(self, tenant_id: str) -> Tenant | None: ...

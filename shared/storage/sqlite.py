@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantChanges, User
+from shared.storage.base import AdminKeyRecord, ApiKeyRecord, Tenant, TenantChanges, TenantPurpose, User
 from shared.storage.sqlite_db import SQLiteDatabase
 from shared.storage.timestamps import utc_now
 from shared.tiers import LimitOverrides, SafetyOverrides, Tier
@@ -20,6 +20,7 @@ _TENANT_COLUMNS = (
     "limits",
     "stripe_customer_id",
     "safety",
+    "purpose",
 )
 # Overrides are stored as JSON, only the fields that are set.
 _JSON_COLUMNS: dict[str, type[LimitOverrides] | type[SafetyOverrides]] = {
@@ -54,17 +55,25 @@ class SQLiteStore:
 
     # Tenants
 
-    def create_tenant(self, name: str, tier: Tier, *, safety: SafetyOverrides | None = None) -> Tenant:
-        tenant = Tenant.new(name, tier, safety)
+    def create_tenant(
+        self,
+        name: str,
+        tier: Tier,
+        *,
+        safety: SafetyOverrides | None = None,
+        purpose: TenantPurpose = TenantPurpose.CUSTOMER,
+    ) -> Tenant:
+        tenant = Tenant.new(name, tier, safety, purpose)
         with self._database.write() as db:
             db.execute(
-                "INSERT INTO tenants (id, name, tier, created_at, safety) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO tenants (id, name, tier, created_at, safety, purpose) VALUES (?, ?, ?, ?, ?, ?)",
                 (
                     tenant.id,
                     tenant.name,
                     tenant.tier.value,
                     tenant.created_at.isoformat(),
                     _column_value("safety", tenant.safety),
+                    tenant.purpose.value,
                 ),
             )
         return tenant

@@ -197,6 +197,10 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE messages ADD COLUMN pre_policy_version TEXT",
         "ALTER TABLE messages ADD COLUMN post_policy_version TEXT",
     ],
+    [
+        # What a tenant is for: customer, or the eval job's own tenants (excluded from billing).
+        "ALTER TABLE tenants ADD COLUMN purpose TEXT NOT NULL DEFAULT 'customer'",
+    ],
 ]
 
 

@@ -149,10 +149,12 @@ def test_admin_api_bad_input_is_refused_and_changes_nothing(stack: Stack) -> Non
     cases = [
         ("post", "/tenants", {"name": "", "tier": "plus"}),
         ("post", "/tenants", {"name": "y", "tier": "platinum"}),
+        ("post", "/tenants", {"name": "y", "tier": "plus", "purpose": "internal"}),
         ("patch", f"/tenants/{tenant_id}", {"tier": None}),
         ("patch", f"/tenants/{tenant_id}", {"limits": {"key_rpm": 0}}),
         ("patch", f"/tenants/{tenant_id}", {"stripe_customer_id": "not-a-customer"}),
         ("patch", f"/tenants/{tenant_id}", {"surprise": 1}),
+        ("patch", f"/tenants/{tenant_id}", {"purpose": "eval"}),  # fixed at creation: billing history stays true
         ("post", f"/tenants/{tenant_id}/users", {"email": "no-at-sign"}),
         ("post", f"/tenants/{tenant_id}/keys", {"label": "k", "user_id": "usr_missing"}),
     ]
@@ -162,6 +164,9 @@ def test_admin_api_bad_input_is_refused_and_changes_nothing(stack: Stack) -> Non
         assert response.json()["error"]["message"]
     after = httpx.get(f"{url}/tenants/{tenant_id}", headers=admin).json()
     assert (after["tier"], after["overrides"], after["stripe_customer_id"]) == ("plus", None, None)
+    assert after["purpose"] == "customer"
+    names = [t["name"] for t in httpx.get(f"{url}/tenants", headers=admin).json()["data"]]
+    assert "y" not in names
     assert httpx.get(f"{url}/tenants/{tenant_id}/keys", headers=admin).json()["data"] == []
     assert httpx.get(f"{url}/tenants/ten_{'0' * 32}", headers=admin).status_code == 404
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shared.api_keys import hash_api_key, new_api_key
-from shared.storage.base import TenantChanges, TenantStore
+from shared.storage.base import TenantChanges, TenantPurpose, TenantStore
 from shared.tiers import LimitOverrides, SafetyOverrides, Tier
 
 
@@ -125,3 +125,18 @@ def test_admin_keys(tenant_store: TenantStore) -> None:
     assert tenant_store.find_admin_key(hash_api_key(new_api_key())) is None
     # An admin key is not a tenant key and vice versa.
     assert tenant_store.find_key(hash_api_key(key)) is None
+
+
+def test_tenant_purpose_round_trips_and_defaults_to_customer(tenant_store: TenantStore) -> None:
+    customer = tenant_store.create_tenant("acme", Tier.PLUS)
+    evals = tenant_store.create_tenant("eval-free", Tier.FREE, purpose=TenantPurpose.EVAL)
+    assert (customer.purpose, customer.billable) == (TenantPurpose.CUSTOMER, True)
+    assert (evals.purpose, evals.billable) == (TenantPurpose.EVAL, False)
+    assert tenant_store.get_tenant(evals.id) == evals
+    assert [t.purpose for t in tenant_store.list_tenants()] == [TenantPurpose.CUSTOMER, TenantPurpose.EVAL]
+    key = new_api_key()
+    tenant_store.add_api_key(evals.id, hash_api_key(key), "eval")
+    found = tenant_store.find_key_with_tenant(hash_api_key(key))
+    assert found is not None and found[1].purpose is TenantPurpose.EVAL
+    changed = tenant_store.update_tenant(evals.id, TenantChanges(name="eval free"))
+    assert changed is not None and changed.purpose is TenantPurpose.EVAL  # other changes keep it

@@ -27,6 +27,7 @@ from shared.storage.aws_layout import TTL_GRACE
 from shared.storage.aws_ledger import AwsLedger, AwsMeterState
 from shared.storage.aws_limits import AwsRateLimits
 from shared.storage.aws_safety_audit import AwsSafetyAudit
+from shared.storage.base import TenantPurpose
 from shared.storage.conversations import StoreUnavailableError
 from shared.storage.ledger import MeterSend
 from shared.storage.limits import COUNTER_RETENTION_S, WindowCount
@@ -373,3 +374,14 @@ def test_dead_endpoint_fails_fast_with_store_unavailable(open_store) -> None:
     with pytest.raises(StoreUnavailableError):
         dead.find_key_with_tenant(hash_api_key(new_api_key()))
     assert time.monotonic() - started < 3
+
+
+def test_a_tenant_item_written_before_purposes_reads_as_a_customer(config, open_store) -> None:
+    store = open_store(AwsTenantStore)
+    tenant = store.create_tenant("old", Tier.PLUS, purpose=TenantPurpose.EVAL)
+    ddb = boto3.client("dynamodb", endpoint_url=config.endpoint_url)
+    key = {"pk": {"S": f"TENANT#{tenant.id}"}, "sk": {"S": "TENANT"}}
+    assert ddb.get_item(TableName=config.table_name, Key=key)["Item"]["purpose"] == {"S": "eval"}
+    ddb.update_item(TableName=config.table_name, Key=key, UpdateExpression="REMOVE purpose")
+    old = store.get_tenant(tenant.id)
+    assert old is not None and old.purpose is TenantPurpose.CUSTOMER and old.billable

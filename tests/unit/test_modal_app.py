@@ -58,7 +58,8 @@ def test_app_registers_one_gpu_class_per_pool_and_the_gateway() -> None:
     expected_classes = {worker_class_name(pool) for pool in (*POOLS, *GUARD_POOLS)}
     assert modal_app.app.name == modal_app.APP_NAME
     assert set(_registered("registered_classes")) == expected_classes
-    functions = {f"{name}.*" for name in expected_classes} | {"gateway", "retention_sweep", "meter_flush"}
+    jobs = {"retention_sweep", "meter_flush", "nightly_eval"}
+    functions = {f"{name}.*" for name in expected_classes} | {"gateway", *jobs}
     assert set(_registered("registered_functions")) == functions
     assert set(_registered("registered_web_endpoints")) == {f"{name}.serve" for name in expected_classes} | {"gateway"}
 
@@ -209,6 +210,20 @@ def test_meter_flush_runs_every_15_minutes_against_the_deployed_stores() -> None
     assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
     assert info.schedule == "Period(minutes=15)"
     assert info.timeout == modal_app.METER_FLUSH_TIMEOUT
+
+
+def test_the_nightly_eval_runs_daily_with_the_eval_secret_and_no_gpu() -> None:
+    info = modal_app.nightly_eval.info()
+    assert info.gpus == [] and info.web_info is None
+    assert info.secrets == [
+        "modal.Secret.from_name('fleetchat-secrets')",
+        "modal.Secret.from_name('fleetchat-eval')",
+    ]
+    assert info.schedule == "Cron('43 3 * * *', UTC)"
+    assert info.timeout == modal_app.NIGHTLY_EVAL_TIMEOUT
+    # The golden sets it reads are in the repo where its image takes them from.
+    assert (modal_app.SAFETY_GOLDEN_DIR / "golden_adversarial.jsonl").is_file()
+    assert modal_app.EVAL_GOLDEN_DIR.is_dir()
 
 
 def test_gateway_image_ships_the_safety_classifier_files() -> None:

@@ -18,3 +18,22 @@ def test_the_gateway_imports_no_training_code() -> None:
     )
     assert "functions.safety.classifier" in loaded  # the probe really loaded the serving side
     assert [m for m in loaded if m.startswith("functions.safety.training")] == []
+
+
+def _loaded_after(imports: str) -> list[str]:
+    probe = f"import json, sys\nimport {imports}\nprint(json.dumps(sorted(sys.modules)))\n"
+    return json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout)
+
+
+def test_the_gateway_imports_no_eval_harness_code() -> None:
+    """The eval job is a client of the public API: nothing of it loads with the gateway."""
+    loaded = _loaded_after("functions.app, gpu_workers.server")
+    assert "functions.routers.models" in loaded  # the probe really loaded the gateway
+    assert [m for m in loaded if m.startswith("functions.evals")] == []
+    assert [m for m in loaded if m.split(".")[0] in ("matplotlib", "jinja2")] == []
+
+
+def test_the_cli_registers_the_eval_commands_without_loading_the_harness() -> None:
+    loaded = _loaded_after("functions.cli")
+    assert [m for m in loaded if m.startswith("functions.evals")] == ["functions.evals", "functions.evals.commands"]
+    assert "matplotlib" not in loaded
