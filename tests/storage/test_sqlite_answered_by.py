@@ -3,6 +3,7 @@ database (its rows read back None), and an S3 body written before reads back Non
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
@@ -24,6 +25,23 @@ def _migration() -> int:
     )
 
 
+def _roll_back(raw: sqlite3.Connection, to_version: int) -> None:
+    """Undo the migrations after `to_version`, newest first (added columns, tables and indexes are all they do)."""
+    for statements in reversed(MIGRATIONS[to_version:]):
+        for statement in reversed(statements):
+            if added := re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", statement):
+                raw.execute(f"ALTER TABLE {added[1]} DROP COLUMN {added[2]}")
+            elif created := re.match(r"\s*CREATE TABLE (\w+)", statement):
+                raw.execute(f"DROP TABLE {created[1]}")
+            elif indexed := re.match(r"\s*CREATE INDEX (\w+)", statement):
+                raw.execute(f"DROP INDEX {indexed[1]}")
+            else:
+                raise AssertionError(f"cannot undo a migration statement: {statement[:80]}")
+    raw.execute(f"PRAGMA user_version={to_version}")
+    columns = {row[1] for row in raw.execute("PRAGMA table_info(messages)")}
+    assert not columns & set(COLUMNS)
+
+
 def test_the_migration_keeps_older_answers_and_they_read_back_without_a_model(tmp_path: Path) -> None:
     path = tmp_path / "fleetchat.db"
     store = SQLiteConversationStore(path)
@@ -33,11 +51,9 @@ def test_the_migration_keeps_older_answers_and_they_read_back_without_a_model(tm
         expires_at=None, render_version=1, now=T0,
     )  # fmt: skip
     store.close()
-    # The database as the release before the migration left it: no such columns, the schema one version back.
+    # The database as the release before the migration left it: this migration and every later one undone.
     raw = sqlite3.connect(path)
-    for column in COLUMNS:
-        raw.execute(f"ALTER TABLE messages DROP COLUMN {column}")
-    raw.execute(f"PRAGMA user_version={_migration() - 1}")
+    _roll_back(raw, to_version=_migration() - 1)
     raw.commit()
     raw.close()
 
