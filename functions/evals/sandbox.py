@@ -51,7 +51,21 @@ def _python_command(python: str, program: str, cpu_s: int, memory_mb: int) -> li
     return [python, "-I", "-c", _LAUNCHER, str(cpu_s), str(memory_mb), program]
 
 
+def _interpreter_dirs_under_tmp() -> list[str]:
+    """The interpreter's own directories that live under /tmp (a checkout or venv there): the private /tmp would hide
+    them, so they are bound back read-only."""
+    found: list[str] = []
+    for directory in sorted({sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent)}):
+        resolved = str(Path(directory).resolve())
+        if resolved == "/tmp" or not resolved.startswith("/tmp/"):
+            continue
+        if not any(resolved.startswith(parent + "/") for parent in found):
+            found.append(resolved)
+    return found
+
+
 def _bwrap_command(script_dir: str, python_command: list[str]) -> list[str]:
+    rebound = [arg for directory in _interpreter_dirs_under_tmp() for arg in ("--ro-bind", directory, directory)]
     return [
         shutil.which("bwrap") or "bwrap",
         "--unshare-all",
@@ -60,6 +74,7 @@ def _bwrap_command(script_dir: str, python_command: list[str]) -> list[str]:
         "--dev", "/dev",
         "--proc", "/proc",
         "--tmpfs", "/tmp",
+        *rebound,
         "--ro-bind", script_dir, "/tmp/src",
         "--chdir", "/tmp",
         *python_command,
