@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pydantic import BaseModel, ConfigDict, Field
 
 from functions.evals.golden.items import CalibrationItem, Category, GoldenItem, NumericCheck, PythonTestsCheck
+from functions.safety.training.public_source_model import jsonl_rows, only_file
 
 Reader = Callable[[dict[str, bytes]], Iterator[GoldenItem]]
 
@@ -62,22 +63,13 @@ class GoldenSource(BaseModel):
     limit: int  # items kept (a fixed sample chosen by each item's hash)
 
 
-def _jsonl(blob: bytes) -> list[dict]:
-    return [json.loads(line) for line in blob.decode("utf-8").splitlines() if line.strip()]
-
-
-def _only(files: dict[str, bytes]) -> bytes:
-    [blob] = files.values()
-    return blob
-
-
 def gsm8k_answer(solution: str) -> str:
     """The final number of a GSM8K solution (`... #### 1,200` -> "1200")."""
     return solution.rsplit("####", 1)[1].strip().replace(",", "")
 
 
 def read_gsm8k(files: dict[str, bytes]) -> Iterator[GoldenItem]:
-    for number, row in enumerate(_jsonl(_only(files))):
+    for number, row in enumerate(jsonl_rows(only_file(files))):
         yield GoldenItem(
             id=f"gsm8k/test-{number}",
             category="reasoning",
@@ -89,7 +81,7 @@ def read_gsm8k(files: dict[str, bytes]) -> Iterator[GoldenItem]:
 
 
 def read_humaneval(files: dict[str, bytes]) -> Iterator[GoldenItem]:
-    for row in _jsonl(gzip.decompress(_only(files))):
+    for row in jsonl_rows(gzip.decompress(only_file(files))):
         yield GoldenItem(
             id=row["task_id"].replace("HumanEval/", "humaneval/"),
             category="coding",
@@ -102,7 +94,7 @@ def read_humaneval(files: dict[str, bytes]) -> Iterator[GoldenItem]:
 
 def _self_instruct(apps: frozenset[str], category: Category, name: str) -> Reader:
     def read(files: dict[str, bytes]) -> Iterator[GoldenItem]:
-        for row in _jsonl(_only(files)):
+        for row in jsonl_rows(only_file(files)):
             if row["motivation_app"] not in apps:
                 continue
             instance = row["instances"][0]
