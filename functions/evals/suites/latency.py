@@ -3,12 +3,10 @@ openai SDK (as a user's client sees them), gated by the tier table's SLOs."""
 
 from __future__ import annotations
 
-import itertools
-import time
-
 import numpy as np
-import openai
 
+from functions.bench.load import stream_chat
+from functions.bench.stats import RequestResult
 from functions.evals.suite import CaseResult, Direction, Metric, Progress, SuiteResult
 from functions.evals.target import EvalTarget
 from shared.tiers import TIER_TABLE, Tier
@@ -46,29 +44,29 @@ class LatencySuite:
         for tier in tiers:
             pool = TIER_POOL[tier]
             # One unmeasured request first: a scaled-to-zero pool's cold start is not the steady-state latency.
-            await self._stream(target, tier, pool, ASKS[-1])
+            warm_up = await _stream(target, tier, pool, ASKS[-1])
+            if warm_up.ttft_s is None:
+                raise RuntimeError(f"{tier.value} warm-up request failed: {warm_up.error or 'no content'}")
             progress.advance(self.name)
             ttfts, gaps, errors = [], [], 0
             for index in range(self.requests):
-                ask = ASKS[index % len(ASKS)]
                 case_id = f"{tier.value}.{index}"
-                try:
-                    ttft, tier_gaps = await self._stream(target, tier, pool, ask)
-                except (openai.APIError, RuntimeError) as exc:
+                measured = await _stream(target, tier, pool, ASKS[index % len(ASKS)])
+                progress.advance(self.name)
+                if measured.ttft_s is None:
                     errors += 1
-                    result.cases.append(CaseResult(case_id=case_id, passed=False, detail={"error": str(exc)[:200]}))
-                    progress.advance(self.name)
+                    error = measured.error or "the stream carried no content"
+                    result.cases.append(CaseResult(case_id=case_id, passed=False, detail={"error": error}))
                     continue
-                ttfts.append(ttft)
-                gaps.extend(tier_gaps)
+                ttfts.append(measured.ttft_s)
+                gaps.extend(measured.itl_s)
                 result.cases.append(
                     CaseResult(
                         case_id=case_id,
-                        score=ttft,
-                        detail={"ttft_s": round(ttft, 4), "chunks": len(tier_gaps) + 1, "pool": pool},
+                        score=measured.ttft_s,
+                        detail={"ttft_s": round(measured.ttft_s, 4), "chunks": measured.content_chunks, "pool": pool},
                     )
                 )
-                progress.advance(self.name)
             result.metrics.extend(_tier_metrics(tier, ttfts, gaps, errors, self.requests))
         result.notes.append(
             "SLOs come from the tier table (shared/tiers.py TierPolicy.slo); its values are sized for the embedded "
@@ -76,23 +74,10 @@ class LatencySuite:
         )
         return result
 
-    async def _stream(self, target: EvalTarget, tier: Tier, pool: str, ask: str) -> tuple[float, list[float]]:
-        """(time to the first content token, gaps between later content chunks), in seconds."""
-        started = time.perf_counter()
-        stream = await target.client(tier).chat.completions.create(
-            model=pool,
-            messages=[{"role": "user", "content": ask}],
-            max_tokens=MAX_TOKENS,
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        arrivals = []
-        async for chunk in stream:
-            if chunk.choices and chunk.choices[0].delta.content:
-                arrivals.append(time.perf_counter())
-        if not arrivals:
-            raise RuntimeError("the stream carried no content")
-        return arrivals[0] - started, [b - a for a, b in itertools.pairwise(arrivals)]
+
+async def _stream(target: EvalTarget, tier: Tier, pool: str, ask: str) -> RequestResult:
+    """One streamed request as `fleetchat bench` makes it: time to the first content chunk and the gaps after it."""
+    return await stream_chat(target.client(tier), pool, [{"role": "user", "content": ask}], MAX_TOKENS)
 
 
 def _tier_metrics(tier: Tier, ttfts: list[float], gaps: list[float], errors: int, sent: int) -> list[Metric]:
