@@ -46,6 +46,9 @@ def worker(
     quiet: Annotated[bool, typer.Option("--quiet", help="Only warnings in the log.")] = False,
 ) -> None:
     """Serve one model pool with the embedded transformers engine (OpenAI protocol, /health, /metrics)."""
+    from gpu_workers.parent_death import die_with_supervisor
+
+    die_with_supervisor()  # first, before the slow imports: under `fleetchat up`, never outlive it
     from gpu_workers.registry import EngineOptions
     from gpu_workers.worker_main import run_worker
 

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     worker_base_port: int = 8100
     replicas_per_pool: int = Field(default=1, ge=1, le=8)
     pools: list[str] = ["mini", "flagship"]
+    # Tests only: the command `fleetchat up` runs for each worker replica, with {python}, {pool} and {port} filled in
+    # (a scripted worker where the model is not the point). None: `fleetchat worker` with the real engine.
+    local_worker_command: list[str] | None = None
     # Deployed: pool name -> list of worker base URLs (Modal web_server URLs). Empty means local workers.
     worker_urls: dict[str, list[str]] = {}
     local_tenant_tier: Tier = Tier.PLUS

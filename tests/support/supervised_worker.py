@@ -1,0 +1,30 @@
+"""A stand-in worker as its own process, for `fleetchat up` to supervise where the model is not the point (start-up
+in well under a second instead of loading SmolLM2). Arms parent death like `fleetchat worker` does.
+
+    python -m tests.support.supervised_worker --pool mini --port 8100
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gpu_workers.parent_death import die_with_supervisor
+
+
+def main() -> None:
+    how = die_with_supervisor()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pool", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+
+    import uvicorn
+
+    from tests.support.stand_in import stand_in_worker
+
+    print(f"stand-in worker for {args.pool} on port {args.port}; parent death: {how}", flush=True)
+    uvicorn.run(stand_in_worker(args.pool, echo=True), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
