@@ -1,5 +1,5 @@
-"""The Modal app: the one module that wires fleetchat onto Modal (GPU worker classes per pool and per guard model, the
-gateway function).
+"""The Modal app: the one module that wires fleetchat onto Modal (a GPU Modal Server per pool and per guard model,
+the gateway function).
 
 Everything deployment-specific is derived from `shared/pools.py`; nothing here runs at import except definitions, so
 `import gpu_workers.modal_app` works offline and without Modal credentials. Deploy with
@@ -33,8 +33,17 @@ VLLM_PORT = 8000
 # First start of a pool downloads its weights into the HF cache volume (~30 GB for the flagship) and compiles
 # kernels; later starts read both from the volumes.
 WORKER_STARTUP_TIMEOUT = 20 * MINUTES
-# One input is one HTTP request to vLLM, so this bounds the longest stream; matches the gateway's worker timeout.
+# The longest stream a worker serves (the gateway's worker timeout); the gateway's own timeout is derived from it.
+# Modal Servers have no per-request timeout of their own: the gateway enforces this one.
 WORKER_REQUEST_TIMEOUT = 10 * MINUTES
+# A replica being replaced (redeploy, preemption) keeps serving its in-flight streams this long; a stream cut after
+# that is continued on another replica by the gateway (mid-stream continuation).
+WORKER_EXIT_GRACE = 2 * MINUTES
+# Where Modal's proxy for the GPU Servers runs: the gateway (a Modal function) calls them from Modal's network.
+WORKER_ROUTING_REGION = "us-east"
+# The header Modal Servers hash (rendezvous hashing over the live replicas) to keep a session on one replica; the
+# gateway sends it with the conversation id (functions/chat_service.py, MODAL_SESSION_HEADER).
+MODAL_SESSION_HEADER = "Modal-Session-ID"
 
 # Streams are proxied, not computed, so the gateway's own timeout must outlast the longest worker stream.
 GATEWAY_TIMEOUT = WORKER_REQUEST_TIMEOUT + 5 * MINUTES
@@ -65,6 +74,8 @@ GATEWAY_PACKAGES = (
     "numpy>=1.26",
     "matplotlib>=3.8,<4",  # the nightly eval's report plots (same image as the gateway; never imported by it)
     "jinja2>=3.1,<4",
+    "psutil>=5.9,<8",  # `fleetchat up` only (never imported by the gateway); kept so the image matches pyproject
+    "filelock>=3.12,<5",  # likewise
 )
 # Pinned so an image rebuild cannot change the engine under a running service.
 VLLM_PACKAGE = "vllm==0.33.0"
@@ -148,7 +159,7 @@ def vllm_serve_command(pool: ModelPool) -> list[str]:
         # Clients ask for the pool name as `model`; the gateway forwards it unchanged.
         "--served-model-name",
         pool.name,
-        # Modal's web_server proxy connects on the container's external interface, not loopback.
+        # Modal's Server proxy connects on the container's external interface, not loopback.
         "--host",
         "0.0.0.0",
         "--port",
@@ -229,11 +240,20 @@ HF_SECRET_NAME = "fleetchat-hf"
 app = modal.App(APP_NAME)
 
 
-# ## GPU workers: one class per pool
+# ## GPU workers: one Modal Server per pool
+#
+# Each pool is an `@app.server()` (Modal Servers), not `@app.cls` + `@modal.web_server`: Modal's Server proxy routes
+# requests carrying the same `Modal-Session-ID` header to the same replica (rendezvous hashing, best effort: a replica
+# that scales down or dies moves only its own sessions), so a conversation's turns land on the replica whose vLLM
+# prefix cache holds its earlier turns. web_server endpoints spread requests over replicas with no affinity at all.
+# Locally the gateway's consistent-hash ring does the same over the worker processes (functions/routing.py).
+# Not `@modal.sessioned()` (strict affinity): it refuses every request without a session token started through
+# Modal's API, and a cache hint does not need a guarantee.
 
 
 class VllmServer:
-    """A warm `vllm serve` process for one pool; Modal proxies its OpenAI-compatible HTTP API, /health and /metrics."""
+    """A warm `vllm serve` process for one pool; Modal's Server proxy routes to its OpenAI-compatible HTTP API, /health
+    and /metrics."""
 
     pool_name: ClassVar[str]
     _process: subprocess.Popen[bytes]
@@ -245,11 +265,6 @@ class VllmServer:
         self._process = subprocess.Popen(command)
         wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
 
-    # The server is already up (start_engine waited for /health); Modal only needs the port to proxy to.
-    @modal.web_server(port=VLLM_PORT, startup_timeout=WORKER_STARTUP_TIMEOUT)
-    def serve(self) -> None:
-        pass
-
     @modal.exit()
     def stop_engine(self) -> None:
         # SIGTERM lets vLLM drain and release the GPU; kill only if it hangs.
@@ -260,31 +275,38 @@ class VllmServer:
             self._process.kill()
 
 
-def define_worker(app: modal.App, spec: WorkerSpec) -> modal.Cls:
-    """Register the GPU class serving `spec.pool` on `app`."""
+def define_worker(app: modal.App, spec: WorkerSpec) -> modal.Server:
+    """Register the GPU Server serving `spec.pool` on `app`."""
     # A module-level class named `spec.class_name`: Modal's container finds it again with getattr(module, name).
     user_cls = type(
         spec.class_name,
         (VllmServer,),
         {"__module__": __name__, "__qualname__": spec.class_name, "pool_name": spec.pool},
     )
-    # vLLM batches continuously: one replica serves many streams, up to what its KV cache holds.
-    concurrent_cls = modal.concurrent(max_inputs=spec.max_concurrent_inputs)(user_cls)
-    return app.cls(
+    return app.server(
         image=vllm_image,
         gpu=spec.gpu,
         volumes=dict(WORKER_VOLUMES),
         secrets=[modal.Secret.from_name(HF_SECRET_NAME)] if spec.gated else [],
+        port=VLLM_PORT,  # what Modal's proxy connects to: vllm serve itself, no wrapper in between
+        routing_region=WORKER_ROUTING_REGION,
         min_containers=spec.min_containers,  # warm replicas: cold starts cost minutes of model load
         max_containers=spec.max_containers,  # the cost ceiling for the pool
         scaledown_window=spec.scaledown_window,  # how long an idle replica keeps its warm engine and prefix cache
-        timeout=WORKER_REQUEST_TIMEOUT,  # the longest one stream may run
+        # vLLM batches continuously: add a replica once each holds this many streams. No max_concurrency: above it
+        # Modal's proxy would answer 429, where vLLM queues the request itself (its waiting-requests metric) and the
+        # gateway's admission already bounds what it sends.
+        target_concurrency=spec.max_concurrent_inputs,
         startup_timeout=WORKER_STARTUP_TIMEOUT,  # start_engine blocks until the model is loaded
-    )(concurrent_cls)
+        exit_grace_period=WORKER_EXIT_GRACE,
+        # As open as the web_server endpoints were: the gateway sends no Modal proxy token yet. Requiring one
+        # (Modal-Key / Modal-Secret from a proxy auth token) is the next step, on the gateway's worker client.
+        unauthenticated=True,
+    )(user_cls)
 
 
-WORKERS: dict[str, modal.Cls] = {name: define_worker(app, spec) for name, spec in WORKER_SPECS.items()}
-GUARD_WORKERS: dict[str, modal.Cls] = {name: define_worker(app, spec) for name, spec in GUARD_SPECS.items()}
+WORKERS: dict[str, modal.Server] = {name: define_worker(app, spec) for name, spec in WORKER_SPECS.items()}
+GUARD_WORKERS: dict[str, modal.Server] = {name: define_worker(app, spec) for name, spec in GUARD_SPECS.items()}
 # MiniWorker, FlagshipWorker, LlamaGuardWorker, ...: module globals, so `modal deploy` and the containers find each
 # class by name.
 globals().update({WORKER_SPECS[name].class_name: cls for name, cls in WORKERS.items()})
@@ -298,19 +320,20 @@ DEPLOYED_STORES: dict[str, str] = {"conversation_store": "aws", "accounts_store"
 
 
 def resolve_worker_urls() -> dict[str, list[str]]:
-    """Pool -> [its GPU class's web URL], looked up in the deployed app (Modal load-balances across replicas)."""
-    return {pool: [web_url(class_name)] for pool, class_name in worker_class_names().items()}
+    """Pool -> [its GPU Server's URL], looked up in the deployed app. One URL per pool: Modal's proxy picks the
+    replica, by the request's Modal-Session-ID where it has one."""
+    return {pool: [server_url(class_name)] for pool, class_name in worker_class_names().items()}
 
 
-def web_url(class_name: str) -> str:
-    """The web URL of a deployed GPU class's `serve` endpoint."""
-    url = modal.Cls.from_name(APP_NAME, class_name)().serve.get_web_url()
+def server_url(class_name: str) -> str:
+    """The URL of a deployed GPU Server."""
+    url = modal.Server.from_name(APP_NAME, class_name).get_url()
     if not url:
-        raise RuntimeError(f"{class_name}.serve has no web URL: is {APP_NAME!r} deployed?")
+        raise RuntimeError(f"the Server {class_name} has no URL: is {APP_NAME!r} deployed?")
     return url
 
 
-def guard_overrides(environ: Mapping[str, str], resolve: Callable[[str], str] = web_url) -> dict[str, str]:
+def guard_overrides(environ: Mapping[str, str], resolve: Callable[[str], str] = server_url) -> dict[str, str]:
     """With `FLEETCHAT_SAFETY_GUARD=llama_guard` and no URL set, the guard is this app's own Llama Guard class; its
     served name is the pool's."""
     if not uses_own_guard(environ):

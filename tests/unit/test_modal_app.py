@@ -50,18 +50,22 @@ def _registered(attribute: str) -> Any:
 
 
 def _service_info(pool: str) -> Any:
-    # A Cls exposes its resources only through its (private) class service function's public `info()`.
-    return {**WORKERS, **GUARD_WORKERS}[pool]._get_class_service_function().info()
+    # A Server's concurrency is readable offline only from its (private) service function's public `info()`.
+    return {**WORKERS, **GUARD_WORKERS}[pool]._get_service_function().info()
 
 
-def test_app_registers_one_gpu_class_per_pool_and_the_gateway() -> None:
-    expected_classes = {worker_class_name(pool) for pool in (*POOLS, *GUARD_POOLS)}
+def _server_info(pool: str) -> Any:
+    # `Server.info()` is public and answers offline from the local definition (port, routing, resources).
+    return {**WORKERS, **GUARD_WORKERS}[pool].info()
+
+
+def test_app_registers_one_gpu_server_per_pool_and_the_gateway() -> None:
+    expected_servers = {worker_class_name(pool) for pool in (*POOLS, *GUARD_POOLS)}
     assert modal_app.app.name == modal_app.APP_NAME
-    assert set(_registered("registered_classes")) == expected_classes
+    assert set(_registered("registered_classes")) == set()  # Servers, not Clses: no web_server endpoints
     jobs = {"retention_sweep", "meter_flush", "nightly_eval"}
-    functions = {f"{name}.*" for name in expected_classes} | {"gateway", *jobs}
-    assert set(_registered("registered_functions")) == functions
-    assert set(_registered("registered_web_endpoints")) == {f"{name}.serve" for name in expected_classes} | {"gateway"}
+    assert set(_registered("registered_functions")) == expected_servers | {"gateway", *jobs}
+    assert set(_registered("registered_web_endpoints")) == {"gateway"}
 
 
 def test_worker_classes_are_module_globals_named_by_pool() -> None:
@@ -71,7 +75,7 @@ def test_worker_classes_are_module_globals_named_by_pool() -> None:
     for pool, class_name in worker_class_names().items():
         worker = getattr(modal_app, class_name)
         assert worker is WORKERS[pool]
-        assert isinstance(worker, modal.Cls)
+        assert isinstance(worker, modal.Server)
         assert worker._get_user_cls().pool_name == pool
     assert isinstance(modal_app.gateway, modal.Function)
 
@@ -97,28 +101,68 @@ def test_worker_specs_are_exactly_the_pools_deployment_config() -> None:
 
 
 @pytest.mark.parametrize("pool", sorted({**POOLS, **GUARD_POOLS}))
-def test_registered_gpu_class_uses_the_pools_gpu_concurrency_and_cache_volumes(pool: str) -> None:
-    info = _service_info(pool)
+def test_registered_gpu_server_uses_the_pools_gpu_and_cache_volumes_and_serves_vllm_itself(pool: str) -> None:
+    info = _server_info(pool)
     deployed = {**POOLS, **GUARD_POOLS}[pool].deployed
     assert info.gpus == [(deployed.gpu, 1)]
-    assert info.concurrency_info is not None
-    assert info.concurrency_info.max_inputs == deployed.max_concurrent_inputs
     assert {path: mount.name for path, mount in info.volumes.items()} == {
         HF_CACHE_PATH: "fleetchat-hf-cache",
         VLLM_CACHE_PATH: "fleetchat-vllm-cache",
     }
-    assert info.method_names == ["serve"]
-    assert info.method_details is not None and set(info.method_details) == {"serve"}
+    assert info.port == VLLM_PORT  # Modal's proxy talks to `vllm serve` directly
+    assert info.startup_timeout == modal_app.WORKER_STARTUP_TIMEOUT
+    assert info.exit_grace_period == modal_app.WORKER_EXIT_GRACE
+    assert info.routing_region == modal_app.WORKER_ROUTING_REGION
+    # No hard per-replica cap (Modal would answer 429 above it): vLLM queues, the target drives autoscaling.
+    assert _service_info(pool).concurrency_info is None or _service_info(pool).concurrency_info.max_inputs is None
+
+
+@pytest.mark.parametrize("pool", sorted({**POOLS, **GUARD_POOLS}))
+def test_each_pool_is_a_modal_server_whose_proxy_keeps_a_session_on_one_replica(pool: str) -> None:
+    """Deployed stickiness: Modal Servers route by the `Modal-Session-ID` header (rendezvous hashing over the live
+    replicas), which the gateway sets to the conversation id; a web_server endpoint had no affinity."""
+    from functions.chat_service import MODAL_SESSION_HEADER
+
+    worker = {**WORKERS, **GUARD_WORKERS}[pool]
+    assert isinstance(worker, modal.Server) and not isinstance(worker, modal.Cls)
+    info = _server_info(pool)
+    # Best-effort affinity by header, not @modal.sessioned(): that would refuse every request without a session token.
+    assert info.sessioned is False
+    assert MODAL_SESSION_HEADER == modal_app.MODAL_SESSION_HEADER == "Modal-Session-ID"
+    # The gateway reaches each pool through the Server's one URL; Modal's proxy picks the replica.
+    assert info.unauthenticated is True  # as open as the web_server endpoints were (see define_worker)
+
+
+async def test_deployed_the_gateway_sends_one_server_url_per_pool_with_the_session_header() -> None:
+    """What the gateway does with `resolve_worker_urls()`'s output: the pool's one Server URL, and the conversation's
+    session id in the header Modal's proxy hashes (so the proxy, not the gateway, picks the sticky replica)."""
+    import httpx
+
+    from functions.chat_service import ChatService
+    from functions.gateway_metrics import GatewayMetrics
+    from functions.routing import PoolRouter
+    from functions.worker_client import WorkerClient
+    from shared.schemas import ChatCompletionRequest
+
+    urls = {pool: [f"https://fleetchat--{name.lower()}.modal.run"] for pool, name in worker_class_names().items()}
+    async with httpx.AsyncClient() as http:
+        service = ChatService(PoolRouter(urls), WorkerClient(http), GatewayMetrics())
+        request = ChatCompletionRequest(model="mini", messages=[{"role": "user", "content": "hi"}])
+        for session in ("conv_a", "conv_b"):
+            routed = service.route("mini", request, session)
+            assert routed.replicas == urls["mini"]
+            assert routed.headers == {modal_app.MODAL_SESSION_HEADER: session}
+        assert service.route("mini", request, None).headers == {}  # no conversation: any replica will do
 
 
 class _RecordingApp:
     """Stands in for `modal.App` to capture what `define_worker` asks for (the autoscaler knobs are not readable back
-    from a registered Cls)."""
+    from a registered Server)."""
 
     def __init__(self) -> None:
         self.kwargs: dict[str, Any] = {}
 
-    def cls(self, **kwargs: Any) -> Any:
+    def server(self, **kwargs: Any) -> Any:
         self.kwargs = kwargs
         return lambda user_cls: user_cls
 
@@ -132,6 +176,8 @@ def test_define_worker_passes_the_pools_autoscaling_knobs(pool: str) -> None:
     assert recorder.kwargs["min_containers"] == deployed.min_containers
     assert recorder.kwargs["max_containers"] == deployed.max_containers
     assert recorder.kwargs["scaledown_window"] == deployed.scaledown_window_s
+    assert recorder.kwargs["target_concurrency"] == deployed.max_concurrent_inputs
+    assert "max_concurrency" not in recorder.kwargs
     assert recorder.kwargs["image"] is modal_app.vllm_image
     assert set(recorder.kwargs["volumes"]) == {HF_CACHE_PATH, VLLM_CACHE_PATH}
 
@@ -157,12 +203,12 @@ def test_vllm_serve_command_serves_the_pinned_model_under_the_pool_name(pool: st
     assert "--chat-template" not in command
 
 
-def test_every_tiers_pools_have_a_gpu_class() -> None:
+def test_every_tiers_pools_have_a_gpu_server() -> None:
     names = worker_class_names()
     for policy in TIER_TABLE.values():
         for pool in (*policy.pools, policy.default_pool):
-            assert pool in WORKERS, f"tier {policy.tier} routes to {pool!r}, which has no GPU class"
-            assert names[pool] in _registered("registered_classes")
+            assert pool in WORKERS, f"tier {policy.tier} routes to {pool!r}, which has no GPU Server"
+            assert names[pool] in _registered("registered_functions")
 
 
 def test_gateway_is_a_concurrent_asgi_app_with_the_service_secret() -> None:
