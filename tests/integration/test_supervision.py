@@ -7,6 +7,7 @@ each start takes about a second; one test runs the real `fleetchat worker` to sh
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -43,15 +44,33 @@ class Up:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def worker_pid(self) -> int:
+    def worker_pid(self, index: int = 0) -> int:
         state = json.loads((self.data_dir / "up.json").read_text())
-        return int(state["workers"][0]["pid"])
+        return int(state["workers"][index]["pid"])
+
+    def replica(self, index: int = 0) -> str:
+        """The answer of the stand-in replica `index` of the mini pool."""
+        return f"mini:{self.worker_port + index}"
 
     def chat(self, text: str = "hello") -> str:
         key = (self.data_dir / "local_api_key").read_text().strip()
         client = OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=10)
         reply = client.chat.completions.create(model="mini", messages=[{"role": "user", "content": text}])
         return reply.choices[0].message.content or ""
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free loopback ports (a pool's replicas listen on consecutive ports)."""
+    while True:
+        first = free_port()
+        try:
+            with contextlib.ExitStack() as held:
+                for port in range(first + 1, first + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
 
 
 def up_env(worker_port: int, command: list[str] | None) -> dict[str, str]:
@@ -70,11 +89,12 @@ def spawn_up(
     command: list[str] | None = STAND_IN,
     port: int = 0,
     worker_port: int = 0,
+    replicas: int = 1,
 ) -> Up:
     port = port or free_port()
-    worker_port = worker_port or free_port()
+    worker_port = worker_port or free_ports(replicas)
     name = f"up-{port}"
-    args = ["up", "--port", str(port), "--data-dir", str(data_dir)]
+    args = ["up", "--port", str(port), "--data-dir", str(data_dir), "--replicas", str(replicas)]
     proc = group.spawn(name, args, env=up_env(worker_port, command))
     return Up(proc, data_dir, port, worker_port, group.logs / f"{name}.log")
 
@@ -115,23 +135,25 @@ def group(tmp_path: Path) -> ProcessGroup:
     group.stop()
 
 
-def test_a_killed_worker_is_restarted_and_serves_again_and_sigterm_stops_every_child(
+def test_a_killed_worker_is_restarted_and_back_in_rotation_and_sigterm_stops_every_child(
     group: ProcessGroup, tmp_path: Path
 ) -> None:
-    up = start_up(group, tmp_path / "data")
-    assert up.chat("before") == "echo: before"
-    first = up.worker_pid()
+    up = start_up(group, tmp_path / "data", replicas=2)
+    assert {up.chat() for _ in range(4)} == {up.replica(0), up.replica(1)}  # round-robin without a conversation
+    first = up.worker_pid(0)
 
     os.kill(first, signal.SIGKILL)
     deadline = time.monotonic() + 60
-    served = None
-    while served is None and time.monotonic() < deadline:
+    seen: list[str] = []
+    # The other replica serves meanwhile; within 60 s the restarted one answers again on its own port.
+    while up.replica(0) not in seen[-1:] and time.monotonic() < deadline:
         try:
-            served = up.chat("after")
-        except APIError:
+            seen.append(up.chat())
+        except APIError as exc:
+            seen.append(type(exc).__name__)
             time.sleep(0.3)
-    assert served == "echo: after", up.output()
-    second = up.worker_pid()
+    assert seen[-1] == up.replica(0), (seen, up.output())
+    second = up.worker_pid(0)
     assert second != first and alive(second)
     # The restart is named with its cause and count, on the console and in the worker's own log.
     while "healthy again after restart 1" not in up.output() and time.monotonic() < deadline:
@@ -143,9 +165,10 @@ def test_a_killed_worker_is_restarted_and_serves_again_and_sigterm_stops_every_c
     worker_log = (up.data_dir / "logs" / "worker-mini-0.log").read_text()
     assert "[supervisor" in worker_log and "killed by signal SIGKILL; restart 1" in worker_log
 
+    other = up.worker_pid(1)
     up.proc.send_signal(signal.SIGTERM)
     assert up.proc.wait(timeout=30) == 0
-    assert survivors([second], within_s=5) == []
+    assert survivors([second, other], within_s=5) == []
     assert "fleetchat stopped (SIGTERM)" in up.output()
     assert not (up.data_dir / "up.json").exists()  # a clean stop leaves no stale state
 
@@ -160,7 +183,7 @@ def test_one_up_per_data_dir_and_kill_9_of_up_leaves_no_process(group: ProcessGr
     refusal = " ".join(second.output().split())  # rich wraps long lines
     assert f"another `fleetchat up` (pid {first.proc.pid}, gateway port {first.port}" in refusal
     assert "is running on data dir" in refusal
-    assert alive(worker) and first.chat() == "echo: hello"  # the refused start touched nothing
+    assert alive(worker) and first.chat() == first.replica()  # the refused start touched nothing
 
     first.proc.kill()
     first.proc.wait()
@@ -168,7 +191,7 @@ def test_one_up_per_data_dir_and_kill_9_of_up_leaves_no_process(group: ProcessGr
     assert fleetchat_processes(str(data_dir)) == [] and fleetchat_processes(f"--port {first.worker_port}") == []
 
     again = start_up(group, data_dir, port=first.port)
-    assert again.chat("again") == "echo: again"
+    assert again.chat() == again.replica()
     assert "orphan" not in again.output()  # nothing was left to clean
 
 
@@ -185,7 +208,7 @@ def test_orphan_workers_are_cleaned_and_a_stranger_on_a_worker_port_is_refused(
         assert orphan.wait(timeout=10) is not None
         out = " ".join(up.output().split())
         assert f"stopped orphan worker mini-0 (port {orphan_port}), pid {orphan.pid}" in out
-        assert up.worker_pid() != orphan.pid and up.chat() == "echo: hello"
+        assert up.worker_pid() != orphan.pid and up.chat() == up.replica()
     finally:
         if orphan.poll() is None:
             orphan.kill()

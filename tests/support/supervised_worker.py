@@ -1,5 +1,6 @@
 """A stand-in worker as its own process, for `fleetchat up` to supervise where the model is not the point (start-up
-in well under a second instead of loading SmolLM2). Arms parent death like `fleetchat worker` does.
+in well under a second instead of loading SmolLM2). Arms parent death like `fleetchat worker` does. Its answer names
+the replica ("mini:8100"), so a test sees which one served.
 
     python -m tests.support.supervised_worker --pool mini --port 8100
 """
@@ -23,7 +24,8 @@ def main() -> None:
     from tests.support.stand_in import stand_in_worker
 
     print(f"stand-in worker for {args.pool} on port {args.port}; parent death: {how}", flush=True)
-    uvicorn.run(stand_in_worker(args.pool, echo=True), host="127.0.0.1", port=args.port, log_level="warning")
+    app = stand_in_worker(f"{args.pool}:{args.port}")
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":
