@@ -119,6 +119,7 @@ class WorkerSupervisor:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="worker-supervisor", daemon=True)
         self._health = httpx.Client(timeout=1.0)
+        self._start_failure: OSError | None = None
 
     # ## API for the launcher (main thread)
 
@@ -145,6 +146,8 @@ class WorkerSupervisor:
 
     def check_startup(self) -> None:
         """Raise if a worker exited before it was ever healthy and restarts are not on yet (fail fast at start)."""
+        if self._start_failure is not None:
+            raise WorkerExitedDuringStartup(f"could not start the workers: {self._start_failure}")
         with self._lock:
             for slot in self._slots:
                 if slot.proc is None and slot.exits and not self._restarting.is_set():
@@ -167,6 +170,9 @@ class WorkerSupervisor:
         try:
             for slot in self._slots:
                 self._spawn(slot)
+        except OSError as exc:  # not even a process (a missing interpreter, no file descriptors left)
+            self._start_failure = exc
+            self._stopping.set()
         finally:
             self._started.set()
         while not self._stopping.wait(self.policy.poll_interval_s):
@@ -180,7 +186,10 @@ class WorkerSupervisor:
     def _tick(self, slot: _Slot, now: float) -> None:
         if slot.proc is None:
             if slot.next_start_at is not None and now >= slot.next_start_at and self._restarting.is_set():
-                self._spawn(slot)
+                try:
+                    self._spawn(slot)
+                except OSError as exc:  # counts as an exit: the backoff applies, the log says why
+                    self._exited(slot, f"could not be started ({exc})", now)
             return
         code = slot.proc.poll()
         if code is not None:
