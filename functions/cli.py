@@ -22,7 +22,7 @@ def up(
     replicas: Annotated[int, typer.Option(help="Worker processes per model pool.")] = 1,
     data_dir: Annotated[Path | None, typer.Option(help="Where the database, key file and logs live.")] = None,
 ) -> None:
-    """Start the whole local stack: a worker per pool replica, then the gateway. Prints the URL and API key."""
+    """Start the whole local stack: a supervised worker per pool replica, then the gateway. Prints the URL and key."""
     from functions.launcher import run_local_stack
     from shared.settings import Settings
 

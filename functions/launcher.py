@@ -92,8 +92,14 @@ def _run_locked(settings: Settings, lock: StackLock) -> None:
     try:
         specs = worker_specs(settings)
         refuse_busy_ports({settings.port: "the gateway"})
-        for line in clean_orphan_workers(specs, previous):
+        cleaned = clean_orphan_workers(specs, previous)
+        for line in cleaned:
             console.print(f"[yellow]{line}[/]")
+        if previous is not None and not cleaned:
+            console.print(
+                f"[yellow]an earlier `fleetchat up` (pid {previous.supervisor_pid}) on this data dir did not stop "
+                "cleanly; none of its workers is left[/]"
+            )
         refuse_busy_ports({s.port: f"worker {s.name}" for s in specs})
         _serve(settings, lock, specs)
     finally:

@@ -31,7 +31,7 @@ class Settings(BaseSettings):
     # Tests only: the command `fleetchat up` runs for each worker replica, with {python}, {pool} and {port} filled in
     # (a scripted worker where the model is not the point). None: `fleetchat worker` with the real engine.
     local_worker_command: list[str] | None = None
-    # Deployed: pool name -> list of worker base URLs (Modal web_server URLs). Empty means local workers.
+    # Deployed: pool name -> list of worker base URLs (one Modal Server URL per pool). Empty means local workers.
     worker_urls: dict[str, list[str]] = {}
     local_tenant_tier: Tier = Tier.PLUS
     max_body_bytes: int = Field(default=1_048_576, ge=1024)

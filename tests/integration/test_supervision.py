@@ -192,7 +192,9 @@ def test_one_up_per_data_dir_and_kill_9_of_up_leaves_no_process(group: ProcessGr
 
     again = start_up(group, data_dir, port=first.port)
     assert again.chat() == again.replica()
-    assert "orphan" not in again.output()  # nothing was left to clean
+    out = " ".join(again.output().split())
+    assert "orphan" not in out  # nothing was left to clean, and the start says so
+    assert f"an earlier `fleetchat up` (pid {first.proc.pid}) on this data dir did not stop cleanly" in out
 
 
 def test_orphan_workers_are_cleaned_and_a_stranger_on_a_worker_port_is_refused(
