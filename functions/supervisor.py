@@ -253,7 +253,10 @@ class WorkerSupervisor:
         if slot.restarts:
             self._report(slot, f"restarted (restart {slot.restarts}) as pid {proc.pid}")
         if self._on_pids is not None:
-            self._on_pids(self.pids())
+            try:
+                self._on_pids(self.pids())
+            except Exception:  # the state file is bookkeeping: the worker runs and stays supervised regardless
+                log.exception("recording the worker pids failed")
 
     def _is_healthy(self, spec: WorkerSpec) -> bool:
         try:
