@@ -279,3 +279,36 @@ def test_a_worker_whose_supervisor_is_already_gone_exits_at_once() -> None:
     env["FLEETCHAT_SUPERVISOR_PID"] = str(os.getpid())  # our child: its parent is the supervisor named
     run = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=30)
     assert run.returncode == 0 and "armed" in run.stdout
+
+
+POLLING_CHILD = """
+import os, pathlib, sys, time
+from gpu_workers import parent_death
+parent_death._start_parent_poll(int(os.environ["FLEETCHAT_SUPERVISOR_PID"]))
+ready = pathlib.Path(sys.argv[1])
+ready.with_suffix(".tmp").write_text(str(os.getpid()))
+ready.with_suffix(".tmp").rename(ready)  # whole, or not there yet
+time.sleep(60)
+"""
+PARENT = """
+import os, subprocess, sys, time
+env = {**os.environ, "FLEETCHAT_SUPERVISOR_PID": str(os.getpid())}
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], env=env)
+time.sleep(60)
+"""
+
+
+def test_without_the_death_signal_a_worker_polls_its_parent_and_exits_soon_after_it(tmp_path: Path) -> None:
+    """The fallback where prctl does not exist (macOS, BSD), forced here on Linux."""
+    ready = tmp_path / "child.pid"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, POLLING_CHILD, str(ready)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(ready.read_text())
+        assert alive(child)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert survivors([child], within_s=5) == []
