@@ -18,7 +18,8 @@ from functions.gateway_metrics import GatewayMetrics
 from functions.judging.shadow import shadow_judge_for
 from functions.moderation_service import ModerationService
 from functions.request_accounting import Accounting
-from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
+from functions.resumable_streams import ResumableStreams, ResumeMetrics, limits_from
+from functions.routers import account, admin, chat, feedback, health, models, moderations, session, streams, usage
 from functions.routers import conversations as conversation_routes
 from functions.routing import PoolRouter
 from functions.safety.classifier import shipped_classifier
@@ -109,6 +110,9 @@ def create_app(
                 chat_pools=worker_urls.keys(),
             )
             app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
+            app.state.resumable = ResumableStreams(limits_from(settings), ResumeMetrics(app.state.metrics.registry))
+            # Unwound before the HTTP client closes: streams still generating are aborted and their books closed.
+            owned.push_async_callback(app.state.resumable.aclose)
             app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
             shadow = shadow_judge_for(settings, client, app.state.metrics)
@@ -122,7 +126,8 @@ def create_app(
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)
-    for module in (chat, moderations, conversation_routes, feedback, account, usage, session, admin, models, health):
+    routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
+    for module in (*routers, health):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     return app

@@ -88,8 +88,12 @@ async def chat_completions(
 
         guard = safety.guard(caller)
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
+        # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py).
+        stream = request.app.state.resumable.start(
+            caller.tenant.id, relay.run(answer.events()), lambda: capture.completion_id, headers
+        )
         return StreamingResponse(
-            relay.run(answer.events()),
+            stream.attach(),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", **headers},
         )
