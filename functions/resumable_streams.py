@@ -277,7 +277,8 @@ class ResumableStreams:
     def end(self, stream: ResumableStream) -> None:
         """The producer finished: a stream that did not end with [DONE] (stopped, or failed) ends with an error
         event and [DONE] for whoever reads it (never a silent cut)."""
-        if not stream.saw_done:
+        finished = stream.saw_done
+        if not finished:
             if stream._cancelled or stream.left:
                 error = ResponseStoppedError("This response was stopped before it finished.")
             else:
@@ -288,7 +289,7 @@ class ResumableStreams:
             stream._grace.cancel()
             stream._grace = None
         if stream.left and not stream._cancelled:
-            self.metrics.detaches.labels("finished" if stream.saw_done else "abandoned").inc()
+            self.metrics.detaches.labels("finished" if finished else "abandoned").inc()
         stream.ended_at = self.clock()
         stream._notify()
 
