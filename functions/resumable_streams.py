@@ -106,6 +106,7 @@ class ResumableStream:
     _registry: ResumableStreams
     order: int  # creation order: the oldest response's events are dropped first
     completion_id: str = ""
+    request_id: str = ""
     events: deque[tuple[int, bytes]] = field(default_factory=deque)
     next_seq: int = 1
     size: int = 0
@@ -219,6 +220,12 @@ class ResumableStreams:
         kept = {name: value for name, value in headers.items() if name.lower() in _REPEATED_HEADERS}
         stream = ResumableStream(tenant_id, kept, self, next(self._order))
         self._streams[stream.order] = stream
+        # Findable by its request id from the first byte of the response on (a client can stop or resume it before
+        # the first chunk named the completion), and by the completion id once that is known.
+        request_id = next((value for name, value in kept.items() if name.lower() == "x-request-id"), None)
+        if request_id:
+            stream.request_id = request_id
+            self._by_id[(tenant_id, request_id)] = stream
         return stream
 
     def start(
@@ -389,9 +396,10 @@ class ResumableStreams:
         while stream.events:
             self._drop_oldest(stream)
         self._streams.pop(stream.order, None)
-        key = (stream.tenant_id, stream.completion_id)
-        if self._by_id.get(key) is stream:
-            del self._by_id[key]
+        for name in (stream.completion_id, stream.request_id):
+            key = (stream.tenant_id, name)
+            if self._by_id.get(key) is stream:
+                del self._by_id[key]
         if self._tenant_bytes.get(stream.tenant_id) == 0:
             del self._tenant_bytes[stream.tenant_id]
 

@@ -1,5 +1,6 @@
 """`GET /v1/chat/completions/{id}/stream` (resume a dropped stream after `Last-Event-ID`) and
-`POST /v1/chat/completions/{id}/cancel` (stop generating: the Stop button), for the caller's own responses only."""
+`POST /v1/chat/completions/{id}/cancel` (stop generating: the Stop button), for the caller's own responses only.
+`{id}` is the completion id (`chatcmpl-...`, in every chunk) or the request id (the `x-request-id` header)."""
 
 from __future__ import annotations
 

@@ -148,10 +148,10 @@ async def _read(stream: object, after: int, count: int) -> list[bytes]:
 async def test_a_dropped_stream_keeps_generating_and_replays_exactly_after_the_last_id() -> None:
     streams, registry = _registry(FakeClock(), grace_s=600)
     generation = Generation()
-    stream = streams.start(
-        "ten_a", generation.events(), lambda: "c1", {"x-conversation-id": "conv_1", "x-ratelimit-x": "1"}
-    )
-    assert stream.headers == {"x-conversation-id": "conv_1"}  # stale rate-limit headers are not repeated
+    headers = {"x-conversation-id": "conv_1", "x-request-id": "req_1", "x-ratelimit-remaining-requests": "1"}
+    stream = streams.start("ten_a", generation.events(), lambda: "c1", headers)
+    assert "x-ratelimit-remaining-requests" not in stream.headers  # stale rate-limit headers are not repeated
+    assert streams.find("ten_a", "req_1") is stream  # by its request id before any chunk named the completion
     generation.go.put_nowait(_event(1, 100))
     first = await _read(stream, 0, 1)  # the client reads one event, then drops
     assert first[0].startswith(b"id: 1\ndata: ")
