@@ -113,12 +113,12 @@ def create_app(
                 chat_pools=worker_urls.keys(),
             )
             app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
-            app.state.resumable = ResumableStreams(limits_from(settings), ResumeMetrics(app.state.metrics.registry))
+            app.state.resumable = ResumableStreams(limits_from(settings), app.state.resume_metrics)
             # Unwound before the HTTP client closes: streams still generating are aborted and their books closed.
             owned.push_async_callback(app.state.resumable.aclose)
             deployed = settings.environment == "deployed"
             versions = stable_versions(deployed=deployed)
-            app.state.canaries = Canaries(settings.canaries, versions, CanaryMetrics(app.state.metrics.registry))
+            app.state.canaries = Canaries(settings.canaries, versions, app.state.canary_metrics)
             # A pool's canary replicas are a ring of their own (functions/canary.py chooses the version).
             router = PoolRouter({**worker_urls, **app.state.canaries.worker_urls()})
             app.state.chat = ChatService(router, WorkerClient(client), app.state.metrics)
@@ -131,6 +131,9 @@ def create_app(
     app.state.settings = settings
     app.state.worker_urls = worker_urls
     app.state.metrics = GatewayMetrics()
+    # Registered at once (not at start-up), so the app's registry holds every metric the alert rules name.
+    app.state.resume_metrics = ResumeMetrics(app.state.metrics.registry)
+    app.state.canary_metrics = CanaryMetrics(app.state.metrics.registry)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)
