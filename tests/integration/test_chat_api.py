@@ -81,7 +81,8 @@ def test_streaming_ends_with_usage_then_done(stack: Stack, plus_key: str, tokeni
         headers={"authorization": f"Bearer {plus_key}"},
         timeout=120,
     )
-    events = [e for e in raw.text.split("\n\n") if e.strip()]
+    # Each event's first line is its `id:` (resumable streams); the rest is the event.
+    events = [e.split("\n", 1)[1] for e in raw.text.split("\n\n") if e.strip()]
     assert events[-1] == "data: [DONE]"
     assert json.loads(events[-2].removeprefix("data: "))["usage"]["completion_tokens"] >= 1
 
