@@ -84,6 +84,15 @@ def test_conversations_stick_to_one_version_and_record_it(
             assert [m["content"] for m in answers] == [expected[version]] * 3
             seen.add(version)
         assert seen == set(expected)  # both versions served conversations (16 draws at even odds)
+        # The canary's routing key is not a model anyone can ask for.
+        refused = httpx.post(
+            f"{gateway.url}/v1/chat/completions",
+            json={"model": "mini@canary", "messages": [{"role": "user", "content": "hi"}]},
+            headers=gateway.headers(),
+        )
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "model_not_found"
+        models = httpx.get(f"{gateway.url}/v1/models", headers=gateway.headers()).json()["data"]
+        assert "mini@canary" not in [m["id"] for m in models]
 
 
 def test_a_canary_answering_500s_is_rolled_back_until_an_operator_resets_it(
