@@ -1,7 +1,7 @@
 """Reconnecting to a chat stream over real HTTP: a client that drops mid-answer resumes with `Last-Event-ID` and gets
 exactly the missing events then [DONE]; the answer kept generating meanwhile, is stored whole and billed once; a
 drop nobody resumes is aborted after the grace period; an explicit cancel stops at once; another tenant's response
-is a 404."""
+is a 404. The last test drops and resumes a real model's stream across real processes."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
+from shared.tiers import Tier
+from tests.conftest import Stack
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
 from tests.support.servers import serve
@@ -231,3 +233,34 @@ def test_cancel_stops_the_answer_at_once_and_keeps_it_as_stopped(
     assert worker.state.streams[-1]["finished"] is False
     assert [row["outcome"] for row in _ledger(gateway)] == ["aborted"]
     assert httpx.post(cancel, headers=gateway.headers()).json()["status"] == "ended"  # idempotent
+
+
+def test_a_real_model_stream_resumed_from_another_connection_is_whole_and_billed_once(stack: Stack) -> None:
+    """Against real processes (the gateway and SmolLM2 workers of `fleetchat`): drop after a few tokens, resume."""
+    tenant_id, key = stack.new_tenant(Tier.PLUS, "resumer")
+    headers = {"authorization": f"Bearer {key}"}
+    body = {**_body(store=True), "max_tokens": 48, "temperature": 0}
+    body["messages"] = [{"role": "user", "content": "Describe a lighthouse at night in three sentences."}]
+    with (
+        httpx.Client(timeout=120) as http,
+        http.stream("POST", f"{stack.gateway_url}/v1/chat/completions", json=body, headers=headers) as response,
+    ):
+        assert response.status_code == 200
+        first = _read(response, stop_after_content=4)
+        request_id, conversation_id = response.headers["x-request-id"], response.headers["x-conversation-id"]
+    assert not first.done
+    resume = {**headers, "Last-Event-ID": str(first.ids[-1])}
+    with httpx.stream(
+        "GET", f"{stack.gateway_url}/v1/chat/completions/{request_id}/stream", headers=resume, timeout=120
+    ) as response:
+        rest = _read(response)
+    assert rest.done and rest.ids[0] == first.ids[-1] + 1
+    stored = httpx.get(f"{stack.gateway_url}/v1/conversations/{conversation_id}", headers=headers).json()
+    assert stored["messages"][-1]["content"] == first.text + rest.text
+    [usage] = [c["usage"] for c in first.chunks() + rest.chunks() if c.get("usage")]
+    db = sqlite3.connect(stack.data_dir / "fleetchat.db")
+    try:
+        rows = db.execute("SELECT completion_tokens, outcome FROM ledger WHERE tenant_id = ?", (tenant_id,)).fetchall()
+    finally:
+        db.close()
+    assert rows == [(usage["completion_tokens"], "completed")]
