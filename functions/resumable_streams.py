@@ -152,8 +152,9 @@ class ResumableStream:
         try:
             while True:
                 if cursor + 1 < self.first_seq:  # this client fell behind the byte bounds: say so, never cut silently
-                    yield frame(self.next_seq, sse_error(StreamEventsGoneError("This stream fell too far behind.")))
-                    yield frame(self.next_seq, DONE)
+                    gone = StreamEventsGoneError("This stream fell too far behind; read the stored conversation.")
+                    yield frame(self.next_seq, sse_error(gone))  # ids past the buffer's: nothing resumes after them
+                    yield frame(self.next_seq + 1, DONE)
                     return
                 # Indexing a deque near its right end is cheap: a live client reads the newest events.
                 pending = [self.events[i] for i in range(cursor + 1 - self.first_seq, len(self.events))]

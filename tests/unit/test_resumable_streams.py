@@ -197,3 +197,15 @@ async def test_a_reattached_client_cancels_the_grace_and_a_cancel_stops_at_once(
     rest = [event async for event in reader]  # the attached client sees the end, never a silent cut
     assert b"response_stopped" in rest[0] and rest[-1].endswith(DONE)
     assert await streams.cancel("ten_a", "c1") is False
+
+
+async def test_an_attached_client_that_falls_behind_the_bounds_is_told_never_cut_silently() -> None:
+    streams, _ = _registry(FakeClock(), response_max_bytes=KIB)
+    stream = _filled(streams, "ten_a", "c1", 1)
+    reader = stream.attach(0)
+    assert (await anext(reader)).startswith(b"id: 1\n")
+    for n in range(10):  # the client reads nothing while 3 KB arrive: its next events are dropped
+        streams.append(stream, _event(n))
+    rest = [event async for event in reader]
+    assert rest[0].startswith(b"id: 12\nevent: error\n") and b"stream_events_expired" in rest[0]
+    assert rest[1] == b"id: 13\n" + DONE
