@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from functions.account_data import AccountData
 from functions.admission import Admission
+from functions.canary import Canaries, CanaryMetrics, stable_versions
 from functions.chat_service import ChatService
 from functions.conversation_turns import ConversationTurns
 from functions.feedback.service import FeedbackService
@@ -18,8 +19,11 @@ from functions.gateway_metrics import GatewayMetrics
 from functions.judging.shadow import shadow_judge_for
 from functions.moderation_service import ModerationService
 from functions.request_accounting import Accounting
+from functions.resumable_streams import ResumableStreams, ResumeMetrics, limits_from
 from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
+from functions.routers import canary_admin as canary_admin  # issue 21: canary status and reset
 from functions.routers import conversations as conversation_routes
+from functions.routers import streams as streams  # issue 21: resume and cancel a stream
 from functions.routing import PoolRouter
 from functions.safety.classifier import shipped_classifier
 from functions.safety.embedded_guard import EmbeddedGuard
@@ -109,7 +113,15 @@ def create_app(
                 chat_pools=worker_urls.keys(),
             )
             app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
-            app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)
+            app.state.resumable = ResumableStreams(limits_from(settings), app.state.resume_metrics)
+            # Unwound before the HTTP client closes: streams still generating are aborted and their books closed.
+            owned.push_async_callback(app.state.resumable.aclose)
+            deployed = settings.environment == "deployed"
+            versions = stable_versions(deployed=deployed)
+            app.state.canaries = Canaries(settings.canaries, versions, app.state.canary_metrics)
+            # A pool's canary replicas are a ring of their own (functions/canary.py chooses the version).
+            router = PoolRouter({**worker_urls, **app.state.canaries.worker_urls()})
+            app.state.chat = ChatService(router, WorkerClient(client), app.state.metrics)
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
             shadow = shadow_judge_for(settings, client, app.state.metrics)
             app.state.shadow_judge = await owned.enter_async_context(shadow)
@@ -119,10 +131,14 @@ def create_app(
     app.state.settings = settings
     app.state.worker_urls = worker_urls
     app.state.metrics = GatewayMetrics()
+    # Registered at once (not at start-up), so the app's registry holds every metric the alert rules name.
+    app.state.resume_metrics = ResumeMetrics(app.state.metrics.registry)
+    app.state.canary_metrics = CanaryMetrics(app.state.metrics.registry)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)
-    for module in (chat, moderations, conversation_routes, feedback, account, usage, session, admin, models, health):
+    routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
+    for module in (*routers, canary_admin, health):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     return app

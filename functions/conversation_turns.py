@@ -83,6 +83,7 @@ class AnsweredBy:
     model: str
     pre_policy_version: str | None = None
     post_policy_version: str | None = None
+    model_version: str | None = None  # the version that answered (functions/canary.py)
 
 
 def _title_from(messages: list[StoredMessage]) -> str | None:

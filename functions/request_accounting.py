@@ -59,6 +59,7 @@ class RequestAccount:
     prompt_estimate: int
     accounting: Accounting
     closed: bool = False
+    model_version: str | None = None  # the model version that answered (stored with the answer; functions/canary.py)
 
     @property
     def headers(self) -> dict[str, str]:

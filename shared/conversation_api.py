@@ -25,6 +25,11 @@ class MessageObject(BaseModel):
         default=None,
         description="The model that answered (an assistant message); null for other roles and older answers.",
     )
+    model_version: str | None = Field(
+        default=None,
+        description="The model version that answered (a canary's when the pool's canary did); null for other roles "
+        "and older answers.",
+    )
 
 
 class ConversationObject(BaseModel):
@@ -63,6 +68,7 @@ class ConversationDetail(ConversationObject):
                 created_at=int(m.created_at.timestamp()),
                 finish_reason=m.finish_reason,
                 model=m.model,
+                model_version=m.model_version,
             )
             for m in meta.messages
         ]

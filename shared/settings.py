@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from shared.canaries import CanarySpec
 from shared.tiers import Tier
 
 # Llama Guard hazard codes a deployment may let through: the ones no OpenAI moderation category covers (S6 specialized
@@ -39,6 +40,17 @@ class Settings(BaseSettings):
     web_dist_dir: Path = Path(__file__).resolve().parent.parent / "web" / "dist"
     worker_timeout_s: float = 600.0
     worker_connect_timeout_s: float = 5.0
+    # Resumable streams (docs/resumable-streams.md): a dropped stream keeps generating this long for its client to
+    # reconnect with Last-Event-ID (0: a drop is a Stop); its events are kept this long after it ended, within byte
+    # bounds per response, per tenant and per gateway process (oldest dropped first).
+    resume_grace_s: float = Field(default=15.0, ge=0, le=600)
+    resume_buffer_ttl_s: float = Field(default=120.0, gt=0, le=3600)
+    resume_response_max_bytes: int = Field(default=4 << 20, ge=1024)
+    resume_tenant_max_bytes: int = Field(default=32 << 20, ge=1024)
+    resume_total_max_bytes: int = Field(default=256 << 20, ge=1024)
+    # Canary model versions by pool (docs/canary.md): a weight of the traffic goes to other replicas serving another
+    # version; conversations stick to one version; an erring canary is rolled back until an operator resets it.
+    canaries: dict[str, CanarySpec] = {}
     # Conversation storage: the local SQLite file, or DynamoDB + S3 (deployed; any endpoint, e.g. moto, for tests).
     conversation_store: Literal["sqlite", "aws"] = "sqlite"
     aws_region: str = "us-east-1"

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from functions.admission import BROWNOUT_HEADER
 from functions.auth import CurrentCaller
+from functions.canary import MODEL_VERSION_HEADER, Canaries, VersionChoice
 from functions.chat_service import ChatService
 from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.judging.client import JUDGE_CALL_HEADER
@@ -65,18 +66,20 @@ async def chat_completions(
     headers = {**(turn.headers() if turn else {}), **account.headers}
     if account.reservation.brownout:
         headers[BROWNOUT_HEADER] = "true"
+    canaries: Canaries = request.app.state.canaries
     async with account.closed_if_raising():
         try:
-            answer = await _answer(service, pool, body, session)
+            answer, version = await _answer(service, canaries, pool, body, session)
         except NoReplicaReachableError:
             contexts = accounting.admission.context_tokens
             fallback = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
             if fallback is None:
                 raise
             fallback_pool, fallback_body = fallback
-            answer = await _answer(service, fallback_pool, fallback_body, session)
+            answer, version = await _answer(service, canaries, fallback_pool, fallback_body, session)
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
+    account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
     if isinstance(answer, UpstreamStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
@@ -88,8 +91,16 @@ async def chat_completions(
 
         guard = safety.guard(caller)
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
-        return StreamingResponse(
+        # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py).
+        stream = request.app.state.resumable.start(
+            caller.tenant.id,
             relay.run(answer.events()),
+            lambda: capture.completion_id,
+            headers,
+            on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
+        )
+        return StreamingResponse(
+            stream.attach(),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", **headers},
         )
@@ -111,11 +122,20 @@ async def chat_completions(
 
 
 async def _answer(
-    service: ChatService, pool: str, body: ChatCompletionRequest, session: str | None
-) -> UpstreamStream | dict[str, Any]:
-    """The worker's answer from `pool`: an open stream, or the whole completion body."""
-    routed = service.route(pool, body, session)
-    return await (service.open_stream(routed) if body.stream else service.complete(routed))
+    service: ChatService, canaries: Canaries, pool: str, body: ChatCompletionRequest, session: str | None
+) -> tuple[UpstreamStream | dict[str, Any], VersionChoice]:
+    """The worker's answer from `pool` (an open stream, or the whole completion body) and the model version (the
+    pool's canary or its stable version) that gives it."""
+    version = canaries.choose(pool, session)
+    for attempt in (version, canaries.stable(pool)):  # an unreachable canary leaves the answer to the stable version
+        routed = service.route(attempt.ring, body, session)
+        call = service.open_stream(routed) if body.stream else service.complete(routed)
+        try:
+            return await canaries.observe(attempt, call, streamed=bool(body.stream)), attempt
+        except NoReplicaReachableError:
+            if not attempt.canary:
+                raise
+    raise AssertionError("unreachable")
 
 
 async def _filter_answer(

@@ -83,6 +83,9 @@ class StoredMessage(BaseModel):
     model: str | None = None
     pre_policy_version: str | None = None
     post_policy_version: str | None = None
+    # Assistant messages: the model version that answered (`hf_repo@revision` deployed, the GGUF locally; a canary's
+    # version when the pool's canary answered); None for other roles and for answers stored before it was kept.
+    model_version: str | None = None
 
 
 class ConversationMeta(BaseModel):

@@ -26,7 +26,7 @@ from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso,
 
 _LIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > :now)"
 # A message's columns after its content: how an answer ended and who answered it (NULL for other roles).
-_ANSWERED_BY = ("finish_reason", "model", "pre_policy_version", "post_policy_version")
+_ANSWERED_BY = ("finish_reason", "model", "pre_policy_version", "post_policy_version", "model_version")
 
 
 def _meta(row: sqlite3.Row) -> ConversationMeta:
@@ -87,7 +87,7 @@ class SQLiteConversationStore:
                     start = keep
             db.executemany(
                 f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)})",
                 [
                     (
                         conversation_id,

@@ -201,6 +201,10 @@ MIGRATIONS: list[list[str]] = [
         # What a tenant is for: customer, or the eval job's own tenants (excluded from billing).
         "ALTER TABLE tenants ADD COLUMN purpose TEXT NOT NULL DEFAULT 'customer'",
     ],
+    [
+        # The model version that answered an assistant message (a pool's canary or its stable version).
+        "ALTER TABLE messages ADD COLUMN model_version TEXT",
+    ],
 ]
 
 

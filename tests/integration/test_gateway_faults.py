@@ -21,7 +21,8 @@ def test_worker_dying_mid_stream_ends_with_an_error_event(gateway_for) -> None:
             headers={"authorization": f"Bearer {key}"},
             timeout=30,
         )
-        events = [e for e in raw.text.split("\n\n") if e.strip()]
+        # Each event's first line is its `id:` (resumable streams); the rest is the event.
+        events = [e.split("\n", 1)[1] for e in raw.text.split("\n\n") if e.strip()]
         assert events[0].startswith("data: {")
         assert events[-2].startswith("event: error\ndata: ")
         assert events[-1] == "data: [DONE]"

@@ -113,7 +113,10 @@ def test_a_stopped_stream_keeps_its_partial_answer_marked_stopped(scripted: tupl
             received += chunk.choices[0].delta.content
         if len(received) >= 20:
             break
-    stream.close()  # what the web chat's Stop does: the connection goes away mid-answer
+    # What the web chat's Stop does: cancel the answer (a dropped connection alone keeps generating for a while, to be
+    # resumed), then close the connection.
+    httpx.post(f"{gateway.url}/v1/chat/completions/{chunk.id}/cancel", headers=gateway.headers()).raise_for_status()
+    stream.close()
     deadline = time.monotonic() + 10
     while (stored := _conversation(gateway, conversation_id))["message_count"] < 4 and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -144,6 +144,7 @@ def test_who_answered_round_trips_and_survives_later_turns(conversation_store: C
         model="flagship",
         pre_policy_version="rules-3+clf-2",
         post_policy_version="rules-3+out-1",
+        model_version="Qwen/Qwen2.5-14B-Instruct@canary-sha",  # the version that answered (a canary here)
     )
     conversation_store.append_turn(
         TENANT, conv_id, expected_version=0, messages=[*msgs(("user", "q")), answered], expires_at=None,
@@ -156,7 +157,9 @@ def test_who_answered_round_trips_and_survives_later_turns(conversation_store: C
     got = conversation_store.get(TENANT, conv_id, now=T0)
     assert got is not None
     assert got.messages[1] == answered
-    assert [(m.model, m.pre_policy_version, m.post_policy_version) for m in got.messages[2:]] == [(None,) * 3] * 2
+    assert [(m.model, m.pre_policy_version, m.post_policy_version, m.model_version) for m in got.messages[2:]] == [
+        (None,) * 4
+    ] * 2
     regenerated = answered.model_copy(update={"content": "Lisbon, surely", "model": "mini"})
     conversation_store.append_turn(
         TENANT, conv_id, expected_version=2, messages=[*msgs(("user", "again")), regenerated], expires_at=None,

@@ -172,6 +172,9 @@ export const api = {
   deleteConversation: (id: string) =>
     json<{ id: string; deleted: boolean }>(`/v1/conversations/${enc(id)}`, { method: "DELETE" }),
   usage: () => json<UsageObject>("/v1/usage"),
+  /** Stop generating an answer (a dropped connection alone does not: the gateway keeps it for a resume). */
+  cancelCompletion: (id: string) =>
+    json<{ id: string; status: string }>(`/v1/chat/completions/${enc(id)}/cancel`, { method: "POST" }),
 };
 
 export function exportUrl(id: string, format: "markdown" | "json"): string {

@@ -3,6 +3,7 @@
  * show (new conversation id, brownout, fallback model, not saved), then turn the SSE body into ChatEvents.
  */
 import { apiFetch, ApiError } from "./api";
+import { resumableEvents, resumeFrom, type StreamCursor } from "./resume";
 import { SSEParser } from "./sse";
 import type { ChatRequestBody, ConversationExtension, ErrorBody, Usage } from "./types";
 
@@ -16,7 +17,9 @@ export type ChatEvent =
   | { type: "error"; error: ApiError }
   /** `data: [DONE]`: the stream ended properly. */
   | { type: "done" }
-  /** The body ended (or broke) without [DONE]: the connection was lost. */
+  /** The connection broke before [DONE]: resuming the same answer after the last event received (src/resume.ts). */
+  | { type: "reconnecting" }
+  /** The body ended (or broke) without [DONE] and the answer could not be resumed: the connection was lost. */
   | { type: "disconnected" };
 
 export interface ChatStreamMeta {
@@ -44,7 +47,10 @@ export function readMeta(headers: Headers): ChatStreamMeta {
   };
 }
 
-/** Start a streamed chat turn. Throws ApiError for errors before streaming (HTTP status or network). */
+/**
+ * Start a streamed chat turn. Throws ApiError for errors before streaming (HTTP status or network). A connection that
+ * breaks mid-answer is resumed by the response's request id after the last event received.
+ */
 export async function openChatStream(body: ChatRequestBody, signal: AbortSignal): Promise<ChatStream> {
   const response = await apiFetch("/v1/chat/completions", {
     method: "POST",
@@ -56,7 +62,8 @@ export async function openChatStream(body: ChatRequestBody, signal: AbortSignal)
   if (!response.body) {
     throw new ApiError("The service returned an empty response.", { kind: "stream", status: response.status });
   }
-  return { meta, events: readChatEvents(response.body, signal) };
+  const reopen = meta.requestId ? resumeFrom(meta.requestId) : null;
+  return { meta, events: resumableEvents(response.body, readChatEvents, reopen, signal) };
 }
 
 type ByteSource = ReadableStream<Uint8Array> | AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>;
@@ -109,19 +116,26 @@ function* chunkEvents(chunk: ChunkJson): Generator<ChatEvent> {
 
 /**
  * Read an SSE chat stream. Ends after `done`, or with `disconnected` when the body ends or breaks without [DONE].
- * When `signal` is aborted (the user pressed Stop) the generator just returns.
+ * When `signal` is aborted (the user pressed Stop) the generator just returns. `cursor` gets the id of each whole
+ * event as it is handled (never that of an event cut off mid-way), for resuming after it.
  */
-export async function* readChatEvents(source: ByteSource, signal?: AbortSignal): AsyncGenerator<ChatEvent, void, undefined> {
+export async function* readChatEvents(
+  source: ByteSource,
+  signal?: AbortSignal,
+  cursor?: StreamCursor,
+): AsyncGenerator<ChatEvent, void, undefined> {
   const parser = new SSEParser();
   try {
     for await (const piece of pieces(source)) {
       for (const event of parser.feed(piece)) {
         const done = yield* handle(event.event, event.data);
+        if (cursor && event.id) cursor.lastEventId = event.id;
         if (done) return;
       }
     }
     for (const event of parser.end()) {
       const done = yield* handle(event.event, event.data);
+      if (cursor && event.id) cursor.lastEventId = event.id;
       if (done) return;
     }
   } catch {

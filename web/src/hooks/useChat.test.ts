@@ -12,11 +12,12 @@ import { SAVE_WAIT_MS, useChat, type ChatController, type ChatOptions } from "./
 
 vi.mock("../api", async (importOriginal) => {
   const actual = await importOriginal<typeof import("../api")>();
-  return { ...actual, api: { ...actual.api, getConversation: vi.fn() } };
+  return { ...actual, api: { ...actual.api, getConversation: vi.fn(), cancelCompletion: vi.fn() } };
 });
 vi.mock("../stream", () => ({ openChatStream: vi.fn() }));
 
 const getConversation = vi.mocked(api.getConversation);
+const cancelCompletion = vi.mocked(api.cancelCompletion);
 const openStream = vi.mocked(openChatStream);
 
 interface Call {
@@ -56,6 +57,8 @@ beforeEach(() => {
   vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] });
   calls = [];
   getConversation.mockReset();
+  cancelCompletion.mockReset();
+  cancelCompletion.mockResolvedValue({ id: "req_1", status: "cancelled" });
   openStream.mockReset();
   openStream.mockImplementation(
     (body, signal) =>
@@ -132,6 +135,21 @@ describe("Stop after the answer started", () => {
     expect(calls).toHaveLength(2);
     expect(calls[1]!.body.replace_from).toBe(3);
     expect(calls[1]!.body.conversation_id).toBe("c1");
+  });
+
+  it("cancels the answer on the server by its request id (a dropped connection alone keeps it generating)", async () => {
+    await openC1();
+    act(() => void chat.send("q"));
+    await flush();
+    calls[0]!.respond([{ type: "delta", content: "par" }], { conversationId: "c1", requestId: "req_1" });
+    await flush();
+    expect(cancelCompletion).not.toHaveBeenCalled();
+    act(() => chat.stop());
+    await flush();
+    expect(cancelCompletion).toHaveBeenCalledExactlyOnceWith("req_1");
+    expect(calls[0]!.signal.aborted).toBe(true);
+    act(() => chat.stop()); // nothing running any more: nothing to cancel
+    expect(cancelCompletion).toHaveBeenCalledTimes(1);
   });
 
   it("treats a stopped edit the server never saved as not stored, keeping replace_from for a retry", async () => {

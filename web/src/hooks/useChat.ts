@@ -136,6 +136,8 @@ export function useChat(options: ChatOptions) {
   /** The server's stored list (its length, system messages included, and the conversation's version), when known. */
   const known = useRef<StoreMark>({ version: 0, count: 0 });
   const controllerRef = useRef<AbortController | null>(null);
+  /** The running answer's request id: Stop cancels it on the server (closing the connection alone is a drop). */
+  const requestIdRef = useRef<string | null>(null);
   /** Bumped whenever the view switches conversation: late async results for another view are dropped. */
   const viewSeq = useRef(0);
   /** Reading the server's copy back after a turn: the next send, regenerate or edit waits for it. */
@@ -358,6 +360,7 @@ export function useChat(options: ChatOptions) {
       }
 
       const meta = stream.meta;
+      requestIdRef.current = meta.requestId;
       let convId = spec.conversationId;
       // A new chat learns its id from the headers (or, failing that, from the closing chunk); a view that moved on
       // does not adopt it.
@@ -384,6 +387,7 @@ export function useChat(options: ChatOptions) {
       let savedVersion: number | null = null;
       let frame = 0;
       let first = true;
+      let reconnecting = false;
       const flush = () => {
         frame = 0;
         patchMessage(answerKey, { content });
@@ -393,6 +397,10 @@ export function useChat(options: ChatOptions) {
           switch (event.type) {
             case "delta":
               content += event.content;
+              if (reconnecting) {
+                reconnecting = false;
+                setLiveStatus("Generating an answer…");
+              }
               if (first) {
                 first = false;
                 markFirstTokenReceived();
@@ -415,6 +423,10 @@ export function useChat(options: ChatOptions) {
             case "done":
               ended = "done";
               break;
+            case "reconnecting":
+              reconnecting = true;
+              setLiveStatus("Connection lost. Reconnecting…");
+              break;
             case "disconnected":
               ended = "disconnected";
               break;
@@ -426,6 +438,7 @@ export function useChat(options: ChatOptions) {
         if (!controller.signal.aborted) ended = "disconnected";
       }
       if (frame) cancelAnimationFrame(frame);
+      if (requestIdRef.current === meta.requestId) requestIdRef.current = null;
       release();
       if (seq !== viewSeq.current) return;
 
@@ -636,6 +649,9 @@ export function useChat(options: ChatOptions) {
   );
 
   const stop = useCallback(() => {
+    // The server keeps generating a dropped answer for a while (so a network blip can resume it): Stop says stop.
+    const requestId = requestIdRef.current;
+    if (requestId && controllerRef.current) void api.cancelCompletion(requestId).catch(() => undefined);
     controllerRef.current?.abort();
   }, []);
 
