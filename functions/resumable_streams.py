@@ -92,6 +92,13 @@ class ResumeMetrics:
             self.resumes.labels(outcome)
 
 
+# The request header by which a client asks that a dropped connection not stop its answer (the web chat sends it).
+RESUMABLE_HEADER = "x-fleetchat-resumable"
+
+# A new stream's first client attaches as its response starts; a stream nobody attached to by then is abandoned.
+FIRST_ATTACH_S = 10.0
+
+
 def frame(seq: int, event: bytes) -> bytes:
     """The event as the client gets it: an `id:` line in front (SSE fields may come in any order)."""
     return b"id: %d\n" % seq + event
@@ -116,6 +123,9 @@ class ResumableStream:
     left: bool = False  # its last client detached before the end
     producer: asyncio.Task[None] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # How long a drop keeps generating: the deployment's grace for a client that asked to resume (the web chat), 0 for
+    # any other (the OpenAI semantics the SDKs expect: a closed connection stops the answer and its billing).
+    grace_s: float = 0.0
     _grace: asyncio.TimerHandle | None = None
     _cancelled: bool = False
 
@@ -236,10 +246,14 @@ class ResumableStreams:
         completion_id: Callable[[], str],
         headers: dict[str, str],
         on_end: Callable[[], None] | None = None,
+        *,
+        resumable: bool = False,
     ) -> ResumableStream:
         """Generate `events` (the relay's output) in a task of its own into a new buffer. `completion_id` says the
-        response's id once its first chunk was seen; the buffer is findable from then on."""
+        response's id once its first chunk was seen; the buffer is findable from then on. Only a `resumable` stream
+        (its client asked for it) keeps generating through a drop; any stream can be resumed while it generates."""
         stream = self.open(tenant_id, headers)
+        stream.grace_s = self.limits.grace_s if resumable else 0.0
 
         async def produce() -> None:
             try:
@@ -305,7 +319,8 @@ class ResumableStreams:
         """No client is attached: keep generating for the grace period, then abort (an abandoned answer)."""
         if stream.ended or stream.producer is None:
             return
-        grace = self.limits.grace_s
+        # Before its first client attached, a stream waits at least FIRST_ATTACH_S: its response is on its way out.
+        grace = stream.grace_s if stream.left else max(stream.grace_s, FIRST_ATTACH_S)
 
         def expire() -> None:
             stream._grace = None

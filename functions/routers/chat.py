@@ -17,6 +17,7 @@ from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.judging.client import JUDGE_CALL_HEADER
 from functions.judging.shadow import ShadowJudge
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
+from functions.resumable_streams import RESUMABLE_HEADER
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_relay import StreamRelay, answered_by, count_turn
@@ -98,6 +99,7 @@ async def chat_completions(
             lambda: capture.completion_id,
             headers,
             on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
+            resumable=request.headers.get(RESUMABLE_HEADER, "").lower() == "true",
         )
         return StreamingResponse(
             stream.attach(),

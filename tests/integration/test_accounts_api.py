@@ -85,10 +85,7 @@ def test_a_stream_the_client_abandons_is_billed_for_what_was_generated(stack: St
         for line in response.iter_lines():
             received += line.startswith("data: {")
             if received >= 6:
-                # The client stops mid-answer (a drop alone would keep generating for the resume grace period).
-                stop = f"{stack.gateway_url}/v1/chat/completions/{request_id}/cancel"
-                httpx.post(stop, headers={"authorization": f"Bearer {key}"}).raise_for_status()
-                break
+                break  # the client goes away mid-answer (not resumable: the answer stops with it)
     deadline = time.monotonic() + 10
     while not (rows := _ledger_rows(stack, tenant_id)) and time.monotonic() < deadline:
         time.sleep(0.1)

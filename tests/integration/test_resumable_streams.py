@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
+from functions.resumable_streams import RESUMABLE_HEADER
 from shared.tiers import Tier
 from tests.conftest import Stack
 from tests.integration.conftest import Gateway, GatewayFactory
@@ -117,12 +118,17 @@ def slow_worker() -> Iterator[tuple[str, object]]:
         yield url, worker
 
 
+def _resumable(headers: dict[str, str]) -> dict[str, str]:
+    """Ask that a drop not stop the answer (what the web chat asks; an SDK client's drop stops it)."""
+    return {**headers, RESUMABLE_HEADER: "true"}
+
+
 def _drop_half_way(gateway: Gateway) -> tuple[Read, str, str]:
     """Read about half the answer, then close the connection: (what was read, completion id, conversation id)."""
     with (
         httpx.Client(timeout=30) as http,
         http.stream(
-            "POST", f"{gateway.url}/v1/chat/completions", json=_body(store=True), headers=gateway.headers()
+            "POST", f"{gateway.url}/v1/chat/completions", json=_body(store=True), headers=_resumable(gateway.headers())
         ) as response,
     ):
         assert response.status_code == 200
@@ -241,9 +247,10 @@ def test_a_real_model_stream_resumed_from_another_connection_is_whole_and_billed
     headers = {"authorization": f"Bearer {key}"}
     body = {**_body(store=True), "max_tokens": 48, "temperature": 0}
     body["messages"] = [{"role": "user", "content": "Describe a lighthouse at night in three sentences."}]
+    asked = _resumable(headers)
     with (
         httpx.Client(timeout=120) as http,
-        http.stream("POST", f"{stack.gateway_url}/v1/chat/completions", json=body, headers=headers) as response,
+        http.stream("POST", f"{stack.gateway_url}/v1/chat/completions", json=body, headers=asked) as response,
     ):
         assert response.status_code == 200
         first = _read(response, stop_after_content=4)

@@ -56,7 +56,9 @@ export async function openChatStream(body: ChatRequestBody, signal: AbortSignal)
     method: "POST",
     body,
     signal,
-    headers: { Accept: "text/event-stream" },
+    // Resumable: a dropped connection keeps the answer generating for the gateway's grace period (the SDKs' default
+    // is OpenAI's: a closed connection stops it).
+    headers: { Accept: "text/event-stream", "X-Fleetchat-Resumable": "true" },
   });
   const meta = readMeta(response.headers);
   if (!response.body) {
