@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from functions.account_data import AccountData
 from functions.admission import Admission
-from functions.chat_service import ChatService
+from functions.chat_service import chat_service_for
 from functions.conversation_turns import ConversationTurns
 from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
@@ -20,7 +20,6 @@ from functions.moderation_service import ModerationService
 from functions.request_accounting import Accounting
 from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
 from functions.routers import conversations as conversation_routes
-from functions.routing import PoolRouter
 from functions.safety.classifier import shipped_classifier
 from functions.safety.embedded_guard import EmbeddedGuard
 from functions.safety.guards import open_guard
@@ -32,7 +31,6 @@ from functions.safety.prefilter import PreFilter
 from functions.sessions import SessionSigner, load_or_create_secret
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
 from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
-from functions.worker_client import WorkerClient
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.pools import POOLS
 from shared.settings import Settings
@@ -109,7 +107,7 @@ def create_app(
                 chat_pools=worker_urls.keys(),
             )
             app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
-            app.state.chat = ChatService(PoolRouter(worker_urls), WorkerClient(client), app.state.metrics)
+            app.state.chat = chat_service_for(settings, worker_urls, client, app.state.metrics)
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
             shadow = shadow_judge_for(settings, client, app.state.metrics)
             app.state.shadow_judge = await owned.enter_async_context(shadow)

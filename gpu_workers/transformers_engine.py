@@ -103,8 +103,13 @@ class TransformersEngine:
 
     # -- tokenization -------------------------------------------------------------------------------------------
 
-    def tokenize_chat(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        encoded = self._tokenizer.apply_chat_template(list(messages), add_generation_prompt=True)
+    def tokenize_chat(
+        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
+    ) -> list[int]:
+        # transformers cuts the rendered chat right after the final message's text (spacing kept) when continuing.
+        encoded = self._tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=add_generation_prompt, continue_final_message=continue_final
+        )
         ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
         return [int(i) for i in ids]
 

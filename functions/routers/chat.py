@@ -3,6 +3,7 @@ through the safety post-filter, and account."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from anyio import to_thread
@@ -11,15 +12,16 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from functions.admission import BROWNOUT_HEADER
 from functions.auth import CurrentCaller
-from functions.chat_service import ChatService
+from functions.chat_service import ChatService, RoutedRequest
 from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.judging.client import JUDGE_CALL_HEADER
 from functions.judging.shadow import ShadowJudge
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
+from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
-from functions.worker_client import NoReplicaReachableError, UpstreamStream
+from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.schemas import ChatCompletionRequest
 from shared.storage.ledger import Outcome
@@ -65,11 +67,17 @@ async def chat_completions(
     headers = {**(turn.headers() if turn else {}), **account.headers}
     if account.reservation.brownout:
         headers[BROWNOUT_HEADER] = "true"
+    contexts = accounting.admission.context_tokens
+
+    def fallback_route() -> RoutedRequest | None:
+        """Where an answer from `pool` continues if none of its replicas can (functions/stream_continuation.py)."""
+        found = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
+        return service.route(found[0], found[1], session) if found is not None else None
+
     async with account.closed_if_raising():
         try:
-            answer = await _answer(service, pool, body, session)
+            answer = await _answer(service, pool, body, session, fallback_route)
         except NoReplicaReachableError:
-            contexts = accounting.admission.context_tokens
             fallback = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
             if fallback is None:
                 raise
@@ -77,7 +85,7 @@ async def chat_completions(
             answer = await _answer(service, fallback_pool, fallback_body, session)
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
-    if isinstance(answer, UpstreamStream):
+    if isinstance(answer, ContinuingStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
         messages = body.messages
@@ -111,11 +119,16 @@ async def chat_completions(
 
 
 async def _answer(
-    service: ChatService, pool: str, body: ChatCompletionRequest, session: str | None
-) -> UpstreamStream | dict[str, Any]:
-    """The worker's answer from `pool`: an open stream, or the whole completion body."""
+    service: ChatService,
+    pool: str,
+    body: ChatCompletionRequest,
+    session: str | None,
+    fallback: Callable[[], RoutedRequest | None] | None = None,
+) -> ContinuingStream | dict[str, Any]:
+    """The worker's answer from `pool`: an open stream (continued on `fallback()` if the pool cannot finish it), or
+    the whole completion body."""
     routed = service.route(pool, body, session)
-    return await (service.open_stream(routed) if body.stream else service.complete(routed))
+    return await (service.open_stream(routed, fallback) if body.stream else service.complete(routed))
 
 
 async def _filter_answer(
