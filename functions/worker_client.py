@@ -22,7 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 from functions.failover_metrics import FailoverMetrics
 from functions.replica_breakers import ReplicaBreaker, ReplicaBreakers
 from shared.errors import FleetchatError, ServiceUnavailableError, UpstreamError, error_from_upstream
-from shared.sse import DONE, sse_error
+from shared.sse import DONE
 
 log = logging.getLogger("fleetchat.gateway")
 
@@ -46,7 +46,7 @@ class UpstreamBrokeError(Exception):
 
 @dataclass
 class UpstreamStream:
-    """An open worker stream whose status was 200: iterate `raw_events()` (or `events()`) to relay it."""
+    """An open worker stream whose status was 200: iterate `raw_events()` to relay it."""
 
     replica: str
     response: httpx.Response
@@ -75,15 +75,6 @@ class UpstreamStream:
         if self.breaker is not None:
             self.breaker.failed()
         raise UpstreamBrokeError(reason)
-
-    async def events(self) -> AsyncIterator[bytes]:
-        """`raw_events()` with a break turned into an in-band error event and `[DONE]` (no continuation)."""
-        try:
-            async for event in self.raw_events():
-                yield event
-        except UpstreamBrokeError:
-            yield sse_error(UpstreamError("The model worker stopped before finishing this response."))
-            yield DONE
 
 
 class NoReplicaReachableError(ServiceUnavailableError):

@@ -116,6 +116,8 @@ def test_replica_killed_mid_stream_is_continued_on_the_other(
     assert conversation["messages"][-1]["content"] == SCRIPT
     assert _metric(gw, 'fleetchat_gateway_continuations_total{outcome="continued",pool="mini"}') == 1
     assert _metric(gw, 'fleetchat_gateway_continuation_ttft_seconds_count{pool="mini"}') == 1
+    ttft = _metric(gw, 'fleetchat_gateway_continuation_ttft_seconds_sum{pool="mini"}')
+    print(f"continuation second-leg TTFT (scripted worker, 20 ms per token): {ttft:.3f} s")
 
 
 def test_one_done_and_an_announced_fallback_pool_when_the_pool_has_no_other_replica(
