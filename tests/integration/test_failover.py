@@ -13,11 +13,15 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
 
 from functions.routing import HashRing
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.continuing_worker import start_continuing_worker, tokens
 from tests.support.processes import ProcessGroup, free_port
+from tests.support.servers import serve
+from tests.support.stand_in import stand_in_worker
 
 SCRIPT = (
     "The lighthouse keeper climbed the spiral stairs at dusk, trimmed the wick, polished the great lens until it "
@@ -126,7 +130,8 @@ def test_one_done_and_an_announced_fallback_pool_when_the_pool_has_no_other_repl
     dying = start_continuing_worker(group, free_port(), SCRIPT, "--die-after", "4")
     mini = start_continuing_worker(group, free_port(), SCRIPT)
     gw = gateway_for({"flagship": [dying.wait()], "mini": [mini.wait()]})
-    response, events = _events(gw, "flagship", "s1")
+    options = {"include_usage": True}
+    response, events = _events(gw, "flagship", "s1", max_tokens=12, stream_options=options)
     assert response.status_code == 200
     assert events.count("data: [DONE]") == 1 and events[-1] == "data: [DONE]"
     chunks = [json.loads(e.removeprefix("data: ")) for e in events if e.startswith("data: {")]
@@ -134,7 +139,10 @@ def test_one_done_and_an_announced_fallback_pool_when_the_pool_has_no_other_repl
     assert len({c["id"] for c in chunks}) == 1 and {c["model"] for c in chunks} == {"flagship"}
     announced = [c["continuation"] for c in chunks if "continuation" in c]
     assert announced == [{"pool": "mini", "fallback": True}]  # in-band: the headers went out with the first leg
-    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == SCRIPT
+    # The second leg got the budget left (12 - 4): the answer is as long as the client asked, no longer.
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == "".join(tokens(SCRIPT)[:12])
+    assert chunks[-1]["usage"]["completion_tokens"] == 12
     assert _metric(gw, 'fleetchat_gateway_continuations_total{outcome="fallback",pool="flagship"}') == 1
 
 
@@ -207,3 +215,24 @@ def test_a_worker_stalling_mid_stream_is_continued_after_the_inter_chunk_timeout
         extra_headers={"x-session-id": _session_owned_by(replicas, replicas[0])},
     )
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == SCRIPT
+
+
+def test_a_5xx_without_an_error_body_is_retried_on_the_next_replica(gateway_for: GatewayFactory) -> None:
+    calls = {"n": 0}
+    proxy = FastAPI()
+
+    @proxy.post("/v1/chat/completions")
+    async def bad_gateway() -> PlainTextResponse:
+        calls["n"] += 1
+        return PlainTextResponse("<html>502 Bad Gateway</html>", status_code=502)
+
+    with serve(proxy) as broken, serve(stand_in_worker("alive")) as alive:
+        gw = gateway_for({"mini": [broken, alive], "flagship": [alive]})
+        api = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=gw.key, max_retries=0)
+        reply = api.chat.completions.create(
+            model="mini",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"x-session-id": _session_owned_by([broken, alive], broken)},
+        )
+        assert reply.choices[0].message.content == "alive" and calls["n"] == 1
+        assert _metric(gw, 'fleetchat_gateway_upstream_retries_total{pool="mini"}') == 1
