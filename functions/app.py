@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from functions.account_data import AccountData
 from functions.admission import Admission
 from functions.canary import Canaries, CanaryMetrics, stable_versions
-from functions.chat_service import ChatService
+from functions.chat_service import chat_service_for
 from functions.conversation_turns import ConversationTurns
 from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
@@ -24,7 +24,6 @@ from functions.routers import account, admin, chat, feedback, health, models, mo
 from functions.routers import canary_admin as canary_admin  # issue 21: canary status and reset
 from functions.routers import conversations as conversation_routes
 from functions.routers import streams as streams  # issue 21: resume and cancel a stream
-from functions.routing import PoolRouter
 from functions.safety.classifier import shipped_classifier
 from functions.safety.embedded_guard import EmbeddedGuard
 from functions.safety.guards import open_guard
@@ -36,7 +35,6 @@ from functions.safety.prefilter import PreFilter
 from functions.sessions import SessionSigner, load_or_create_secret
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
 from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
-from functions.worker_client import WorkerClient
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.pools import POOLS
 from shared.settings import Settings
@@ -120,8 +118,8 @@ def create_app(
             versions = stable_versions(deployed=deployed)
             app.state.canaries = Canaries(settings.canaries, versions, app.state.canary_metrics)
             # A pool's canary replicas are a ring of their own (functions/canary.py chooses the version).
-            router = PoolRouter({**worker_urls, **app.state.canaries.worker_urls()})
-            app.state.chat = ChatService(router, WorkerClient(client), app.state.metrics)
+            rings = {**worker_urls, **app.state.canaries.worker_urls()}
+            app.state.chat = chat_service_for(settings, rings, client, app.state.metrics)
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
             shadow = shadow_judge_for(settings, client, app.state.metrics)
             app.state.shadow_judge = await owned.enter_async_context(shadow)

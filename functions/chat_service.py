@@ -1,19 +1,26 @@
-"""The chat-completions path through the gateway: route to a pool and replica, call the worker, relay the answer."""
+"""The chat-completions path through the gateway: route to a pool and replica, call the worker, relay the answer
+(continued on another replica if its replica dies mid-stream: functions/stream_continuation.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from functions.admission import prompt_token_bound
+from functions.failover_metrics import FailoverMetrics
 from functions.gateway_metrics import GatewayMetrics
+from functions.replica_breakers import ReplicaBreakers
 from functions.routing import PoolRouter, pools_for_tier, resolve_pool
-from functions.worker_client import UpstreamStream, WorkerClient
+from functions.stream_continuation import ContinuingStream, Leg
+from functions.worker_client import UpstreamPolicy, WorkerClient
 from shared.errors import FleetchatError
 from shared.schemas import ChatCompletionRequest
+from shared.settings import Settings
 from shared.storage.base import Tenant
 
 # The design's deployed sticky-replica hint, forwarded as-is (workers that do not know it ignore it).
@@ -32,10 +39,20 @@ class RoutedRequest:
 
 
 class ChatService:
-    def __init__(self, router: PoolRouter, workers: WorkerClient, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self,
+        router: PoolRouter,
+        workers: WorkerClient,
+        metrics: GatewayMetrics,
+        *,
+        failover: FailoverMetrics | None = None,
+        max_continuations: int = 2,
+    ) -> None:
         self.router = router
         self.workers = workers
         self.metrics = metrics
+        self.failover = failover
+        self.max_continuations = max_continuations
 
     def pool_for(self, tenant: Tenant, request: ChatCompletionRequest) -> str:
         """The pool serving the requested model for this tenant's tier (404 model_not_found otherwise)."""
@@ -89,8 +106,53 @@ class ChatService:
 
     async def complete(self, routed: RoutedRequest) -> dict[str, Any]:
         with self._observed(routed.pool):
-            return await self.workers.complete(routed.replicas, routed.body, routed.headers)
+            return await self.workers.complete(routed.pool, routed.replicas, routed.body, routed.headers)
 
-    async def open_stream(self, routed: RoutedRequest) -> UpstreamStream:
+    async def open_stream(
+        self, routed: RoutedRequest, fallback: Callable[[], RoutedRequest | None] | None = None
+    ) -> ContinuingStream:
+        """The worker's stream, continued on another replica (or `fallback()`'s pool) if its replica dies."""
         with self._observed(routed.pool):
-            return await self.workers.open_stream(routed.replicas, routed.body, routed.headers)
+            first = await self.workers.open_stream(routed.pool, routed.replicas, routed.body, routed.headers)
+
+        def fallback_leg() -> Leg | None:
+            found = fallback() if fallback is not None else None
+            return _leg(found) if found is not None else None
+
+        return ContinuingStream(
+            first,
+            _leg(routed),
+            self.workers,
+            max_continuations=self.max_continuations,
+            fallback=fallback_leg,
+            metrics=self.failover,
+        )
+
+
+def _leg(routed: RoutedRequest) -> Leg:
+    return Leg(routed.pool, routed.replicas, routed.body, routed.headers)
+
+
+def chat_service_for(
+    settings: Settings, worker_urls: dict[str, list[str]], client: httpx.AsyncClient, metrics: GatewayMetrics
+) -> ChatService:
+    """The gateway's chat service with its replica breakers, retry policy and failover metrics from `settings`."""
+    failover = FailoverMetrics(metrics.registry)
+    breakers = ReplicaBreakers(
+        worker_urls,
+        threshold=settings.breaker_failure_threshold,
+        cooldown_s=settings.breaker_cooldown_s,
+        metrics=failover,
+    )
+    policy = UpstreamPolicy(
+        timeout_s=settings.worker_timeout_s,
+        connect_timeout_s=settings.worker_connect_timeout_s,
+        first_byte_timeout_s=settings.worker_first_byte_timeout_s,
+        inter_chunk_timeout_s=settings.worker_inter_chunk_timeout_s,
+        attempts=settings.upstream_attempts,
+        backoff_s=settings.upstream_backoff_s,
+        backoff_max_s=settings.upstream_backoff_max_s,
+    )
+    workers = WorkerClient(client, breakers, policy, failover)
+    router = PoolRouter(worker_urls, breakers)
+    return ChatService(router, workers, metrics, failover=failover, max_continuations=settings.max_continuations)

@@ -1,7 +1,8 @@
 """Model routing: the tier table picks the pool, a consistent-hash ring picks the replica.
 
 Sticky replicas keep a conversation on the worker that holds its KV blocks, so multi-turn chat hits the prefix cache.
-Consistent hashing moves only ~1/N of sessions when a replica joins or leaves.
+Consistent hashing moves only ~1/N of sessions when a replica joins or leaves. A replica whose circuit breaker is
+open goes to the end of the candidates (functions/replica_breakers.py) without moving any healthy replica's place.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import hashlib
 import itertools
 from collections.abc import Iterator, Sequence
 
+from functions.replica_breakers import ReplicaBreakers
 from shared.errors import ModelNotFoundError
 from shared.tiers import Tier, policy_for
 
@@ -44,11 +46,13 @@ class HashRing:
 
 
 class PoolRouter:
-    """Replica choice per pool: sticky by session id when given, round-robin otherwise."""
+    """Replica choice per pool: sticky by session id when given, round-robin otherwise; replicas held back by their
+    circuit breaker last."""
 
-    def __init__(self, worker_urls: dict[str, list[str]]) -> None:
+    def __init__(self, worker_urls: dict[str, list[str]], breakers: ReplicaBreakers | None = None) -> None:
         self._rings = {pool: HashRing(urls) for pool, urls in worker_urls.items() if urls}
         self._round_robin = {pool: itertools.count() for pool in self._rings}
+        self.breakers = breakers if breakers is not None else ReplicaBreakers(worker_urls)
 
     @property
     def pools(self) -> list[str]:
@@ -57,9 +61,11 @@ class PoolRouter:
     def candidates(self, pool: str, session_id: str | None) -> list[str]:
         ring = self._rings[pool]
         if session_id:
-            return list(ring.candidates(session_id))
-        start = next(self._round_robin[pool]) % len(ring.replicas)
-        return ring.replicas[start:] + ring.replicas[:start]
+            ordered = list(ring.candidates(session_id))
+        else:
+            start = next(self._round_robin[pool]) % len(ring.replicas)
+            ordered = ring.replicas[start:] + ring.replicas[:start]
+        return self.breakers.order(pool, ordered)
 
 
 def pools_for_tier(tier: Tier, served: Sequence[str]) -> list[str]:

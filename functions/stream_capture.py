@@ -38,6 +38,7 @@ class StreamCapture:
     finish_reason: str | None = None
     failed: bool = False
     completion_id: str = ""
+    created: int = 0  # the stream's, repeated on the chunks the gateway adds (one stream, one `created`)
     model: str = ""
     usage: dict[str, Any] | None = None
     content_chunks: int = 0
@@ -54,6 +55,7 @@ class StreamCapture:
         except ValueError:
             return event
         self.completion_id = chunk.get("id") or self.completion_id
+        self.created = self.created or int(chunk.get("created") or 0)
         self.model = chunk.get("model") or self.model
         for choice in chunk.get("choices") or []:
             content = (choice.get("delta") or {}).get("content")
@@ -93,11 +95,14 @@ class StreamCapture:
         """What ends a halted stream: a chunk with finish_reason "content_filter", then (if the client asked for
         usage) the usage of what was sent."""
         self.finish_reason = "content_filter"
-        base = {"id": self.completion_id, "object": "chat.completion.chunk", "created": int(time.time())}
+        base = {"id": self.completion_id, "object": "chat.completion.chunk", "created": self._created()}
         chunks = [_data({**base, "model": self.model, "choices": [_FILTERED_CHOICE]})]
         if self.client_wants_usage and self.usage is not None:
             chunks.append(_data({**base, "model": self.model, "choices": [], "usage": self.usage}))
         return chunks
+
+    def _created(self) -> int:
+        return self.created or int(time.time())
 
     @property
     def completed(self) -> bool:
@@ -110,7 +115,7 @@ class StreamCapture:
             {
                 "id": self.completion_id,
                 "object": "chat.completion.chunk",
-                "created": int(time.time()),
+                "created": self._created(),
                 "model": self.model,
                 "choices": [],
                 "conversation": extension,

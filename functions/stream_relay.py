@@ -20,6 +20,8 @@ from shared.storage.ledger import Outcome
 
 # The finish reason stored with an answer the client stopped mid-stream (its partial text is kept).
 STOPPED = "stopped"
+# ... and with one that no replica could finish (functions/stream_continuation.py): the client saw the partial text.
+FAILED = "error"
 
 
 def count_turn(metrics: GatewayMetrics, turn: Turn, stored: bool) -> None:
@@ -64,7 +66,8 @@ class StreamRelay:
             async for event in events:
                 if event == DONE:
                     outcome = Outcome.COMPLETED if capture.completed else Outcome.ABORTED
-                    async for closing in self._finish(outcome, store=capture.completed):
+                    store = capture.completed or (capture.failed and bool(capture.text))
+                    async for closing in self._finish(outcome, store=store):
                         yield closing
                     return
                 mark = capture.mark()
@@ -115,7 +118,7 @@ class StreamRelay:
         self.finished = True
         closing = None
         if self.turn is not None:
-            finish_reason = self.capture.finish_reason
+            finish_reason = self.capture.finish_reason or (FAILED if self.capture.failed else None)
             who = answered_by(self.account, self.safety)
             stored, version = (
                 await self.turns.finish(self.turn, self.capture.text, finish_reason, who) if store else (False, None)

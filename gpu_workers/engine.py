@@ -55,8 +55,12 @@ class Engine(Protocol):
     model_name: str
     max_model_len: int
 
-    def tokenize_chat(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        """Render messages with the model's chat template (generation prompt added) into token ids."""
+    def tokenize_chat(
+        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
+    ) -> list[int]:
+        """Render messages with the model's chat template into token ids: with the assistant's generation prompt
+        added, or (`continue_final`) with the final message left open, no end-of-turn marker, for the model to go
+        on with it (vLLM's `continue_final_message`)."""
         ...
 
     def decode(self, token_ids: Sequence[int]) -> str:

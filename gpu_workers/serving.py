@@ -45,9 +45,14 @@ class ChatServing:
         if request.model != self.engine.model_name:
             raise ModelNotFoundError(f"The model `{request.model}` does not exist.", param="model")
         messages = [{"role": m.role, "content": m.text()} for m in request.messages]
+        continuing = bool(request.continue_final_message)  # the schema refused it beside add_generation_prompt
         try:
-            prompt_ids = self.engine.tokenize_chat(messages)
-        except Exception as exc:  # a template that rejects the role order, say
+            prompt_ids = self.engine.tokenize_chat(
+                messages,
+                add_generation_prompt=not continuing and request.add_generation_prompt is not False,
+                continue_final=continuing,
+            )
+        except Exception as exc:  # a template that rejects the role order, or drops the message to continue
             raise InvalidRequestError(f"Could not render the messages: {exc}", param="messages") from exc
         limit = self.engine.max_model_len
         if len(prompt_ids) >= limit:

@@ -103,10 +103,12 @@ class TransformersEngine:
 
     # -- tokenization -------------------------------------------------------------------------------------------
 
-    def tokenize_chat(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        encoded = self._tokenizer.apply_chat_template(list(messages), add_generation_prompt=True)
-        ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
-        return [int(i) for i in ids]
+    def tokenize_chat(
+        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
+    ) -> list[int]:
+        return chat_prompt_ids(
+            self._tokenizer, messages, add_generation_prompt=add_generation_prompt, continue_final=continue_final
+        )
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(token_ids), skip_special_tokens=True)
@@ -186,6 +188,18 @@ class TransformersEngine:
     def shutdown(self) -> None:
         with contextlib.suppress(Exception):
             self._manager.stop(block=True, timeout=10)
+
+
+def chat_prompt_ids(
+    tokenizer: Any, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool, continue_final: bool
+) -> list[int]:
+    """The chat template's token ids. Continuing, transformers cuts the rendered chat right after the final
+    message's text (its spacing kept): no end-of-turn marker, so the model goes on with that message."""
+    encoded = tokenizer.apply_chat_template(
+        list(messages), add_generation_prompt=add_generation_prompt, continue_final_message=continue_final
+    )
+    ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
+    return [int(i) for i in ids]
 
 
 def _skip_top_p_when_unused(processors: list[Any]) -> None:

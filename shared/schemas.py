@@ -61,6 +61,10 @@ class ChatCompletionRequest(BaseModel):
     # name a user message; the index counts stored messages as `GET /v1/conversations/{id}` lists them) and answer
     # this request's user message in their place.
     replace_from: int | None = Field(default=None, ge=0)
+    # vLLM's extensions (docs/reliability.md): `continue_final_message` leaves the final (assistant) message open and
+    # the model continues it, without a new generation prompt; `add_generation_prompt` defaults to true, as in vLLM.
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
 
     @field_validator("n")
     @classmethod
@@ -82,6 +86,13 @@ class ChatCompletionRequest(BaseModel):
     def _replace_needs_a_conversation(self) -> ChatCompletionRequest:
         if self.replace_from is not None and self.conversation_id is None:
             raise ValueError("replace_from needs conversation_id (the body field)")
+        return self
+
+    @model_validator(mode="after")
+    def _continue_without_generation_prompt(self) -> ChatCompletionRequest:
+        # vLLM rejects both set true; the generation prompt defaults to true there too, so it must be set false.
+        if self.continue_final_message and self.add_generation_prompt is not False:
+            raise ValueError("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
         return self
 
     @model_validator(mode="after")

@@ -51,6 +51,22 @@ class Settings(BaseSettings):
     # Canary model versions by pool (docs/canary.md): a weight of the traffic goes to other replicas serving another
     # version; conversations stick to one version; an erring canary is rolled back until an operator resets it.
     canaries: dict[str, CanarySpec] = {}
+    # Reliability (docs/reliability.md). A streamed request's worker must send its response headers within this
+    # (a worker that accepts and never answers must not hang the client); above a scale-to-zero pool's cold start.
+    worker_first_byte_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    # Longest silence between two events of a worker's stream before the gateway treats the replica as stalled
+    # and continues the answer elsewhere; above the slowest prefill under load.
+    worker_inter_chunk_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    # A replica's circuit breaker opens after this many consecutive failures (connect errors, first-byte timeouts,
+    # 5xx without an error body, streams that broke), stays open for the cool-down, then lets one probe through.
+    breaker_failure_threshold: int = Field(default=3, ge=1, le=100)
+    breaker_cooldown_s: float = Field(default=10.0, gt=0, le=600)
+    # Tries of one request before its first byte (each on the next candidate replica), with full-jitter backoff.
+    upstream_attempts: int = Field(default=3, ge=1, le=10)
+    upstream_backoff_s: float = Field(default=0.05, ge=0, le=5)  # base of the jittered exponential backoff
+    upstream_backoff_max_s: float = Field(default=1.0, ge=0, le=30)
+    # How many times one answer may be continued on another replica after its replica died mid-stream.
+    max_continuations: int = Field(default=2, ge=0, le=10)
     # Conversation storage: the local SQLite file, or DynamoDB + S3 (deployed; any endpoint, e.g. moto, for tests).
     conversation_store: Literal["sqlite", "aws"] = "sqlite"
     aws_region: str = "us-east-1"

@@ -3,6 +3,7 @@ through the safety post-filter, and account."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from anyio import to_thread
@@ -12,7 +13,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from functions.admission import BROWNOUT_HEADER
 from functions.auth import CurrentCaller
 from functions.canary import MODEL_VERSION_HEADER, Canaries, VersionChoice
-from functions.chat_service import ChatService
+from functions.chat_service import ChatService, RoutedRequest
 from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.judging.client import JUDGE_CALL_HEADER
 from functions.judging.shadow import ShadowJudge
@@ -20,8 +21,9 @@ from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.resumable_streams import RESUMABLE_HEADER
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
+from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
-from functions.worker_client import NoReplicaReachableError, UpstreamStream
+from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.schemas import ChatCompletionRequest
 from shared.storage.ledger import Outcome
@@ -68,11 +70,17 @@ async def chat_completions(
     if account.reservation.brownout:
         headers[BROWNOUT_HEADER] = "true"
     canaries: Canaries = request.app.state.canaries
+    contexts = accounting.admission.context_tokens
+
+    def fallback_route() -> RoutedRequest | None:
+        """Where an answer from `pool` continues if none of its replicas can (functions/stream_continuation.py)."""
+        found = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
+        return service.route(found[0], found[1], session) if found is not None else None
+
     async with account.closed_if_raising():
         try:
-            answer, version = await _answer(service, canaries, pool, body, session)
+            answer, version = await _answer(service, canaries, pool, body, session, fallback_route)
         except NoReplicaReachableError:
-            contexts = accounting.admission.context_tokens
             fallback = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
             if fallback is None:
                 raise
@@ -81,7 +89,7 @@ async def chat_completions(
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
-    if isinstance(answer, UpstreamStream):
+    if isinstance(answer, ContinuingStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
         messages = body.messages
@@ -124,14 +132,19 @@ async def chat_completions(
 
 
 async def _answer(
-    service: ChatService, canaries: Canaries, pool: str, body: ChatCompletionRequest, session: str | None
-) -> tuple[UpstreamStream | dict[str, Any], VersionChoice]:
-    """The worker's answer from `pool` (an open stream, or the whole completion body) and the model version (the
-    pool's canary or its stable version) that gives it."""
+    service: ChatService,
+    canaries: Canaries,
+    pool: str,
+    body: ChatCompletionRequest,
+    session: str | None,
+    fallback: Callable[[], RoutedRequest | None] | None = None,
+) -> tuple[ContinuingStream | dict[str, Any], VersionChoice]:
+    """The worker's answer from `pool` (an open stream, continued on `fallback()` if the pool cannot finish it, or the
+    whole completion body) and the model version (the pool's canary or its stable version) that gives it."""
     version = canaries.choose(pool, session)
     for attempt in (version, canaries.stable(pool)):  # an unreachable canary leaves the answer to the stable version
         routed = service.route(attempt.ring, body, session)
-        call = service.open_stream(routed) if body.stream else service.complete(routed)
+        call = service.open_stream(routed, fallback) if body.stream else service.complete(routed)
         try:
             return await canaries.observe(attempt, call, streamed=bool(body.stream)), attempt
         except NoReplicaReachableError:

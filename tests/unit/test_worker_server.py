@@ -24,7 +24,9 @@ class ScriptedEngine:
         self.fail_after = fail_after
         self.aborted: list[str] = []
 
-    def tokenize_chat(self, messages: Sequence[dict[str, str]]) -> list[int]:
+    def tokenize_chat(
+        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
+    ) -> list[int]:
         return [ord(c) for m in messages for c in m["content"]]
 
     def decode(self, token_ids: Sequence[int]) -> str:

@@ -1,0 +1,116 @@
+"""The replica circuit breaker's state machine and the router's breaker-aware candidate order."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from functions.failover_metrics import FailoverMetrics
+from functions.replica_breakers import BreakerState, ReplicaBreaker, ReplicaBreakers
+from functions.routing import HashRing, PoolRouter
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _breaker(clock: Clock, threshold: int = 3) -> ReplicaBreaker:
+    return ReplicaBreaker(threshold=threshold, cooldown_s=10.0, clock=clock)
+
+
+def test_opens_only_after_consecutive_failures() -> None:
+    breaker = _breaker(Clock())
+    breaker.failed()
+    breaker.failed()
+    breaker.succeeded()  # a success in between resets the count
+    breaker.failed()
+    breaker.failed()
+    assert breaker.state is BreakerState.CLOSED and breaker.admit()
+    breaker.failed()
+    assert breaker.state is BreakerState.OPEN and not breaker.admit() and not breaker.available
+
+
+def test_half_open_after_the_cool_down_lets_exactly_one_probe_through() -> None:
+    clock = Clock()
+    breaker = _breaker(clock, threshold=1)
+    breaker.failed()
+    clock.now += 9.9
+    assert breaker.state is BreakerState.OPEN
+    clock.now += 0.2
+    assert breaker.state is BreakerState.HALF_OPEN and breaker.available
+    assert breaker.admit()  # the probe
+    assert not breaker.admit() and not breaker.available  # everyone else waits for its verdict
+    breaker.succeeded()
+    assert breaker.state is BreakerState.CLOSED and breaker.admit() and breaker.admit()
+
+
+def test_a_failed_probe_reopens_for_a_whole_new_cool_down() -> None:
+    clock = Clock()
+    breaker = _breaker(clock, threshold=1)
+    breaker.failed()
+    clock.now += 11
+    assert breaker.admit()
+    breaker.failed()
+    assert breaker.state is BreakerState.OPEN
+    clock.now += 9
+    assert breaker.state is BreakerState.OPEN
+    clock.now += 2
+    assert breaker.state is BreakerState.HALF_OPEN
+
+
+def test_a_probe_without_a_verdict_frees_the_probe_slot() -> None:
+    clock = Clock()
+    breaker = _breaker(clock, threshold=1)
+    breaker.failed()
+    clock.now += 11
+    assert breaker.admit() and not breaker.admit()
+    breaker.released()  # the client left before the replica answered
+    assert breaker.admit()
+
+
+def test_order_moves_held_back_replicas_last_and_keeps_the_rest_in_place() -> None:
+    urls = ["http://a", "http://b", "http://c", "http://d"]
+    breakers = ReplicaBreakers({"mini": urls}, threshold=1, cooldown_s=10, clock=Clock())
+    breakers.breaker("mini", "http://b").failed()
+    assert breakers.order("mini", ["http://c", "http://b", "http://a", "http://d"]) == [
+        "http://c",
+        "http://a",
+        "http://d",
+        "http://b",
+    ]
+
+
+def test_an_open_breaker_moves_only_the_sessions_its_replica_owned() -> None:
+    urls = [f"http://w{i}" for i in range(4)]
+    breakers = ReplicaBreakers({"mini": urls}, threshold=1, cooldown_s=10, clock=Clock())
+    router = PoolRouter({"mini": urls}, breakers)
+    ring = HashRing(urls)
+    sessions = [f"conv-{i}" for i in range(200)]
+    before = {s: router.candidates("mini", s)[0] for s in sessions}
+    assert before == {s: next(ring.candidates(s)) for s in sessions}
+    breakers.breaker("mini", "http://w2").failed()
+    after = {s: router.candidates("mini", s) for s in sessions}
+    for session in sessions:
+        assert after[session][-1] == "http://w2" or before[session] != "http://w2"
+        if before[session] != "http://w2":
+            assert after[session][0] == before[session]  # healthy replicas keep their sessions
+        else:
+            assert after[session][0] == list(ring.candidates(session))[1]  # the next one clockwise takes over
+    assert any(before[s] == "http://w2" for s in sessions)
+
+
+def test_the_gauge_reads_each_replicas_state_by_index_never_its_url() -> None:
+    registry, clock = CollectorRegistry(), Clock()
+    breakers = ReplicaBreakers(
+        {"mini": ["http://a", "http://b"]}, threshold=1, cooldown_s=10, metrics=FailoverMetrics(registry), clock=clock
+    )
+    breakers.breaker("mini", "http://b").failed()
+    text = generate_latest(registry).decode()
+    assert 'fleetchat_gateway_breaker_state{pool="mini",replica="0"} 0.0' in text
+    assert 'fleetchat_gateway_breaker_state{pool="mini",replica="1"} 2.0' in text
+    clock.now += 11
+    assert 'fleetchat_gateway_breaker_state{pool="mini",replica="1"} 1.0' in generate_latest(registry).decode()
+    assert "http://" not in text
