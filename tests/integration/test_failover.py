@@ -51,7 +51,8 @@ def _events(gw: Gateway, model: str, session: str, **extra: object) -> tuple[htt
         headers={**gw.headers(), "x-session-id": session},
         timeout=60,
     )
-    return response, [e for e in response.text.split("\n\n") if e.strip()]
+    # Each event's first line is its `id:` (resumable streams); the rest is the event.
+    return response, [e.split("\n", 1)[1] for e in response.text.split("\n\n") if e.strip()]
 
 
 def _ledger(data_dir: Path, request_id: str) -> sqlite3.Row:

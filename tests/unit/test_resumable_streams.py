@@ -149,7 +149,7 @@ async def test_a_dropped_stream_keeps_generating_and_replays_exactly_after_the_l
     streams, registry = _registry(FakeClock(), grace_s=600)
     generation = Generation()
     headers = {"x-conversation-id": "conv_1", "x-request-id": "req_1", "x-ratelimit-remaining-requests": "1"}
-    stream = streams.start("ten_a", generation.events(), lambda: "c1", headers)
+    stream = streams.start("ten_a", generation.events(), lambda: "c1", headers, resumable=True)
     assert "x-ratelimit-remaining-requests" not in stream.headers  # stale rate-limit headers are not repeated
     assert streams.find("ten_a", "req_1") is stream  # by its request id before any chunk named the completion
     generation.go.put_nowait(_event(1, 100))
@@ -166,10 +166,14 @@ async def test_a_dropped_stream_keeps_generating_and_replays_exactly_after_the_l
     assert registry.get_sample_value("fleetchat_gateway_stream_detaches_total", {"outcome": "finished"}) == 1
 
 
-async def test_an_unattended_stream_is_aborted_when_its_grace_ends_and_says_so() -> None:
-    streams, registry = _registry(FakeClock(), grace_s=0)
+@pytest.mark.parametrize(
+    ("grace_s", "resumable"),
+    [(0, True), (600, False)],  # a resumable stream when its grace ends; any other at once (an SDK client's drop)
+)
+async def test_an_unattended_stream_is_aborted_when_its_grace_ends_and_says_so(grace_s: float, resumable: bool) -> None:
+    streams, registry = _registry(FakeClock(), grace_s=grace_s)
     generation = Generation()
-    stream = streams.start("ten_a", generation.events(), lambda: "c1", {})
+    stream = streams.start("ten_a", generation.events(), lambda: "c1", {}, resumable=resumable)
     generation.go.put_nowait(_event(1, 100))
     await _read(stream, 0, 1)
     await asyncio.wait_for(asyncio.gather(stream.producer, return_exceptions=True), 5)
@@ -183,7 +187,7 @@ async def test_an_unattended_stream_is_aborted_when_its_grace_ends_and_says_so()
 async def test_a_reattached_client_cancels_the_grace_and_a_cancel_stops_at_once() -> None:
     streams, registry = _registry(FakeClock(), grace_s=0.2)
     generation = Generation()
-    stream = streams.start("ten_a", generation.events(), lambda: "c1", {})
+    stream = streams.start("ten_a", generation.events(), lambda: "c1", {}, resumable=True)
     generation.go.put_nowait(_event(1, 100))
     await _read(stream, 0, 1)
     reader = stream.attach(1)  # back before the grace ended
