@@ -12,11 +12,13 @@ from fastapi import FastAPI
 from functions.account_data import AccountData
 from functions.admission import Admission
 from functions.chat_service import ChatService
+from functions.control_metrics import ControlMetrics
 from functions.conversation_turns import ConversationTurns
 from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
 from functions.judging.shadow import shadow_judge_for
 from functions.moderation_service import ModerationService
+from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting
 from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
 from functions.routers import conversations as conversation_routes
@@ -85,7 +87,9 @@ def create_app(
             )
             app.state.ledger = own(open_ledger(settings))
             writer = LedgerWriter(app.state.ledger, settings.data_dir / "ledger-spool.jsonl")
-            admission = Admission(own(open_rate_limits(settings)), context_tokens(settings))
+            control: PoolControl = app.state.pool_control
+            admission = Admission(own(open_rate_limits(settings)), context_tokens(settings), control.brownout.active)
+            await owned.enter_async_context(control.brownout.running())
             app.state.accounting = Accounting(admission, writer, app.state.metrics)
             app.state.turns = ConversationTurns(app.state.conversations)
             app.state.safety_audit = own(open_safety_audit(settings))
@@ -119,6 +123,9 @@ def create_app(
     app.state.settings = settings
     app.state.worker_urls = worker_urls
     app.state.metrics = GatewayMetrics()
+    # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
+    control_metrics = ControlMetrics(app.state.metrics.registry)
+    app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)

@@ -15,6 +15,7 @@ from functions.chat_service import ChatService
 from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.judging.client import JUDGE_CALL_HEADER
 from functions.judging.shadow import ShadowJudge
+from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_capture import StreamCapture, answer_text
@@ -65,18 +66,37 @@ async def chat_completions(
     headers = {**(turn.headers() if turn else {}), **account.headers}
     if account.reservation.brownout:
         headers[BROWNOUT_HEADER] = "true"
+    contexts = accounting.admission.context_tokens
+    tenant = caller.tenant
+    control: PoolControl = request.app.state.pool_control
     async with account.closed_if_raising():
-        try:
-            answer = await _answer(service, pool, body, session)
-        except NoReplicaReachableError:
-            contexts = accounting.admission.context_tokens
-            fallback = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
-            if fallback is None:
-                raise
-            fallback_pool, fallback_body = fallback
-            answer = await _answer(service, fallback_pool, fallback_body, session)
-            account.model = fallback_pool  # billed as the model that answered
-            headers[FALLBACK_HEADER] = fallback_pool
+        # A place in the pool, by priority (waiting if it is busy), or overflow to the tier's next pool (announced).
+        placed = await control.place(
+            tenant.id,
+            tenant.tier,
+            pool,
+            body,
+            lambda: service.fallback(tenant, pool, body, asked_max_tokens, contexts),
+            request.receive,
+        )
+    if placed.overflowed_from is not None:
+        pool, body = placed.pool, placed.body
+        account.model = pool  # billed as the model that answered
+        headers[FALLBACK_HEADER] = pool
+    slot = placed.slot
+    async with account.closed_if_raising():
+        with slot.released_if_raising():
+            try:
+                answer = await _answer(service, pool, body, session)
+            except NoReplicaReachableError:
+                fallback = service.fallback(tenant, pool, body, asked_max_tokens, contexts)
+                if fallback is None:
+                    raise
+                fallback_pool, fallback_body = fallback
+                answer = await _answer(service, fallback_pool, fallback_body, session)
+                control.count_downgrade(tenant.tier, pool, fallback_pool, "unreachable")
+                account.model = fallback_pool  # billed as the model that answered
+                headers[FALLBACK_HEADER] = fallback_pool
     if isinstance(answer, UpstreamStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
@@ -89,10 +109,11 @@ async def chat_completions(
         guard = safety.guard(caller)
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
         return StreamingResponse(
-            relay.run(answer.events()),
+            slot.hold(relay.run(answer.events())),  # the pool's place is held until the stream ends
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", **headers},
         )
+    slot.release()
     completion = answer
     text, finish_reason = answer_text(completion)
     usage, outcome = await _filter_answer(safety, account, completion, text)
