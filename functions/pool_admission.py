@@ -1,8 +1,10 @@
 """Priority admission per model pool: how many requests run at once in each pool, and who gets the next free place.
 
-Each pool has a capacity (places: requests this gateway lets run on the pool at once). A request takes a place at once
-while the pool has one and nobody waits; otherwise it waits in the pool's queue: enterprise before plus before free,
-and within a tier round-robin between tenants, so one noisy tenant cannot starve the others of its tier. Each tier's
+Each pool has a capacity (places: requests this gateway lets run on the pool at once), of which a share is kept for
+paid tiers: free requests never take the last `paid_reserve` places, so a saturating free load leaves room for a paid
+request to start at once. A request takes a place at once while its tier may have one and nobody of its tier or a
+higher one waits; otherwise it waits in the pool's queue: enterprise before plus before free, and within a tier
+round-robin between tenants, so one noisy tenant cannot starve the others of its tier. Each tier's
 queue is bounded in length and in wait: a request that finds it full, or waits too long, is refused with 503
 `capacity_exceeded` and a `retry-after` (the OpenAI SDK retries it). Free has the shortest queue and wait, so it is
 refused first. Queued requests re-enter at a bounded rate (a token bucket), so after an outage the backlog drains
@@ -140,15 +142,18 @@ class PoolGate:
         capacity: int,
         bounds: dict[Tier, QueueBounds],
         *,
+        paid_reserve: int = 0,
         drain_ramp_s: float = 2.0,
         clock: Clock = time.monotonic,
         metrics: ControlMetrics | None = None,
         on_wait: WaitObserver | None = None,
     ) -> None:
-        if capacity < 1:
-            raise ValueError("a pool needs at least one place")
+        if capacity < 1 or not 0 <= paid_reserve < capacity:
+            raise ValueError("a pool needs at least one place, and one that free requests may take")
         self.pool = pool
         self.capacity = capacity
+        # The places each tier may fill: free stops short of the places kept for paid tiers.
+        self.limit = {tier: capacity - (paid_reserve if tier is Tier.FREE else 0) for tier in PRIORITY}
         self.bounds = bounds
         self.clock = clock
         self.metrics = metrics
@@ -174,8 +179,9 @@ class PoolGate:
         """Waiters a new request of `tier` would wait behind: its own tier's and every higher one's."""
         return sum(n for t, n in self._depth.items() if PRIORITY[t] <= PRIORITY[tier])
 
-    def has_place(self) -> bool:
-        return self.in_flight < self.capacity and self.depth() == 0
+    def has_place(self, tier: Tier) -> bool:
+        """Whether a request of `tier` arriving now starts at once (a place it may take, nobody it must let first)."""
+        return self.in_flight < self.limit[tier] and self.ahead_of(tier) == 0
 
     def queue_full(self, tier: Tier) -> bool:
         return self._depth[tier] >= self.bounds[tier].max_waiting
@@ -183,11 +189,11 @@ class PoolGate:
     def expected_wait_s(self, tier: Tier) -> float | None:
         """How long a request of `tier` arriving now would wait: 0 with a place free; None before any request finished
         (nothing to estimate from). Places free up at about capacity / service time per second."""
-        if self.has_place():
+        if self.has_place(tier):
             return 0.0
         if self.service_s is None:
             return None
-        return (self.ahead_of(tier) + 1) * self.service_s / self.capacity
+        return (self.ahead_of(tier) + 1) * self.service_s / self.limit[tier]
 
     def retry_after_s(self, tier: Tier) -> float:
         """When a refused request should try again: when the queue ahead of it has likely drained (1 to 60 s)."""
@@ -196,7 +202,7 @@ class PoolGate:
 
     def try_take(self, tier: Tier) -> Slot | None:
         """A place now, or None (the pool is full or others wait: a newcomer never jumps the queue)."""
-        if not self.has_place():
+        if not self.has_place(tier):
             return None
         return self._grant(tier, 0.0)
 
@@ -250,7 +256,7 @@ class PoolGate:
 
     def _dispatch(self) -> None:
         """Hand free places to waiters: highest tier first, round-robin between its tenants, at the drain rate."""
-        while self.in_flight < self.capacity and self.depth() > 0:
+        while self.depth() > 0 and self.in_flight < self.limit[self._next_tier()]:
             delay = self._bucket.take()
             if delay > 0:
                 self._wake_in(delay)
@@ -267,8 +273,11 @@ class PoolGate:
 
             self._timer = asyncio.get_running_loop().call_later(delay, wake)
 
+    def _next_tier(self) -> Tier:
+        return next(t for t in BY_PRIORITY if self._depth[t] > 0)
+
     def _pop_next(self) -> _Waiter:
-        tier = next(t for t in BY_PRIORITY if self._depth[t] > 0)
+        tier = self._next_tier()
         tenants = self._queues[tier]
         tenant, waiters = next(iter(tenants.items()))
         waiter = waiters.popleft()

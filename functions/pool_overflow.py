@@ -59,6 +59,14 @@ def pool_capacities(settings: Settings, worker_urls: dict[str, list[str]]) -> di
     return capacities
 
 
+def paid_reserve(capacity: int, share: float) -> int:
+    """Places kept for paid tiers: `share` of the pool, at least one where there is a share at all, and never the
+    whole pool (free always has a place)."""
+    if share <= 0 or capacity < 2:
+        return 0
+    return min(max(1, int(capacity * share)), capacity - 1)
+
+
 class PoolControl:
     """The gateway's pools' gates, the overflow rule, and the brownout controller fed by their queues."""
 
@@ -68,6 +76,7 @@ class PoolControl:
         bounds: dict[Tier, QueueBounds],
         *,
         overflow_tiers: frozenset[Tier] = frozenset({Tier.PLUS}),
+        paid_reserve_share: float = 0.0,
         drain_ramp_s: float = 2.0,
         brownout: BrownoutSettings | None = None,
         brownout_depth_on: dict[str, int] | None = None,
@@ -77,7 +86,15 @@ class PoolControl:
         self.metrics = metrics
         self.overflow_tiers = overflow_tiers
         self.gates = {
-            pool: PoolGate(pool, capacity, bounds, drain_ramp_s=drain_ramp_s, clock=clock, metrics=metrics)
+            pool: PoolGate(
+                pool,
+                capacity,
+                bounds,
+                paid_reserve=paid_reserve(capacity, paid_reserve_share),
+                drain_ramp_s=drain_ramp_s,
+                clock=clock,
+                metrics=metrics,
+            )
             for pool, capacity in capacities.items()
         }
         # A whole batch waiting means the pool is overloaded, whatever latencies say.
@@ -102,6 +119,7 @@ class PoolControl:
             {tier: QueueBounds(max_waiting=n, max_wait_s=settings.queue_max_wait_s[tier])
              for tier, n in settings.queue_max_waiting.items()},
             overflow_tiers=frozenset(settings.overflow_tiers),
+            paid_reserve_share=settings.pool_paid_reserve,
             drain_ramp_s=settings.queue_drain_ramp_s,
             brownout=BrownoutSettings(
                 window_s=settings.brownout_window_s,
@@ -122,7 +140,7 @@ class PoolControl:
         """Whether `pool` would start a request of `tier` within the tier's TTFT objective (unknown counts as yes:
         before any request finished there is nothing to estimate from)."""
         gate = self.gates[pool]
-        if gate.has_place():
+        if gate.has_place(tier):
             return True
         if gate.queue_full(tier):
             return False

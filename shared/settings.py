@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     # max_concurrent_inputs x max_containers.
     pool_capacity: dict[str, int] = {}
     pool_capacity_per_replica: int = Field(default=8, ge=1, le=1024)
+    # The share of each pool's places free requests may not take, so paid requests start at once under a free load.
+    pool_paid_reserve: float = Field(default=0.25, ge=0, lt=1)
     # Per tier, requests that may wait for one pool and for how long (a tier left out keeps its default). Free's
     # queue is the shortest, so free is refused first (503 capacity_exceeded + retry-after).
     queue_max_waiting: dict[Tier, int] = {Tier.FREE: 16, Tier.PLUS: 64, Tier.ENTERPRISE: 128}

@@ -227,3 +227,19 @@ async def test_the_expected_wait_grows_with_the_queue_ahead() -> None:
         assert slot is not None
         slot.release()
     await recorder.serve_all()
+
+
+async def test_places_kept_for_paid_tiers_let_them_start_at_once_under_a_free_load() -> None:
+    g = gate(capacity=4, paid_reserve=1)
+    free = [g.try_take(Tier.FREE) for _ in range(3)]
+    assert all(free) and g.try_take(Tier.FREE) is None
+    recorder = Recorder(g)
+    recorder.queue("free", "a", Tier.FREE)
+    await settle()
+    enterprise = g.try_take(Tier.ENTERPRISE)  # ahead of the waiting free request, into the kept place
+    assert enterprise is not None and g.in_flight == 4 and g.depth() == 1
+    enterprise.release()
+    await settle()
+    assert recorder.order == [], "the kept place never goes to free"
+    free[0].release()  # type: ignore[union-attr]
+    assert await recorder.serve_all() == ["free"]

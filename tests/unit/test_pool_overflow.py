@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from functions.control_metrics import ControlMetrics
 from functions.pool_admission import CapacityExceededError, QueueBounds, Slot
-from functions.pool_overflow import PoolControl, pool_capacities
+from functions.pool_overflow import PoolControl, paid_reserve, pool_capacities
 from shared.pools import POOLS
 from shared.schemas import ChatCompletionRequest, ChatMessage
 from shared.settings import Settings
@@ -119,3 +119,9 @@ def test_capacities_come_from_the_setting_the_replicas_or_the_pool_table() -> No
     deployed = Settings(environment="deployed", worker_urls=urls, session_secret="s" * 32)
     flagship = POOLS["flagship"].deployed
     assert pool_capacities(deployed, urls)["flagship"] == flagship.max_concurrent_inputs * flagship.max_containers
+
+
+def test_the_paid_reserve_is_a_share_of_places_but_never_all_of_them() -> None:
+    assert paid_reserve(8, 0.25) == 2 and paid_reserve(3, 0.25) == 1  # at least one place where there is a share
+    assert paid_reserve(2, 0.9) == 1 and paid_reserve(1, 0.5) == 0  # free always keeps a place
+    assert paid_reserve(8, 0.0) == 0
