@@ -55,6 +55,22 @@ class _Observed:
     off_at: float | None = None
 
 
+def admitted_prompts(count: int) -> list[int]:
+    """Indexes of `prompts.generation_messages` the shipped safety pre-filter lets through: the phase measures
+    capacity, not the safety gate (its classifier refuses a few of the benign prompts)."""
+    from functions.safety.classifier import shipped_classifier
+    from functions.safety.prefilter import PreFilter
+    from shared.schemas import ChatMessage
+
+    gate = PreFilter(shipped_classifier())
+    screened = (
+        i
+        for i in range(count * 4)
+        if gate.check([ChatMessage.model_validate(m) for m in prompts.generation_messages(i, "prio-0-0")]) is None
+    )
+    return [i for _, i in zip(range(count), screened, strict=False)]
+
+
 def _tenants(data_dir: Path, free_tenants: int) -> tuple[list[str], str]:
     """Free tenants without rate limits or message cap (the phase measures capacity, not limits), and an enterprise
     one; returns their API keys."""
@@ -134,6 +150,7 @@ async def _drive(
         concurrency = cfg.free_per_place * places
         free_clients = [make_client(gateway, key, REQUEST_TIMEOUT_S) for key in free_keys]
         enterprise_client = make_client(gateway, enterprise_key, REQUEST_TIMEOUT_S)
+        usable = await asyncio.to_thread(admitted_prompts, 24)
         free_results: list[stats.RequestResult] = []
         enterprise_results: list[stats.RequestResult] = []
         observed = _Observed()
@@ -145,7 +162,7 @@ async def _drive(
             client = free_clients[i % len(free_clients)]
             n = 0
             while time.monotonic() < stop_at:
-                messages = prompts.generation_messages(n, f"prio-free-{i}-{n}")
+                messages = prompts.generation_messages(usable[(i + n) % len(usable)], f"prio-{i}-{n}")
                 result = await stream_chat(client, model, messages, cfg.max_tokens)
                 free_results.append(result)
                 n += 1
@@ -156,7 +173,7 @@ async def _drive(
             n = 0
             while time.monotonic() < stop_at:
                 sent = time.monotonic()
-                messages = prompts.generation_messages(n, f"prio-ent-{n}")
+                messages = prompts.generation_messages(usable[n % len(usable)], f"prio-e-{n}")
                 enterprise_results.append(
                     await stream_chat(enterprise_client, model, messages, cfg.enterprise_max_tokens)
                 )
