@@ -21,7 +21,7 @@ import math
 import time
 import weakref
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,8 +80,9 @@ class Slot:
             self.released = True
             self.gate.release(self)
 
-    @contextlib.contextmanager
-    def released_if_raising(self) -> Iterator[None]:
+    @contextlib.asynccontextmanager
+    async def released_if_raising(self) -> AsyncIterator[None]:
+        """Give the place back when the block raises (the worker failed, the client went away)."""
         try:
             yield
         except BaseException:

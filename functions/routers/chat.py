@@ -84,19 +84,18 @@ async def chat_completions(
         account.model = pool  # billed as the model that answered
         headers[FALLBACK_HEADER] = pool
     slot = placed.slot
-    async with account.closed_if_raising():
-        with slot.released_if_raising():
-            try:
-                answer = await _answer(service, pool, body, session)
-            except NoReplicaReachableError:
-                fallback = service.fallback(tenant, pool, body, asked_max_tokens, contexts)
-                if fallback is None:
-                    raise
-                fallback_pool, fallback_body = fallback
-                answer = await _answer(service, fallback_pool, fallback_body, session)
-                control.count_downgrade(tenant.tier, pool, fallback_pool, "unreachable")
-                account.model = fallback_pool  # billed as the model that answered
-                headers[FALLBACK_HEADER] = fallback_pool
+    async with account.closed_if_raising(), slot.released_if_raising():
+        try:
+            answer = await _answer(service, pool, body, session)
+        except NoReplicaReachableError:
+            fallback = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
+            if fallback is None:
+                raise
+            fallback_pool, fallback_body = fallback
+            answer = await _answer(service, fallback_pool, fallback_body, session)
+            control.count_downgrade(tenant.tier, pool, fallback_pool, "unreachable")
+            account.model = fallback_pool  # billed as the model that answered
+            headers[FALLBACK_HEADER] = fallback_pool
     if isinstance(answer, UpstreamStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
