@@ -20,7 +20,9 @@ from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier, limits_for
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.held_worker import held_worker
+from tests.support.processes import free_port
 from tests.support.prom import labelled, sample
+from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
 
 DEADLINE_S = 30.0
@@ -235,3 +237,25 @@ async def test_the_admin_override_forces_brownout_and_auto_gives_it_back(gateway
         assert httpx.get(f"{gw.url}/admin/v1/brownout", headers=admin).json()["mode"] == "on"
         refused = httpx.put(f"{gw.url}/admin/v1/brownout", json={"mode": "off"}, headers=gw.headers(free))
         assert refused.status_code in (401, 403)
+
+
+async def test_unreachable_fallbacks_are_counted_and_no_way_out_keeps_a_place(gateway_for: GatewayFactory) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    with serve(scripted_worker("Fine, thanks.")) as mini:
+        gw = gateway_for({"flagship": [dead], "mini": [mini]})
+        for stream in (False, True):
+            answered = httpx.post(
+                f"{gw.url}/v1/chat/completions", json=body("flagship", "hi", stream), headers=gw.headers()
+            )
+            assert answered.status_code == 200 and answered.headers["x-fleetchat-fallback-model"] == "mini"
+        direct = httpx.post(f"{gw.url}/v1/chat/completions", json=body("mini", "hi", False), headers=gw.headers())
+        assert direct.status_code == 200 and "x-fleetchat-fallback-model" not in direct.headers
+        downgrades = labelled(gw.url, "fleetchat_gateway_downgrades_total", from_pool="flagship", reason="unreachable")
+        assert downgrades == 2
+        # Answered directly or failed over, streamed or not: every place was given back.
+        assert in_flight(gw, "flagship") == 0 and in_flight(gw, "mini") == 0
+    with serve(scripted_worker("Fine, thanks.")) as flagship:
+        gw = gateway_for({"flagship": [flagship], "mini": [dead]})
+        failed = httpx.post(f"{gw.url}/v1/chat/completions", json=body("mini", "hi", True), headers=gw.headers())
+        assert failed.status_code == 503 and failed.json()["error"]["code"] == "service_unavailable"
+        assert in_flight(gw, "mini") == 0, "a request that failed gave its place back"
