@@ -101,7 +101,7 @@ class Slot:
                 self.release()
 
         wrapper = relayed()
-        weakref.finalize(wrapper, self.release)
+        weakref.finalize(wrapper, self.release).atexit = False  # at exit there is no pool left to give it back to
         return wrapper
 
 
@@ -267,12 +267,16 @@ class PoolGate:
 
     def _wake_in(self, delay: float) -> None:
         if self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # released outside the loop (a finalizer): the next release or arrival dispatches
+                return
 
             def wake() -> None:
                 self._timer = None
                 self._dispatch()
 
-            self._timer = asyncio.get_running_loop().call_later(delay, wake)
+            self._timer = loop.call_later(delay, wake)
 
     def _next_tier(self) -> Tier:
         return next(t for t in BY_PRIORITY if self._depth[t] > 0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+from collections.abc import AsyncIterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -243,3 +245,23 @@ async def test_places_kept_for_paid_tiers_let_them_start_at_once_under_a_free_lo
     assert recorder.order == [], "the kept place never goes to free"
     free[0].release()  # type: ignore[union-attr]
     assert await recorder.serve_all() == ["free"]
+
+
+async def test_a_held_stream_gives_its_place_back_when_it_ends_is_cut_or_never_starts() -> None:
+    g = gate(capacity=3)
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"data: 1\n\n"
+        yield b"data: [DONE]\n\n"
+
+    finished, cut, dropped = (g.try_take(Tier.FREE) for _ in range(3))
+    assert finished is not None and cut is not None and dropped is not None and g.in_flight == 3
+    assert [chunk async for chunk in finished.hold(body())] == [b"data: 1\n\n", b"data: [DONE]\n\n"]
+    assert g.in_flight == 2
+    relay = cut.hold(body())
+    await anext(relay)
+    await relay.aclose()  # the client went away mid-stream
+    assert g.in_flight == 1
+    dropped.hold(body())  # a response that never started: nothing iterates it
+    gc.collect()
+    assert g.in_flight == 0
