@@ -2,13 +2,14 @@
 
 A request reserves (estimated prompt tokens + its completion budget) in the current one-minute window of both its key
 and its tenant before it is admitted, and settles to the real usage when it ends. The counters live in the shared store,
-so every gateway replica enforces one limit. Brownout lowers each tier's completion budget while the fleet is
-overloaded.
+so every gateway replica enforces one limit. Brownout lowers each tier's completion budget while a pool is overloaded
+(functions/brownout_control.py decides when).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -76,10 +77,17 @@ def _headers(limits: TierLimits, counts: list[WindowCount], window_end: float, n
 
 
 class Admission:
-    def __init__(self, store: RateLimitStore, context_tokens: dict[str, int]) -> None:
+    def __init__(
+        self,
+        store: RateLimitStore,
+        context_tokens: dict[str, int],
+        brownout: Callable[[str], bool] = lambda _pool: False,
+    ) -> None:
         self.store = store
         self.context_tokens = context_tokens
-        self.brownout = False  # the hook: set by the admin API (later: by fleet load)
+        # Whether a pool is in brownout now: the gateway passes its BrownoutController's (load-driven, with the admin
+        # override, functions/brownout_control.py).
+        self.brownout = brownout
 
     def admit(
         self,
@@ -177,7 +185,8 @@ class Admission:
         self, limits: TierLimits, requested: int | None, messages: list[ChatMessage], pool: str
     ) -> tuple[int, int | None, bool]:
         """(the tier's budget now, max_tokens to send, whether brownout capped it)."""
-        budget = limits.brownout_max_output_tokens if self.brownout else limits.max_output_tokens
+        brownout = self.brownout(pool)
+        budget = limits.brownout_max_output_tokens if brownout else limits.max_output_tokens
         if requested is not None:
             max_tokens: int | None = min(requested, budget)  # only brownout lowers it below the ceiling (see admit)
         else:
@@ -185,7 +194,7 @@ class Admission:
             # max_tokens > context); otherwise the worker bounds the answer by the context and settlement corrects.
             room = self.context_tokens.get(pool, 0) - prompt_token_bound(messages)
             max_tokens = budget if room >= budget else None
-        return budget, max_tokens, self.brownout and max_tokens == budget
+        return budget, max_tokens, brownout and max_tokens == budget
 
     def _count_message(self, tenant_id: str, limits: TierLimits, now: datetime, reservation: Reservation) -> None:
         assert limits.message_cap is not None

@@ -13,11 +13,13 @@ from functions.account_data import AccountData
 from functions.admission import Admission
 from functions.canary import Canaries, CanaryMetrics, stable_versions
 from functions.chat_service import chat_service_for
+from functions.control_metrics import ControlMetrics
 from functions.conversation_turns import ConversationTurns
 from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
 from functions.judging.shadow import shadow_judge_for
 from functions.moderation_service import ModerationService
+from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting
 from functions.resumable_streams import ResumableStreams, ResumeMetrics, limits_from
 from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
@@ -87,7 +89,9 @@ def create_app(
             )
             app.state.ledger = own(open_ledger(settings))
             writer = LedgerWriter(app.state.ledger, settings.data_dir / "ledger-spool.jsonl")
-            admission = Admission(own(open_rate_limits(settings)), context_tokens(settings))
+            control: PoolControl = app.state.pool_control
+            admission = Admission(own(open_rate_limits(settings)), context_tokens(settings), control.brownout.active)
+            await owned.enter_async_context(control.brownout.running())
             app.state.accounting = Accounting(admission, writer, app.state.metrics)
             app.state.turns = ConversationTurns(app.state.conversations)
             app.state.safety_audit = own(open_safety_audit(settings))
@@ -132,6 +136,9 @@ def create_app(
     # Registered at once (not at start-up), so the app's registry holds every metric the alert rules name.
     app.state.resume_metrics = ResumeMetrics(app.state.metrics.registry)
     app.state.canary_metrics = CanaryMetrics(app.state.metrics.registry)
+    # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
+    control_metrics = ControlMetrics(app.state.metrics.registry)
+    app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
     install_error_handlers(app)

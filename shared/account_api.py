@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shared.errors import InvalidRequestError
 from shared.storage.base import AdminKeyRecord, ApiKeyRecord, SafetyChoices, Tenant, TenantPurpose, User
@@ -198,9 +198,32 @@ class AdminKeyObject(BaseModel):
 
 
 class Brownout(BaseModel):
+    """`PUT /admin/v1/brownout`: `mode` "on" or "off" forces brownout in every pool, "auto" gives it back to the load
+    control loop; the older `{"active": true|false}` still works (forced on or off)."""
+
     model_config = ConfigDict(extra="forbid")
 
+    mode: Literal["auto", "on", "off"] | None = None
+    active: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Brownout:
+        if (self.mode is None) == (self.active is None):
+            raise ValueError("give either 'mode' (auto, on or off) or 'active'")
+        return self
+
+    def chosen_mode(self) -> Literal["auto", "on", "off"]:
+        if self.mode is not None:
+            return self.mode
+        return "on" if self.active else "off"
+
+
+class BrownoutState(BaseModel):
+    """Brownout now: the mode (auto: load decides), whether any pool is in brownout, and each pool."""
+
+    mode: Literal["auto", "on", "off"]
     active: bool
+    pools: dict[str, bool]
 
 
 class SessionLogin(BaseModel):

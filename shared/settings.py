@@ -67,6 +67,32 @@ class Settings(BaseSettings):
     upstream_backoff_max_s: float = Field(default=1.0, ge=0, le=30)
     # How many times one answer may be continued on another replica after its replica died mid-stream.
     max_continuations: int = Field(default=2, ge=0, le=10)
+    # Priority admission, overflow and automatic brownout (docs/reliability-control.md). Places per pool (requests
+    # this gateway runs on it at once; more wait in a queue): by pool name; a pool not named gets, locally,
+    # `pool_capacity_per_replica` per replica (8 streams share a CPU worker well), deployed its pool table's
+    # max_concurrent_inputs x max_containers.
+    pool_capacity: dict[str, int] = {}
+    pool_capacity_per_replica: int = Field(default=8, ge=1, le=1024)
+    # The share of each pool's places free requests may not take, so paid requests start at once under a free load.
+    pool_paid_reserve: float = Field(default=0.25, ge=0, lt=1)
+    # Per tier, requests that may wait for one pool and for how long (a tier left out keeps its default). Free's
+    # queue is the shortest, so free is refused first (503 capacity_exceeded + retry-after).
+    queue_max_waiting: dict[Tier, int] = {Tier.FREE: 16, Tier.PLUS: 64, Tier.ENTERPRISE: 128}
+    queue_max_wait_s: dict[Tier, float] = {Tier.FREE: 10.0, Tier.PLUS: 30.0, Tier.ENTERPRISE: 60.0}
+    # Queued requests re-enter a pool at most one capacity's worth per this many seconds (0: no limit), so a backlog
+    # drains gradually after an outage.
+    queue_drain_ramp_s: float = Field(default=2.0, ge=0, le=60)
+    # Tiers whose requests go to the tier's next pool (announced) when theirs cannot start them within the TTFT SLO.
+    overflow_tiers: list[Tier] = [Tier.PLUS]
+    # Brownout turns on when a pool's queue reaches `brownout_queue_depth` (default: its capacity) or a tier's recent
+    # p95 TTFT or queue wait reaches its SLO; off after the pressure stayed under `brownout_off_ratio` for
+    # `brownout_hold_s`. Percentiles over `brownout_window_s`, with `brownout_min_samples` at least.
+    brownout_queue_depth: dict[str, int] = {}
+    brownout_window_s: float = Field(default=30.0, gt=0, le=3600)
+    brownout_min_samples: int = Field(default=3, ge=1)
+    brownout_off_ratio: float = Field(default=0.5, gt=0, lt=1)
+    brownout_hold_s: float = Field(default=30.0, ge=0, le=3600)
+    brownout_tick_s: float = Field(default=1.0, gt=0, le=60)
     # Conversation storage: the local SQLite file, or DynamoDB + S3 (deployed; any endpoint, e.g. moto, for tests).
     conversation_store: Literal["sqlite", "aws"] = "sqlite"
     aws_region: str = "us-east-1"
@@ -134,6 +160,16 @@ class Settings(BaseSettings):
         if self.environment == "deployed" and self.session_secret is None:
             raise ValueError("FLEETCHAT_SESSION_SECRET (32+ characters) must be set when deployed")
         return self
+
+    @field_validator("queue_max_waiting", "queue_max_wait_s", mode="after")
+    @classmethod
+    def _every_tier_bounded(cls, value: dict[Tier, Any], info: Any) -> dict[Tier, Any]:
+        """A setting naming some tiers keeps the defaults of the others; every bound must be positive."""
+        defaults = cls.model_fields[info.field_name].default
+        merged = {**defaults, **value}
+        if any(bound < 0 or (info.field_name == "queue_max_wait_s" and bound <= 0) for bound in merged.values()):
+            raise ValueError(f"{info.field_name}: every tier's bound must be positive")
+        return merged
 
     @field_validator("safety_guard_ignored_codes", mode="before")
     @classmethod

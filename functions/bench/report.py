@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from functions.bench.priority_results import priority_lines
 from functions.bench.results import BenchResult, Check, LevelStats
 
 MISSING = "—"
@@ -200,6 +201,9 @@ def render_markdown(result: BenchResult) -> str:
                 for c in result.safety.costs
             ],
         )
+
+    if result.priority is not None:
+        lines += priority_lines(result.priority)
 
     samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
     if result.prefix is not None:

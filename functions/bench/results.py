@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from functions.bench.priority_results import PriorityStats
+
 
 class LevelStats(BaseModel):
     """One batch of streaming requests at a fixed concurrency, aggregated."""
@@ -173,4 +175,5 @@ class BenchResult(BaseModel):
     store_appends: list[StoreAppendStats] = Field(default_factory=list)
     admission: AdmissionStats | None = None
     safety: SafetyStats | None = None
+    priority: PriorityStats | None = None
     checks: list[Check] = Field(default_factory=list)

@@ -22,6 +22,7 @@ from functions.bench.admission_phase import admission_phase
 from functions.bench.conversation_phase import multi_turn
 from functions.bench.load import make_client, run_level, stream_chat, timed_get
 from functions.bench.machine import machine_info
+from functions.bench.priority_phase import PriorityConfig, priority_phase
 from functions.bench.prom import hit_rate, scrape_prefix_counters
 from functions.bench.report import fmt, mark, write_reports
 from functions.bench.results import BenchResult, LevelStats, OverheadStats, PrefixStats
@@ -61,6 +62,7 @@ class BenchConfig(BaseModel):
     admission_requests: int = Field(default=500, ge=10)  # in-process admit + settle + ledger write timings
     admission_limit_rpm: int = Field(default=30, ge=1)  # the two-replica burst sends 3x this
     safety_runs: int = Field(default=300, ge=10)  # pre-filter timings per case
+    priority_load_s: float = Field(default=45.0, ge=5)  # the saturating free load of the priority phase
     temperature: float = 0.0
     request_timeout_s: float = 300.0
 
@@ -354,6 +356,13 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                 result.notes += notes
             except Exception as exc:  # as above: keep what was measured
                 result.notes.append(f"admission phase failed: {type(exc).__name__}: {exc}")
+            try:
+                load_s = min(cfg.priority_load_s, 20.0) if cfg.quick else cfg.priority_load_s
+                priority = PriorityConfig(load_s=load_s, max_tokens=plan.max_tokens)
+                result.priority, notes = await priority_phase(cfg.model, targets.worker_urls, priority, progress)
+                result.notes += notes
+            except Exception as exc:  # as above
+                result.notes.append(f"priority phase failed: {type(exc).__name__}: {exc}")
             try:
                 runs = min(cfg.safety_runs, 50) if cfg.quick else cfg.safety_runs
                 result.safety = await asyncio.to_thread(safety_phase, runs, progress)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functions.bench.priority_results import priority_checks
 from functions.bench.results import BenchResult, Check
 
 SCALING_MIN = 4.0  # 8-stream aggregate tok/s over single-stream tok/s
@@ -94,4 +95,5 @@ def evaluate(result: BenchResult) -> list[Check]:
         checks.append(
             _at_most(f"safety pre-filter p50, {pre.context_tokens}-token context", pre.p50_ms, SAFETY_P50_MAX_MS, " ms")
         )
+    checks += [Check.model_validate(row) for row in priority_checks(result.priority)]
     return checks

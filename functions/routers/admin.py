@@ -10,8 +10,8 @@ from anyio import to_thread
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from functions.accounts import mint_api_key
-from functions.admission import Admission
 from functions.auth import current_admin
+from functions.brownout_control import BrownoutController
 from functions.routers.usage import MAX_RANGE, TIME_HELP, parse_time
 from shared.account_api import (
     ApiKeyCreate,
@@ -19,6 +19,7 @@ from shared.account_api import (
     ApiKeyList,
     ApiKeyObject,
     Brownout,
+    BrownoutState,
     SafetyEventList,
     SafetyEventObject,
     TenantCreate,
@@ -166,9 +167,19 @@ async def list_safety_events(
     )
 
 
+def _brownout_state(control: BrownoutController) -> BrownoutState:
+    return BrownoutState(mode=control.mode, active=control.any_active(), pools=control.pools())
+
+
+@router.get("/brownout")
+async def get_brownout(request: Request) -> BrownoutState:
+    return _brownout_state(request.app.state.pool_control.brownout)
+
+
 @router.put("/brownout")
-async def set_brownout(state: Brownout, request: Request) -> Brownout:
-    """This replica caps each tier's completion budget while active (the hook fleet-load signals will drive)."""
-    admission: Admission = request.app.state.accounting.admission
-    admission.brownout = state.active
-    return Brownout(active=admission.brownout)
+async def set_brownout(change: Brownout, request: Request) -> BrownoutState:
+    """Override this replica's brownout (on or off in every pool), or give it back to the load control loop (auto).
+    While a pool is in brownout each tier's completion budget there is capped (docs/reliability-control.md)."""
+    control: BrownoutController = request.app.state.pool_control.brownout
+    control.set_mode(change.chosen_mode())
+    return _brownout_state(control)

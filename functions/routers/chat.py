@@ -17,6 +17,7 @@ from functions.chat_service import ChatService, RoutedRequest
 from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.judging.client import JUDGE_CALL_HEADER
 from functions.judging.shadow import ShadowJudge
+from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.resumable_streams import RESUMABLE_HEADER
 from functions.safety.pipeline import SafetyPipeline
@@ -71,6 +72,8 @@ async def chat_completions(
         headers[BROWNOUT_HEADER] = "true"
     canaries: Canaries = request.app.state.canaries
     contexts = accounting.admission.context_tokens
+    tenant = caller.tenant
+    control: PoolControl = request.app.state.pool_control
 
     def fallback_route() -> RoutedRequest | None:
         """Where an answer from `pool` continues if none of its replicas can (functions/stream_continuation.py)."""
@@ -78,6 +81,21 @@ async def chat_completions(
         return service.route(found[0], found[1], session) if found is not None else None
 
     async with account.closed_if_raising():
+        # A place in the pool, by priority (waiting if it is busy), or overflow to the tier's next pool (announced).
+        placed = await control.place(
+            tenant.id,
+            tenant.tier,
+            pool,
+            body,
+            lambda: service.fallback(tenant, pool, body, asked_max_tokens, contexts),
+            request.receive,
+        )
+    if placed.overflowed_from is not None:
+        pool, body = placed.pool, placed.body
+        account.model = pool  # billed as the model that answered
+        headers[FALLBACK_HEADER] = pool
+    slot = placed.slot
+    async with account.closed_if_raising(), slot.released_if_raising():
         try:
             answer, version = await _answer(service, canaries, pool, body, session, fallback_route)
         except NoReplicaReachableError:
@@ -86,6 +104,7 @@ async def chat_completions(
                 raise
             fallback_pool, fallback_body = fallback
             answer, version = await _answer(service, canaries, fallback_pool, fallback_body, session)
+            control.count_downgrade(tenant.tier, pool, fallback_pool, "unreachable")
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
@@ -100,10 +119,11 @@ async def chat_completions(
 
         guard = safety.guard(caller)
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
-        # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py).
+        # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
+        # pool's place is held until the generation ends, not the connection.
         stream = request.app.state.resumable.start(
             caller.tenant.id,
-            relay.run(answer.events()),
+            slot.hold(relay.run(answer.events())),
             lambda: capture.completion_id,
             headers,
             on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
@@ -114,6 +134,7 @@ async def chat_completions(
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", **headers},
         )
+    slot.release()
     completion = answer
     text, finish_reason = answer_text(completion)
     usage, outcome = await _filter_answer(safety, account, completion, text)

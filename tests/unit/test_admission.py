@@ -38,12 +38,15 @@ def test_a_long_prompt_leaves_the_budget_to_the_worker(admission: Admission) -> 
 
 
 def test_brownout_caps_the_budget_and_says_so(admission: Admission) -> None:
-    admission.brownout = True
+    admission.brownout = lambda pool: pool == "mini"
     free = limits_for(Tier.FREE)
     capped = admission.admit("t", "k", free, SHORT, None, "mini", NOW)
     assert capped.max_tokens == free.brownout_max_output_tokens and capped.brownout
     small = admission.admit("t", "k", free, SHORT, 10, "mini", NOW)
     assert small.max_tokens == 10 and not small.brownout
+    other_pool = admission.admit("t", "k", free, SHORT, None, "flagship", NOW)  # brownout is per pool
+    assert other_pool.reserved_tokens == estimate_prompt_tokens(SHORT) + free.max_output_tokens
+    assert not other_pool.brownout
 
 
 def test_settlement_returns_the_unused_reservation(admission: Admission) -> None:

@@ -14,7 +14,7 @@ export function Banner({ banner, onDismiss }: Props) {
         {banner.fallback && (
           <p>
             Answered by <strong>{banner.fallback.used}</strong> because <strong>{banner.fallback.requested}</strong> is
-            unavailable
+            busy or unavailable
           </p>
         )}
         {banner.brownout && <p>Service is under heavy load: answers are shortened</p>}
