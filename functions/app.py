@@ -15,6 +15,7 @@ from functions.chat_service import ChatService
 from functions.conversation_turns import ConversationTurns
 from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
+from functions.http_metrics import ResponseMetricsMiddleware
 from functions.judging.shadow import shadow_judge_for
 from functions.moderation_service import ModerationService
 from functions.request_accounting import Accounting
@@ -121,6 +122,8 @@ def create_app(
     app.state.metrics = GatewayMetrics()
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
+    # Outermost: counts every response as the client gets it (the body-size 413 included).
+    app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
     for module in (chat, moderations, conversation_routes, feedback, account, usage, session, admin, models, health):
         app.include_router(module.router)

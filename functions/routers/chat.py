@@ -17,6 +17,7 @@ from functions.judging.client import JUDGE_CALL_HEADER
 from functions.judging.shadow import ShadowJudge
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.safety.pipeline import SafetyPipeline
+from functions.slo_observation import label_chat
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_relay import StreamRelay, answered_by, count_turn
 from functions.worker_client import NoReplicaReachableError, UpstreamStream
@@ -48,6 +49,7 @@ async def chat_completions(
     if turn is not None:
         body = turn.apply(body)
     pool = service.pool_for(caller.tenant, body)
+    label_chat(caller.tenant, pool)  # this request's tier and pool in the SLO metrics
     asked_max_tokens = body.output_limit()
     account = await accounting.open(caller, body, pool)
     body = account.apply(body)
