@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from functions.gateway_metrics import GatewayMetrics, tier_label
 from shared.storage.base import Tenant
-from shared.tiers import TierSlo, policy_for
+from shared.tiers import Tier, TierSlo, policy_for
 
 CHAT_ROUTE = "/v1/chat/completions"
 UNKNOWN_MODEL = "unknown"  # the chat counter's model label before a pool was resolved (never the client's string)
@@ -59,7 +59,8 @@ def meets_slo(slo: TierSlo, ttft_s: float | None, gaps_s: list[float]) -> bool:
 class RequestObservation:
     metrics: GatewayMetrics
     arrived: float  # time.perf_counter() when the request reached the gateway
-    tier: str | None = None  # the tier label (tier_label), once the caller is known
+    tier: str | None = None  # the tier label (tier_label: "eval" for eval tenants), once the caller is known
+    policy_tier: Tier | None = None  # the caller's tier itself (an eval tenant's too): what admission acts on
     slo: TierSlo | None = None
     pool: str | None = None  # the pool routed to; the answering pool once a stream reports it
     streamed: bool = False
@@ -81,6 +82,8 @@ class RequestObservation:
         if self.last_content is None:
             self.first_content = now
             if self.tier is not None:
+                # The first-token observation the overload control reads (priority admission) belongs here too:
+                # (pool, self.policy_tier, now - self.arrived).
                 self.metrics.ttft.labels(self.tier, pool).observe(now - self.arrived)
         else:
             gap = now - self.last_content
@@ -126,6 +129,7 @@ def label_chat(tenant: Tenant, pool: str) -> None:
     observation = _current.get()
     if observation is not None:
         observation.tier = tier_label(tenant)
+        observation.policy_tier = tenant.tier
         observation.slo = policy_for(tenant.tier).slo
         observation.pool = pool
 
