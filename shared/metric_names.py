@@ -43,8 +43,11 @@ PEER_METRICS: dict[str, str] = {
     "fleetchat_gateway_breaker_state": "gauge",  # {pool,replica}: 0 closed, 1 half-open, 2 open
     "fleetchat_gateway_upstream_retries": "counter",  # {pool}
     "fleetchat_gateway_continuations": "counter",  # {pool,outcome}: continued, fallback, failed
+    "fleetchat_gateway_continuation_ttft_seconds": "histogram",  # {pool}: failure -> the continuing leg's content
     # priority admission and automatic brownout
     "fleetchat_gateway_queue_depth": "gauge",  # {pool}
+    "fleetchat_gateway_pool_in_flight": "gauge",  # {pool}: requests holding a place
+    "fleetchat_gateway_pool_capacity": "gauge",  # {pool}
     "fleetchat_gateway_queue_wait_seconds": "histogram",  # {tier,pool}
     "fleetchat_gateway_brownout_active": "gauge",  # 0/1
     "fleetchat_gateway_brownout_transitions": "counter",  # {to}: on, off

@@ -84,7 +84,8 @@ def timeseries(
 
 
 def quantile(q: float, metric: str, selector: str, by: str = "pool") -> str:
-    return f"histogram_quantile({q}, sum by (le, {by}) (rate({metric}_bucket{{{selector}}}[$__rate_interval])))"
+    matchers = f"{{{selector}}}" if selector else ""
+    return f"histogram_quantile({q}, sum by (le, {by}) (rate({metric}_bucket{matchers}[$__rate_interval])))"
 
 
 def tier_panels(layout: Layout) -> None:
@@ -190,8 +191,12 @@ def fleet_panels(layout: Layout) -> None:
     layout.row("Capacity: queues, brownout, breakers")
     layout.add(
         timeseries(
-            "Queue depth by pool",
-            [("max by (pool) (fleetchat_gateway_queue_depth)", "{{pool}}")],
+            "Queue depth and places in use by pool",
+            [
+                ("max by (pool) (fleetchat_gateway_queue_depth)", "waiting {{pool}}"),
+                ("sum by (pool) (fleetchat_gateway_pool_in_flight)", "in flight {{pool}}"),
+                ("max by (pool) (fleetchat_gateway_pool_capacity)", "capacity {{pool}}"),
+            ],
             "short",
             threshold=32,
         )
@@ -239,6 +244,17 @@ def fleet_panels(layout: Layout) -> None:
                 ),
             ],
             "reqps",
+        )
+    )
+    layout.add(
+        timeseries(
+            "Continuation: failure to the continuing leg's first token",
+            [
+                (quantile(0.5, "fleetchat_gateway_continuation_ttft_seconds", ""), "p50 {{pool}}"),
+                (quantile(0.95, "fleetchat_gateway_continuation_ttft_seconds", ""), "p95 {{pool}}"),
+            ],
+            "s",
+            description="The overhead a client sees when its replica dies mid-stream and another one continues.",
         )
     )
     layout.add(
