@@ -8,12 +8,14 @@ templates, status codes), never a raw client string."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from shared import metric_names as names
 from shared.pools import POOLS
 from shared.storage.base import Tenant, TenantPurpose
-from shared.tiers import TIER_TABLE
+from shared.tiers import TIER_TABLE, Tier
 
 # The shadow judge's metrics (docs/shadow-judge.md).
 SHADOW_JUDGE_SAMPLES = "fleetchat_shadow_judge_samples"
@@ -49,9 +51,15 @@ def tier_label(tenant: Tenant) -> str:
     return EVAL_TIER if tenant.purpose is TenantPurpose.EVAL else tenant.tier.value
 
 
+FirstTokenListener = Callable[[str, Tier, float], None]  # (pool, tier, seconds from arrival to the first content)
+
+
 class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # Called with every streamed request's TTFT as it is observed (functions/slo_observation.py), on the event
+        # loop: must not block. The priority admission's overload signal registers here.
+        self.first_token_listeners: list[FirstTokenListener] = []
         self.requests = Counter(
             names.GATEWAY_REQUESTS, "Chat requests by model and status.", ["model", "status"], registry=self.registry
         )

@@ -81,10 +81,11 @@ class RequestObservation:
         self.pool = pool
         if self.last_content is None:
             self.first_content = now
-            if self.tier is not None:
-                # The first-token observation the overload control reads (priority admission) belongs here too:
-                # (pool, self.policy_tier, now - self.arrived).
-                self.metrics.ttft.labels(self.tier, pool).observe(now - self.arrived)
+            if self.tier is not None and self.policy_tier is not None:
+                ttft = now - self.arrived
+                self.metrics.ttft.labels(self.tier, pool).observe(ttft)
+                for listener in self.metrics.first_token_listeners:  # e.g. the overload control's TTFT signal
+                    listener(pool, self.policy_tier, ttft)
         else:
             gap = now - self.last_content
             self.gaps.append(gap)

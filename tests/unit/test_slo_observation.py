@@ -6,7 +6,7 @@ import pytest
 
 from functions.gateway_metrics import INTER_TOKEN_BUCKETS, TTFT_BUCKETS, GatewayMetrics
 from functions.slo_observation import RequestObservation, meets_slo, p95
-from shared.tiers import TIER_TABLE, TierSlo
+from shared.tiers import TIER_TABLE, Tier, TierSlo
 
 SLO = TierSlo(ttft_p95_s=2.0, inter_token_p95_s=0.25)
 
@@ -17,7 +17,7 @@ def _value(metrics: GatewayMetrics, name: str, **labels: str) -> float:
 
 def _stream(metrics: GatewayMetrics, times: list[float], *, failed: bool = False, finished: bool = True):
     """A stream labelled plus/flagship that arrived at t=0 and sent content at `times`."""
-    observation = RequestObservation(metrics, arrived=0.0, tier="plus", slo=SLO, pool="flagship")
+    observation = RequestObservation(metrics, arrived=0.0, tier="plus", policy_tier=Tier.PLUS, slo=SLO, pool="flagship")
     for t in times:
         observation.content_sent("flagship", now=t)
     observation.streamed, observation.finished, observation.failed = True, finished, failed
@@ -58,6 +58,16 @@ def test_a_fast_stream_meets_the_slo_and_fills_the_histograms() -> None:
     assert _value(metrics, "fleetchat_gateway_e2e_seconds_sum", **labels) == pytest.approx(0.81)
     assert _value(metrics, "fleetchat_gateway_goodput_total", met="true", **labels) == 1
     assert _value(metrics, "fleetchat_gateway_requests_total", model="flagship", status="200") == 1
+
+
+def test_first_token_listeners_get_each_stream_ttft_once_with_the_callers_tier() -> None:
+    metrics = GatewayMetrics()
+    heard: list[tuple[str, Tier, float]] = []
+    metrics.first_token_listeners.append(lambda pool, tier, seconds: heard.append((pool, tier, seconds)))
+    _stream(metrics, [0.5, 0.6, 0.7])
+    eval_stream = RequestObservation(metrics, arrived=1.0, tier="eval", policy_tier=Tier.FREE, slo=SLO, pool="mini")
+    eval_stream.content_sent("mini", now=1.25)
+    assert heard == [("flagship", Tier.PLUS, 0.5), ("mini", Tier.FREE, 0.25)]
 
 
 def test_a_slow_first_token_or_a_stalling_stream_misses_it() -> None:
