@@ -9,6 +9,7 @@ every user middleware): counted as 500 here. A client gone before any response s
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable
 
@@ -18,6 +19,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from functions import slo_observation
 from functions.gateway_metrics import GatewayMetrics
+
+log = logging.getLogger("fleetchat.gateway")
 
 UNMATCHED_ROUTE = "unmatched"  # no route matched (a 404 for an unknown path): never the raw path
 CLIENT_CLOSED = 499
@@ -42,7 +45,12 @@ class ResponseMetricsMiddleware:
         if path is not None:
             return path or "/"
         if self._compiled is None:
-            self._compiled = [(compile_path(t)[0], t) for t in (self._templates() if self._templates else ())]
+            try:
+                templates = list(self._templates()) if self._templates else []
+            except Exception:  # a schema that cannot be generated must not break counting: such paths stay unmatched
+                log.exception("route templates unavailable; responses sent before routing count as unmatched")
+                templates = []
+            self._compiled = [(compile_path(t)[0], t) for t in templates]
         return next((t for regex, t in self._compiled if regex.match(scope["path"])), UNMATCHED_ROUTE)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
