@@ -4,6 +4,7 @@ loopback with stand-in workers, the openai SDK and raw httpx as clients."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,17 @@ def _samples(url: str) -> list[tuple[str, dict[str, str], float]]:
     return [(s.name, s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples]
 
 
+def _settled(url: str, name: str, expected: float, **labels: str) -> list[tuple[str, dict[str, str], float]]:
+    """The samples once `name{labels}` reached `expected`: a response is counted when its last byte has been sent,
+    which can be just after the client read it, so a scrape right after a stream may race the count."""
+    deadline = time.monotonic() + 10
+    while True:
+        samples = _samples(url)
+        if _value(samples, name, **labels) >= expected or time.monotonic() > deadline:
+            return samples
+        time.sleep(0.05)
+
+
 def _value(samples: list, name: str, **labels: str) -> float:
     """Sum of the samples called `name` whose labels include `labels`."""
     return sum(v for n, lab, v in samples if n == name and all(lab.get(k) == w for k, w in labels.items()))
@@ -111,7 +123,7 @@ def test_every_chat_outcome_is_counted_by_status(stack: Stack) -> None:
     with pytest.raises(openai.RateLimitError):
         limited.chat.completions.create(model="mini", messages=HI)
 
-    samples = _samples(stack.url)
+    samples = _settled(stack.url, "fleetchat_gateway_requests_total", 1, model="mini", status="429")
     requests = "fleetchat_gateway_requests_total"
     assert _value(samples, requests, model="flagship", status="200") == streams + 1
     assert _value(samples, requests, model="unknown", status="400") == 2
@@ -145,7 +157,7 @@ def test_every_endpoint_is_counted_by_route_template(stack: Stack) -> None:
         limited.chat.completions.create(model="mini", messages=HI)
     with pytest.raises(openai.RateLimitError):
         limited.chat.completions.create(model="mini", messages=HI)
-    samples = _samples(stack.url)
+    samples = _settled(stack.url, "fleetchat_gateway_http_responses_total", 1, route=CHAT, status="429")
     responses = "fleetchat_gateway_http_responses_total"
     route = "/v1/conversations/{conversation_id}"
     assert _value(samples, responses, route=route, method="GET", status="404") == 1
@@ -167,7 +179,7 @@ def test_streams_feed_the_tier_histograms_goodput_and_spend(stack: Stack) -> Non
     with pytest.raises(openai.InternalServerError):
         stack.sdk("free").chat.completions.create(model="mini", messages=HI, stream=True)
 
-    samples = _samples(stack.url)
+    samples = _settled(stack.url, "fleetchat_gateway_goodput_total", 1, tier="free", met="false")
     plus = {"tier": "plus", "pool": "flagship"}
     assert _value(samples, "fleetchat_gateway_ttft_seconds_count", **plus) == streams
     assert _value(samples, "fleetchat_gateway_inter_token_seconds_count", **plus) == streams * (PIECES - 1)
@@ -197,7 +209,7 @@ def test_a_stream_that_fails_mid_way_misses_the_slo(tmp_path: Path) -> None:
             api = openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
             with pytest.raises(openai.APIError, match="stopped before finishing"):
                 list(api.chat.completions.create(model="flagship", messages=HI, stream=True))
-            samples = _samples(url)
+            samples = _settled(url, "fleetchat_gateway_requests_total", 1, model="flagship", status="200")
     failed = {"tier": "plus", "pool": "flagship"}
     assert _value(samples, "fleetchat_gateway_goodput_total", met="false", **failed) == 1
     assert _value(samples, "fleetchat_gateway_goodput_total", met="true", **failed) == 0
