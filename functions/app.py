@@ -17,6 +17,7 @@ from functions.control_metrics import ControlMetrics
 from functions.conversation_turns import ConversationTurns
 from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
+from functions.http_metrics import ResponseMetricsMiddleware
 from functions.judging.shadow import shadow_judge_for
 from functions.moderation_service import ModerationService
 from functions.pool_overflow import PoolControl
@@ -139,8 +140,12 @@ def create_app(
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
     control_metrics = ControlMetrics(app.state.metrics.registry)
     app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)
+    # Every stream's time to first token feeds its pool's brownout control (functions/slo_observation.py).
+    app.state.metrics.first_token_listeners.append(app.state.pool_control.record_first_token)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeadersMiddleware)
+    # Outermost: counts every response as the client gets it (the body-size 413 included).
+    app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
     routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
     for module in (*routers, canary_admin, health):

@@ -18,7 +18,6 @@ from functions.replica_breakers import ReplicaBreakers
 from functions.routing import PoolRouter, pools_for_tier, resolve_pool
 from functions.stream_continuation import ContinuingStream, Leg
 from functions.worker_client import UpstreamPolicy, WorkerClient
-from shared.errors import FleetchatError
 from shared.schemas import ChatCompletionRequest
 from shared.settings import Settings
 from shared.storage.base import Tenant
@@ -94,15 +93,11 @@ class ChatService:
 
     @contextlib.contextmanager
     def _observed(self, pool: str) -> Iterator[None]:
-        """Count the outcome and time the worker's answer (headers for a stream, the whole body otherwise)."""
+        """Time the worker's answer (headers for a stream, the whole body otherwise); requests are counted by status
+        where the response leaves the gateway (functions/http_metrics.py), whatever refused or answered them."""
         start = time.perf_counter()
-        try:
-            yield
-        except FleetchatError as exc:
-            self.metrics.requests.labels(pool, str(exc.status_code)).inc()
-            raise
+        yield
         self.metrics.upstream_ttfb.labels(pool).observe(time.perf_counter() - start)
-        self.metrics.requests.labels(pool, "200").inc()
 
     async def complete(self, routed: RoutedRequest) -> dict[str, Any]:
         with self._observed(routed.pool):

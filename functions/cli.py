@@ -144,13 +144,26 @@ def bench(
     out_dir: Annotated[Path, typer.Option(help="Where the JSON and markdown reports go.")] = Path("bench-results"),
     max_tokens: Annotated[int, typer.Option(help="Completion tokens per request.")] = 64,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer requests per level (smoke run).")] = False,
+    admin_key: Annotated[
+        str | None, typer.Option(help="Admin key (creates the goodput phase's bench tenants); default: the local one.")
+    ] = None,
+    aiperf: Annotated[
+        str | None, typer.Option(help="aiperf executable (independent goodput check); default: $FLEETCHAT_AIPERF.")
+    ] = None,
 ) -> None:
     """Drive the running service with the openai async client; write a JSON + markdown report."""
     from functions.bench.run import BenchConfig, run_benchmark
 
     run_benchmark(
         BenchConfig(
-            base_url=base_url, model=model, api_key=api_key, out_dir=out_dir, max_tokens=max_tokens, quick=quick
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            out_dir=out_dir,
+            max_tokens=max_tokens,
+            quick=quick,
+            admin_key=admin_key,
+            aiperf=aiperf,
         )
     )
 

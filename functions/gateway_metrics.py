@@ -1,12 +1,21 @@
-"""The gateway's own Prometheus metrics: requests by outcome, time to the worker's first byte, conversation turns,
-rate limiting, the tokens written to the ledger, the safety pipeline's blocks, halts and latency, answer feedback,
-and the shadow judge's samples, queue, rolling scores, delta and alert."""
+"""The gateway's own Prometheus metrics: requests by outcome (chat requests by pool, every endpoint by route), the
+per-tier SLO view (time to first token, inter-token gaps, end-to-end, goodput) and spend, time to the worker's first
+byte, conversation turns, rate limiting, the tokens written to the ledger, the safety pipeline's blocks, halts and
+latency, answer feedback, and the shadow judge's samples, queue, rolling scores, delta and alert.
+
+Metric names and what each label holds: docs/observability.md. Label values are always bounded (tiers, pools, route
+templates, status codes), never a raw client string."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from shared import metric_names as names
+from shared.pools import POOLS
+from shared.storage.base import Tenant, TenantPurpose
+from shared.tiers import TIER_TABLE, Tier
 
 # The shadow judge's metrics (docs/shadow-judge.md).
 SHADOW_JUDGE_SAMPLES = "fleetchat_shadow_judge_samples"
@@ -17,13 +26,88 @@ SHADOW_JUDGE_WINDOW_SAMPLES = "fleetchat_shadow_judge_window_samples"
 SHADOW_JUDGE_DELTA = "fleetchat_shadow_judge_score_delta"
 SHADOW_JUDGE_ALERT = "fleetchat_shadow_judge_alert"
 
+# The tier label of an eval tenant's traffic: kept apart from customers' (the nightly eval run must neither raise nor
+# hide a tier's SLO or spend alert) but still in the totals.
+EVAL_TIER = "eval"
+
+
+def _with_slo_bounds(base: tuple[float, ...], slo_values: set[float]) -> tuple[float, ...]:
+    """Histogram buckets that include every tier's SLO value, so "share within the SLO" is exact, not interpolated."""
+    return tuple(sorted(set(base) | slo_values))
+
+
+TTFT_BUCKETS = _with_slo_bounds(
+    (0.05, 0.1, 0.25, 0.5, 0.75, 1, 2, 5, 7.5, 10, 20, 30, 60), {p.slo.ttft_p95_s for p in TIER_TABLE.values()}
+)
+INTER_TOKEN_BUCKETS = _with_slo_bounds(
+    (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.4, 0.5, 0.75, 1, 2, 5),
+    {p.slo.inter_token_p95_s for p in TIER_TABLE.values()},
+)
+E2E_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+
+
+def tier_label(tenant: Tenant) -> str:
+    """The `tier` label of a tenant's requests: its tier, or "eval" for the eval job's tenants."""
+    return EVAL_TIER if tenant.purpose is TenantPurpose.EVAL else tenant.tier.value
+
+
+FirstTokenListener = Callable[[str, Tier, float], None]  # (pool, tier, seconds from arrival to the first content)
+
 
 class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # Called with every streamed request's TTFT as it is observed (functions/slo_observation.py), on the event
+        # loop: must not block. The priority admission's overload signal registers here.
+        self.first_token_listeners: list[FirstTokenListener] = []
         self.requests = Counter(
             names.GATEWAY_REQUESTS, "Chat requests by model and status.", ["model", "status"], registry=self.registry
         )
+        self.http_responses = Counter(
+            names.GATEWAY_HTTP_RESPONSES,
+            "Responses of every endpoint by route template, method and status (a stream by its response status).",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.ttft = Histogram(
+            names.GATEWAY_TTFT,
+            "Streamed chat requests: arrival at the gateway to the first content chunk sent to the client.",
+            ["tier", "pool"],
+            buckets=TTFT_BUCKETS,
+            registry=self.registry,
+        )
+        self.inter_token = Histogram(
+            names.GATEWAY_INTER_TOKEN,
+            "Streamed chat requests: gaps between consecutive content chunks sent to the client.",
+            ["tier", "pool"],
+            buckets=INTER_TOKEN_BUCKETS,
+            registry=self.registry,
+        )
+        self.e2e = Histogram(
+            names.GATEWAY_E2E,
+            "Chat answers (streamed to their end, or whole): arrival at the gateway to the last byte sent.",
+            ["tier", "pool"],
+            buckets=E2E_BUCKETS,
+            registry=self.registry,
+        )
+        self.goodput = Counter(
+            names.GATEWAY_GOODPUT,
+            "Streamed chat requests judged against their tier's SLO (TTFT and the request's p95 inter-token gap); "
+            "a stream that failed, or a 5xx after routing, is met=false.",
+            ["tier", "pool", "met"],
+            registry=self.registry,
+        )
+        self.spend = Counter(
+            names.GATEWAY_SPEND_USD,
+            "What the tokens of closed requests cost to serve (tokens x the pool's price in shared/pools.py), USD.",
+            ["tier", "pool"],
+            registry=self.registry,
+        )
+        for tier, policy in TIER_TABLE.items():  # every customer series from the start: a rate over them has no gap
+            for pool in policy.pools:
+                self.goodput.labels(tier.value, pool, "true")
+                self.goodput.labels(tier.value, pool, "false")
+                self.spend.labels(tier.value, pool)
         self.upstream_ttfb = Histogram(
             names.GATEWAY_UPSTREAM_LATENCY,
             "Time from request to the worker's response headers.",
@@ -144,6 +228,12 @@ class GatewayMetrics:
             "1 while the score delta exceeds its threshold with enough scores in both pools, else 0.",
             registry=self.registry,
         )
+
+    def count_spend(self, tenant: Tenant, pool: str, prompt_tokens: int, completion_tokens: int) -> None:
+        """Add what a closed request's tokens cost on `pool` (a pool without a price, e.g. a test's, costs nothing)."""
+        found = POOLS.get(pool)
+        if found is not None:
+            self.spend.labels(tier_label(tenant), pool).inc(found.price.cost_usd(prompt_tokens, completion_tokens))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

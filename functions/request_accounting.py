@@ -111,6 +111,7 @@ class RequestAccount:
             ("cached", used.cached_tokens),
         ):
             metrics.ledger_tokens.labels(self.model, kind, outcome.value).inc(tokens)
+        metrics.count_spend(self.caller.tenant, self.model, used.prompt_tokens, used.completion_tokens)
         recorded = self.accounting.writer.record(
             LedgerEntry(
                 request_id=self.request_id,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from anyio import CancelScope
 
+from functions import slo_observation
 from functions.conversation_turns import AnsweredBy, ConversationTurns, Turn
 from functions.gateway_metrics import GatewayMetrics
 from functions.request_accounting import RequestAccount, TokenUsage
@@ -81,8 +82,11 @@ class StreamRelay:
                         yield closing
                     return
                 if relayed is not None:
+                    if delta:
+                        slo_observation.content_sent(self.account.model)  # TTFT / inter-token, as the client gets it
                     yield relayed
         finally:
+            slo_observation.stream_ended(self.account.model, finished=self.finished, failed=capture.failed)
             if not self.finished:
                 await self._client_left()
 

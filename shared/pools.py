@@ -34,11 +34,31 @@ class DeployedModel(BaseModel):
     gated: bool = False
 
 
+class TokenPrice(BaseModel):
+    """What serving a million tokens on the pool's deployed GPUs costs us, in USD: the gateway's spend-rate metric
+    (`fleetchat_gateway_spend_usd_total`) multiplies each request's tokens by it. An internal cost, not what customers
+    are billed (Stripe meters tokens, docs: README "Accounts, rate limits and billing")."""
+
+    prompt_usd_per_mtok: float = Field(ge=0)  # every prompt token, cached ones included (prefill is the cheap part)
+    completion_usd_per_mtok: float = Field(ge=0)
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.prompt_usd_per_mtok + completion_tokens * self.completion_usd_per_mtok) / 1e6
+
+
+# How the prices below were estimated (replace them with measured $/token once a deployment has run a week):
+# GPU $/hour at Modal's list price (L4 $0.80, H100 $3.95), divided by the tokens per hour the pool's vLLM engine is
+# expected to serve at half utilisation (autoscaling keeps containers about half busy). Decode throughput is
+# memory-bound (weights read once per step, shared by the whole batch); prefill is compute-bound (2 x params FLOPs
+# per token at ~40 % of the GPU's dense bf16 peak).
+
+
 class ModelPool(BaseModel):
     name: str
     description: str
     local: LocalModel = LocalModel()
     deployed: DeployedModel
+    price: TokenPrice
 
 
 POOLS: dict[str, ModelPool] = {
@@ -55,6 +75,9 @@ POOLS: dict[str, ModelPool] = {
             scaledown_window_s=5 * MINUTES,
             max_concurrent_inputs=64,
         ),
+        # 1.7B bf16 on an L4: ~2,000 tok/s decode at 64 streams, ~15k tok/s prefill; at half utilisation
+        # $0.80/h / 3.6M completion tokens/h = $0.22/M, / 27M prompt tokens/h = $0.03/M.
+        price=TokenPrice(prompt_usd_per_mtok=0.03, completion_usd_per_mtok=0.22),
     ),
     "flagship": ModelPool(
         name="flagship",
@@ -69,6 +92,9 @@ POOLS: dict[str, ModelPool] = {
             scaledown_window_s=15 * MINUTES,
             max_concurrent_inputs=128,
         ),
+        # 14B bf16 on an H100: ~2,500 tok/s decode at 128 streams, ~14k tok/s prefill; at half utilisation
+        # $3.95/h / 4.5M completion tokens/h = $0.88/M, / 25M prompt tokens/h = $0.16/M.
+        price=TokenPrice(prompt_usd_per_mtok=0.16, completion_usd_per_mtok=0.88),
     ),
 }
 
@@ -93,6 +119,8 @@ GUARD_POOLS: dict[str, ModelPool] = {
             max_concurrent_inputs=64,
             gated=True,
         ),
+        # 1B on an L4, almost all prefill (a verdict is a few tokens): ~30k tok/s prefill at half utilisation.
+        price=TokenPrice(prompt_usd_per_mtok=0.01, completion_usd_per_mtok=0.15),
     ),
 }
 

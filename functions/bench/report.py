@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from functions.bench.priority_results import priority_lines
-from functions.bench.results import BenchResult, Check, LevelStats
+from functions.bench.results import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
 
 MISSING = "—"
 
@@ -204,14 +204,82 @@ def render_markdown(result: BenchResult) -> str:
 
     if result.priority is not None:
         lines += priority_lines(result.priority)
+    if result.goodput is not None:
+        lines += _goodput_lines(result.goodput)
 
     samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
     if result.prefix is not None:
         samples += [("prefix", e) for e in result.prefix.error_samples]
+    if result.goodput is not None:
+        samples += [(f"goodput {g.tier}", e) for g in result.goodput.mixed for e in g.error_samples]
     if samples:
         lines += ["", "## Error samples", ""]
         lines += [f"- {label}: `{error}`" for label, error in samples]
     return "\n".join(lines) + "\n"
+
+
+def _share(value: float | None) -> str:
+    return fmt(None if value is None else value * 100, 1, " %")
+
+
+def _goodput_lines(goodput: GoodputStats) -> list[str]:
+    lines = [
+        "",
+        f"## Goodput per tier (streamed, max_tokens {goodput.max_tokens}, client-side)",
+        "",
+        "A request meets its tier's SLO (shared/tiers.py TierSlo) when its TTFT and the p95 of its own inter-token "
+        "gaps are within the tier's bounds (the gateway's rule, `fleetchat_gateway_goodput_total`); errors do not. "
+        "The 'mean ITL' column applies aiperf's rule (TTFT and the request's mean inter-token latency) to the same "
+        "requests.",
+        "",
+        "Every tier at once:",
+        "",
+    ]
+    header = ["tier", "pool", "SLO TTFT / ITL s", "streams", "requests", "errors", "goodput", "goodput (mean ITL)"]
+    header += ["TTFT p50 / p95 ms", "ITL p95 ms"]
+    lines += _table(header, [_goodput_row(g) for g in goodput.mixed])
+    if goodput.server_goodput is not None:
+        lines += [
+            "",
+            f"The gateway's own counter over the same run: **{_share(goodput.server_goodput)}** of "
+            f"{fmt(goodput.server_judged, 0)} judged streams (server-side TTFT from arrival at the gateway).",
+        ]
+    if goodput.alone:
+        lines += ["", "Each tier alone, our client vs aiperf (independent client, same prompts and load):", ""]
+        rows = []
+        for c in goodput.alone:
+            a = c.aiperf
+            aiperf_share = "not run" if a is None else (a.error or _share(a.goodput))
+            rows.append(
+                [
+                    c.ours.tier,
+                    f"{c.ours.concurrency} x {c.ours.requests}",
+                    _share(c.ours.goodput),
+                    _share(c.ours.goodput_mean_itl),
+                    f"**{aiperf_share}**" if a is not None and a.error is None else aiperf_share,
+                    f"{fmt(c.ours.ttft_p95_ms)} / {fmt(None if a is None else a.ttft_p95_ms)}",
+                    "-" if a is None else f"{a.good} of {a.requests + a.errors}",
+                ]
+            )
+        header = ["tier", "streams x requests", "ours", "ours (mean ITL)", "aiperf", "TTFT p95 ms ours / aiperf"]
+        lines += _table([*header, "aiperf good / sent"], rows)
+    lines += [f"- note: {note}" for note in goodput.notes]
+    return lines
+
+
+def _goodput_row(g: TierGoodput) -> list[str]:
+    return [
+        g.tier,
+        g.pool,
+        f"{g.slo_ttft_s:g} / {g.slo_inter_token_s:g}",
+        str(g.concurrency),
+        str(g.requests),
+        str(g.errors),
+        f"**{_share(g.goodput)}**",
+        _share(g.goodput_mean_itl),
+        f"{fmt(g.ttft_p50_ms)} / {fmt(g.ttft_p95_ms)}",
+        fmt(g.itl_p95_ms),
+    ]
 
 
 def _admission_lines(result: BenchResult) -> list[str]:

@@ -147,6 +147,55 @@ class SafetyStats(BaseModel):
         return next((c for c in self.costs if c.case.startswith(prefix)), None)
 
 
+class TierGoodput(BaseModel):
+    """One tier's streamed requests judged client-side against its TierSlo."""
+
+    tier: str
+    pool: str
+    slo_ttft_s: float
+    slo_inter_token_s: float
+    concurrency: int
+    requests: int
+    errors: int
+    met: int  # the gateway's rule: TTFT and the request's own p95 inter-token gap within the SLO
+    goodput: float | None  # met / requests (an error does not meet it)
+    met_mean_itl: int  # aiperf's rule: TTFT and the request's mean inter-token latency within the SLO
+    goodput_mean_itl: float | None
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    itl_p95_ms: float | None
+    error_samples: list[str] = Field(default_factory=list)
+
+
+class AiperfGoodput(BaseModel):
+    """aiperf's own numbers for the same load (`--goodput time_to_first_token:MS inter_token_latency:MS`)."""
+
+    requests: int  # completed
+    errors: int
+    good: int  # aiperf's good_request_count
+    goodput: float | None  # good / (completed + errors)
+    goodput_rps: float | None  # aiperf's goodput metric, requests/s
+    ttft_p95_ms: float | None
+    itl_avg_ms: float | None
+    error: str | None = None  # aiperf did not run or produced no result
+
+
+class GoodputComparison(BaseModel):
+    """One tier alone: our client, then aiperf, the same prompts, concurrency, count and max_tokens."""
+
+    ours: TierGoodput
+    aiperf: AiperfGoodput | None
+
+
+class GoodputStats(BaseModel):
+    max_tokens: int
+    mixed: list[TierGoodput]  # every tier at once
+    alone: list[GoodputComparison] = Field(default_factory=list)
+    server_goodput: float | None = None  # the gateway's own counter over the mixed run (tier="eval": bench tenants)
+    server_judged: float | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
 class Check(BaseModel):
     """One target and whether the run met it (None: not measured)."""
 
@@ -176,4 +225,5 @@ class BenchResult(BaseModel):
     admission: AdmissionStats | None = None
     safety: SafetyStats | None = None
     priority: PriorityStats | None = None
+    goodput: GoodputStats | None = None
     checks: list[Check] = Field(default_factory=list)

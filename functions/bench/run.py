@@ -19,17 +19,21 @@ from rich.table import Table
 
 from functions.bench import prompts, stats
 from functions.bench.admission_phase import admission_phase
+from functions.bench.aiperf_check import find_aiperf
 from functions.bench.conversation_phase import multi_turn
+from functions.bench.goodput_phase import KEYS_FILE, GoodputPlan, goodput_phase
 from functions.bench.load import make_client, run_level, stream_chat, timed_get
 from functions.bench.machine import machine_info
 from functions.bench.priority_phase import PriorityConfig, priority_phase
 from functions.bench.prom import hit_rate, scrape_prefix_counters
 from functions.bench.report import fmt, mark, write_reports
-from functions.bench.results import BenchResult, LevelStats, OverheadStats, PrefixStats
+from functions.bench.results import BenchResult, GoodputStats, LevelStats, OverheadStats, PrefixStats
 from functions.bench.safety_phase import safety_phase
 from functions.bench.stack import LocalStack, gateway_reachable, start_local_stack, wait_healthy
 from functions.bench.store_append import store_append_phase
 from functions.bench.targets import evaluate
+from functions.evals.tenants import ensure_eval_keys
+from shared.tiers import Tier
 
 console = Console(stderr=True)
 
@@ -65,6 +69,12 @@ class BenchConfig(BaseModel):
     priority_load_s: float = Field(default=45.0, ge=5)  # the saturating free load of the priority phase
     temperature: float = 0.0
     request_timeout_s: float = 300.0
+    goodput: bool = True  # goodput per tier (needs an admin key to create the bench tenants, or their keys file)
+    goodput_concurrency: int = Field(default=4, ge=1)  # streams per tier
+    goodput_requests: int = Field(default=12, ge=1)  # requests per tier, per run
+    goodput_max_tokens: int = Field(default=32, ge=1)
+    admin_key: str | None = None  # None: the local admin key file (of the stack this run started, if it started one)
+    aiperf: str | None = None  # the aiperf executable for the independent goodput check; None: $FLEETCHAT_AIPERF/PATH
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,12 @@ def local_worker_urls(model: str) -> list[str]:
     return Settings().local_worker_urls().get(model, [])
 
 
+def local_admin_key_path() -> Path:
+    from shared.settings import Settings
+
+    return Settings().local_admin_key_path
+
+
 def read_local_key(path: Path | None = None) -> str:
     from shared.settings import Settings
 
@@ -142,6 +158,7 @@ class Targets:
     api_key: str | None
     worker_urls: list[str]  # the pool's replicas, for /metrics; the first one is the direct path
     direct: bool  # the measured endpoint is the worker itself
+    admin_key: str | None = None  # creates the goodput phase's bench tenants
 
 
 def new_progress() -> Progress:
@@ -335,6 +352,11 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
             result.levels = await phases.levels()
             result.scaling_8_over_1 = scaling(result.levels)
             result.prefix = await phases.prefix()
+            if cfg.goodput and not targets.direct:
+                try:
+                    result.goodput = await _goodput(cfg, targets, progress)
+                except Exception as exc:  # keep what was measured (no admin key, a refused key, ...)
+                    result.notes.append(f"goodput phase failed: {type(exc).__name__}: {exc}")
             if phases.direct_client is not None:
                 result.overhead = await phases.overhead()
             if not targets.direct:
@@ -372,6 +394,28 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
             await phases.close()
 
 
+async def _goodput(cfg: BenchConfig, targets: Targets, progress: Progress) -> GoodputStats:
+    keys = await asyncio.to_thread(
+        ensure_eval_keys, targets.url, cfg.out_dir / KEYS_FILE, admin_key=targets.admin_key, tiers=tuple(Tier)
+    )
+    plan = GoodputPlan(
+        concurrency=min(cfg.goodput_concurrency, 2) if cfg.quick else cfg.goodput_concurrency,
+        requests=min(cfg.goodput_requests, 4) if cfg.quick else cfg.goodput_requests,
+        max_tokens=cfg.goodput_max_tokens,
+        aiperf=find_aiperf(cfg.aiperf),
+        out_dir=cfg.out_dir,
+        timeout_s=cfg.request_timeout_s,
+    )
+    return await goodput_phase(targets.url, keys, plan, progress)
+
+
+def read_admin_key(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
 def _resolve_targets(cfg: BenchConfig, result: BenchResult) -> tuple[Targets, LocalStack | None]:
     worker_urls = [cfg.worker_url] if cfg.worker_url else local_worker_urls(cfg.model)
     if cfg.direct_only:
@@ -393,12 +437,15 @@ def _resolve_targets(cfg: BenchConfig, result: BenchResult) -> tuple[Targets, Lo
     else:
         raise RuntimeError(f"no gateway answers at {cfg.base_url}")
     api_key = cfg.api_key or read_local_key(stack.key_path if stack is not None else None)
+    admin_key = cfg.admin_key or read_admin_key(
+        stack.data_dir / "admin_api_key" if stack is not None else local_admin_key_path()
+    )
     if worker_urls and not all(worker_healthy(u) for u in worker_urls):
         result.notes.append(f"worker(s) {worker_urls} not reachable from here: no direct path, no worker metrics.")
         worker_urls = []
     elif not worker_urls:
         result.notes.append(f"no local worker for model {cfg.model!r} and no worker_url: no direct-path comparison.")
-    return Targets(url=cfg.base_url, api_key=api_key, worker_urls=worker_urls, direct=False), stack
+    return Targets(url=cfg.base_url, api_key=api_key, worker_urls=worker_urls, direct=False, admin_key=admin_key), stack
 
 
 def _print_checks(result: BenchResult) -> None:

@@ -21,6 +21,7 @@ from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.resumable_streams import RESUMABLE_HEADER
 from functions.safety.pipeline import SafetyPipeline
+from functions.slo_observation import label_chat
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
@@ -53,6 +54,7 @@ async def chat_completions(
     if turn is not None:
         body = turn.apply(body)
     pool = service.pool_for(caller.tenant, body)
+    label_chat(caller.tenant, pool)  # this request's tier and pool in the SLO metrics
     asked_max_tokens = body.output_limit()
     account = await accounting.open(caller, body, pool)
     body = account.apply(body)
