@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from functions.bench.continuation_results import continuation_lines
 from functions.bench.priority_results import priority_lines
 from functions.bench.results import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
 
@@ -204,6 +205,8 @@ def render_markdown(result: BenchResult) -> str:
 
     if result.priority is not None:
         lines += priority_lines(result.priority)
+    if result.continuation is not None:
+        lines += continuation_lines(result.continuation)
     if result.goodput is not None:
         lines += _goodput_lines(result.goodput)
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from functions.bench.continuation_results import ContinuationStats
 from functions.bench.priority_results import PriorityStats
 
 
@@ -225,5 +226,6 @@ class BenchResult(BaseModel):
     admission: AdmissionStats | None = None
     safety: SafetyStats | None = None
     priority: PriorityStats | None = None
+    continuation: ContinuationStats | None = None
     goodput: GoodputStats | None = None
     checks: list[Check] = Field(default_factory=list)

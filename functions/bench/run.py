@@ -20,6 +20,7 @@ from rich.table import Table
 from functions.bench import prompts, stats
 from functions.bench.admission_phase import admission_phase
 from functions.bench.aiperf_check import find_aiperf
+from functions.bench.continuation_phase import ContinuationConfig, continuation_phase
 from functions.bench.conversation_phase import multi_turn
 from functions.bench.goodput_phase import KEYS_FILE, GoodputPlan, goodput_phase
 from functions.bench.load import make_client, run_level, stream_chat, timed_get
@@ -67,6 +68,9 @@ class BenchConfig(BaseModel):
     admission_limit_rpm: int = Field(default=30, ge=1)  # the two-replica burst sends 3x this
     safety_runs: int = Field(default=300, ge=10)  # pre-filter timings per case
     priority_load_s: float = Field(default=45.0, ge=5)  # the saturating free load of the priority phase
+    continuation: bool = True  # kill -9 a worker mid-stream (two extra local workers of the model's pool)
+    continuation_runs: int = Field(default=6, ge=1)
+    continuation_kill_after_chunks: int = Field(default=8, ge=1)
     temperature: float = 0.0
     request_timeout_s: float = 300.0
     goodput: bool = True  # goodput per tier (needs an admin key to create the bench tenants, or their keys file)
@@ -385,6 +389,17 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                 result.notes += notes
             except Exception as exc:  # as above
                 result.notes.append(f"priority phase failed: {type(exc).__name__}: {exc}")
+            if cfg.continuation:
+                try:
+                    continuation = ContinuationConfig(
+                        runs=min(cfg.continuation_runs, 2) if cfg.quick else cfg.continuation_runs,
+                        max_tokens=plan.max_tokens,
+                        kill_after_chunks=cfg.continuation_kill_after_chunks,
+                    )
+                    result.continuation, notes = await continuation_phase(cfg.model, continuation, progress)
+                    result.notes += notes
+                except Exception as exc:  # as above
+                    result.notes.append(f"continuation phase failed: {type(exc).__name__}: {exc}")
             try:
                 runs = min(cfg.safety_runs, 50) if cfg.quick else cfg.safety_runs
                 result.safety = await asyncio.to_thread(safety_phase, runs, progress)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functions.bench.continuation_results import continuation_checks
 from functions.bench.priority_results import priority_checks
 from functions.bench.results import BenchResult, Check
 
@@ -96,4 +97,5 @@ def evaluate(result: BenchResult) -> list[Check]:
             _at_most(f"safety pre-filter p50, {pre.context_tokens}-token context", pre.p50_ms, SAFETY_P50_MAX_MS, " ms")
         )
     checks += [Check.model_validate(row) for row in priority_checks(result.priority)]
+    checks += [Check.model_validate(row) for row in continuation_checks(result.continuation)]
     return checks
