@@ -3,12 +3,14 @@ usage, honours vLLM's `continue_final_message` (continues the script after the p
 die by SIGKILL, stall before answering, or stall mid-stream, on command.
 
     python -m tests.support.continuing_worker --port P --script TEXT [--die-after N] [--stall-after N]
-        [--stall-file PATH] [--delay S] [--log PATH]
+        [--stall-file PATH] [--delay S] [--log PATH] [--pool NAME]
 
 --die-after N: SIGKILL itself after sending N content chunks of a stream (a crash, not a clean close).
 --stall-after N: after N content chunks, send nothing more (the connection stays open).
 --stall-file PATH: while PATH exists, accept requests and never answer them (no status, no headers).
 --log PATH: append every request body as a JSON line.
+--pool NAME: accepted (and ignored) so `fleetchat up` can run it as a supervised worker (the test-only worker command
+setting); started that way it arms parent death, as `fleetchat worker` does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from gpu_workers.parent_death import die_with_supervisor
 from tests.support.processes import REPO, ProcessGroup, StartingWorker
 
 TOKEN = re.compile(r"\S+\s*")
@@ -130,7 +133,9 @@ def start_continuing_worker(group: ProcessGroup, port: int, script: str, *option
 
 
 def main() -> None:
+    die_with_supervisor()  # a no-op unless `fleetchat up` started it
     parser = argparse.ArgumentParser()
+    parser.add_argument("--pool")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--script", required=True)
     parser.add_argument("--die-after", type=int)
