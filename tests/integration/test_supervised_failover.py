@@ -45,10 +45,10 @@ def group(tmp_path: Path) -> Iterator[ProcessGroup]:
 
 
 def _worker_command(request_logs: Path) -> list[str]:
-    # 50 ms a word: the answer takes ~2 s, long enough to be killed in the middle of it.
+    # 100 ms a word: the answer takes ~4 s, long enough to be killed in the middle of it.
     return [
         "{python}", "-m", "tests.support.continuing_worker", "--pool", "{pool}", "--port", "{port}",
-        "--script", SCRIPT, "--delay", "0.05", "--log", str(request_logs / "requests-{port}.jsonl"),
+        "--script", SCRIPT, "--delay", "0.1", "--log", str(request_logs / "requests-{port}.jsonl"),
     ]  # fmt: skip
 
 
