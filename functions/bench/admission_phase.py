@@ -4,23 +4,18 @@ and whether two real gateway replicas on one shared store admit exactly the RPM 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import secrets
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 from rich.progress import Progress
 
 from functions.bench import stats
+from functions.bench.phase_gateway import BenchGateway, spawn_gateway, wait_ready
 from functions.bench.results import AdmissionCostStats, AdmissionLimitStats, AdmissionReplicaStats, AdmissionStats
 from shared.tiers import LimitOverrides, Tier, policy_for
 
@@ -28,8 +23,6 @@ WINDOW_S = 60
 WINDOW_MARGIN_S = 25.0  # start the burst with at least this much of its one-minute window left
 SEND_CUTOFF_S = 2.0  # send nothing this close to the window's end: the gateway must admit it in the same window
 BURST_CONCURRENCY = 8
-GATEWAY_START_TIMEOUT_S = 60.0
-GATEWAY_STOP_TIMEOUT_S = 20.0
 REQUEST_TIMEOUT_S = 120.0
 MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
 UNLIMITED = 1_000_000_000  # limits the cost phase never reaches: every timed request takes the admitted path
@@ -141,70 +134,6 @@ def admission_cost_phase(requests: int, progress: Progress, model: str = "mini")
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class _Gateway:
-    url: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log_tail(self, chars: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=GATEWAY_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=GATEWAY_STOP_TIMEOUT_S)
-
-
-def _spawn_gateway(data_dir: Path, model: str, worker_urls: list[str], session_secret: str) -> _Gateway:
-    port = _free_port()
-    env = {
-        **os.environ,
-        "FLEETCHAT_ENVIRONMENT": "local",
-        "FLEETCHAT_HOST": "127.0.0.1",
-        "FLEETCHAT_ACCOUNTS_STORE": "sqlite",
-        "FLEETCHAT_CONVERSATION_STORE": "sqlite",
-        "FLEETCHAT_WORKER_URLS": json.dumps({model: worker_urls}),
-        "FLEETCHAT_POOLS": json.dumps([model]),
-        "FLEETCHAT_SESSION_SECRET": session_secret,  # both replicas share one; neither races to create the file
-    }
-    log_path = data_dir.parent / f"gateway-{port}.log"
-    command = [sys.executable, "-m", "functions.cli", "gateway", "--port", str(port), "--data-dir", str(data_dir)]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return _Gateway(f"http://127.0.0.1:{port}", proc, log_path)
-
-
-async def _wait_ready(http: httpx.AsyncClient, gateway: _Gateway) -> None:
-    deadline = time.monotonic() + GATEWAY_START_TIMEOUT_S
-    while True:
-        if gateway.proc.poll() is not None:
-            raise RuntimeError(f"gateway {gateway.url} exited with {gateway.proc.returncode}: {gateway.log_tail()}")
-        try:
-            if (await http.get(f"{gateway.url}/metrics", timeout=2.0)).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(
-                f"gateway {gateway.url} not ready in {GATEWAY_START_TIMEOUT_S:.0f} s: {gateway.log_tail()}"
-            )
-        await asyncio.sleep(0.3)
-
-
 def _make_tenant(data_dir: Path, model: str, limit_rpm: int) -> str:
     """A tenant whose key and tenant RPM are both `limit_rpm`, in the replicas' store; returns its API key."""
     from functions.accounts import create_tenant_with_key
@@ -314,13 +243,13 @@ async def replica_limit_phase(
         data_dir.mkdir()
         api_key = _make_tenant(data_dir, model, limit_rpm)  # also creates the schema before either replica opens it
         session_secret = secrets.token_urlsafe(48)
-        gateways: list[_Gateway] = []
+        gateways: list[BenchGateway] = []
         try:
             async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S) as http:
                 for _ in range(2):
-                    gateways.append(_spawn_gateway(data_dir, model, worker_urls, session_secret))
+                    gateways.append(spawn_gateway(data_dir, model, worker_urls, session_secret=session_secret))
                 for gateway in gateways:
-                    await _wait_ready(http, gateway)
+                    await wait_ready(http, gateway)
                     progress.advance(start_task)
                 await _wait_for_window(progress)
                 urls = [g.url for g in gateways]

@@ -29,8 +29,9 @@ import httpx
 from rich.progress import Progress
 
 from functions.bench import prompts, stats
-from functions.bench.admission_phase import _free_port, _Gateway, _tier_for, _wait_ready
+from functions.bench.admission_phase import _tier_for
 from functions.bench.continuation_results import ContinuationRun, ContinuationStats, summarize
+from functions.bench.phase_gateway import BenchGateway, free_port, spawn_gateway, wait_ready
 from functions.bench.priority_phase import admitted_prompts
 from functions.bench.prom import sample_value
 from functions.failover_metrics import CONTINUATION_TTFT, CONTINUATIONS
@@ -222,25 +223,6 @@ def _tenant(data_dir: Path, model: str) -> str:
     return minted.key
 
 
-def _spawn_gateway(data_dir: Path, model: str, worker_urls: list[str]) -> _Gateway:
-    port = _free_port()
-    env = {
-        **os.environ,
-        "FLEETCHAT_ENVIRONMENT": "local",
-        "FLEETCHAT_ACCOUNTS_STORE": "sqlite",
-        "FLEETCHAT_CONVERSATION_STORE": "sqlite",
-        "FLEETCHAT_WORKER_URLS": json.dumps({model: worker_urls}),
-        "FLEETCHAT_POOLS": json.dumps([model]),
-        "FLEETCHAT_SESSION_SECRET": secrets.token_urlsafe(48),
-        "FLEETCHAT_SHADOW_JUDGE_SHARE": "0",
-    }
-    log_path = data_dir.parent / f"gateway-{port}.log"
-    command = [sys.executable, "-m", "functions.cli", "gateway", "--port", str(port), "--data-dir", str(data_dir)]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return _Gateway(f"http://127.0.0.1:{port}", proc, log_path)
-
-
 @dataclass(frozen=True)
 class _Counters:
     ttft_sum: float
@@ -339,8 +321,8 @@ async def _drive(
     runs: list[ContinuationRun] = []
     data_dir = tmp / "data"
     data_dir.mkdir()
-    workers = [_Worker(_free_port(), tmp / f"worker-{i}.log") for i in range(2)]
-    gateway: _Gateway | None = None
+    workers = [_Worker(free_port(), tmp / f"worker-{i}.log") for i in range(2)]
+    gateway: BenchGateway | None = None
     start = progress.add_task("continuation: start 2 workers + a gateway", total=3)
     try:
         async with httpx.AsyncClient(timeout=httpx.Timeout(REQUEST_TIMEOUT_S, connect=10.0)) as http:
@@ -351,8 +333,8 @@ async def _drive(
                 await worker.warm_up(http, model)
                 progress.advance(start)
             key = _tenant(data_dir, model)
-            gateway = _spawn_gateway(data_dir, model, [w.url for w in workers])
-            await _wait_ready(http, gateway)
+            gateway = spawn_gateway(data_dir, model, [w.url for w in workers])
+            await wait_ready(http, gateway)
             progress.advance(start)
             usable = await asyncio.to_thread(admitted_prompts, cfg.runs)
             tag = secrets.token_hex(3)

@@ -10,11 +10,6 @@ read from the gateway's /metrics.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import secrets
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -24,8 +19,8 @@ import httpx
 from rich.progress import Progress
 
 from functions.bench import prompts, stats
-from functions.bench.admission_phase import _free_port, _Gateway, _wait_ready
 from functions.bench.load import make_client, stream_chat
+from functions.bench.phase_gateway import BenchGateway, spawn_gateway, wait_ready
 from functions.bench.priority_results import PriorityStats, TierLatency
 from functions.bench.prom import sample_value
 from shared.tiers import LimitOverrides, Tier, policy_for
@@ -96,25 +91,12 @@ def _tenants(data_dir: Path, free_tenants: int) -> tuple[list[str], str]:
     return free, enterprise.key
 
 
-def _spawn(data_dir: Path, model: str, worker_urls: list[str]) -> _Gateway:
-    port = _free_port()
-    env = {
-        **os.environ,
-        "FLEETCHAT_ENVIRONMENT": "local",
-        "FLEETCHAT_ACCOUNTS_STORE": "sqlite",
-        "FLEETCHAT_CONVERSATION_STORE": "sqlite",
-        "FLEETCHAT_WORKER_URLS": json.dumps({model: worker_urls}),
-        "FLEETCHAT_POOLS": json.dumps([model]),
-        "FLEETCHAT_SESSION_SECRET": secrets.token_urlsafe(48),
-        "FLEETCHAT_SHADOW_JUDGE_SHARE": "0",
+def _spawn(data_dir: Path, model: str, worker_urls: list[str]) -> BenchGateway:
+    brownout = {
         "FLEETCHAT_BROWNOUT_WINDOW_S": str(BROWNOUT_WINDOW_S),
         "FLEETCHAT_BROWNOUT_HOLD_S": str(BROWNOUT_HOLD_S),
     }
-    log_path = data_dir.parent / f"gateway-{port}.log"
-    command = [sys.executable, "-m", "functions.cli", "gateway", "--port", str(port), "--data-dir", str(data_dir)]
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return _Gateway(f"http://127.0.0.1:{port}", proc, log_path)
+    return spawn_gateway(data_dir, model, worker_urls, extra_env=brownout)
 
 
 async def _metric(http: httpx.AsyncClient, url: str, name: str, **labels: str) -> float | None:
@@ -245,7 +227,7 @@ async def priority_phase(
         gateway = _spawn(data_dir, model, worker_urls)
         try:
             async with httpx.AsyncClient(timeout=10.0) as http:
-                await _wait_ready(http, gateway)
+                await wait_ready(http, gateway)
             progress.advance(start)
             result = await _drive(gateway.url, model, free_keys, enterprise_key, cfg, progress)
         finally:
