@@ -66,6 +66,9 @@ class StreamRelay:
         try:
             async for event in events:
                 if event == DONE:
+                    # Judged before the client can see the end: its response may be over (and judged) before this
+                    # generator resumes to its `finally` (the relay runs in a task of its own).
+                    slo_observation.stream_ended(self.account.model, finished=True, failed=capture.failed)
                     outcome = Outcome.COMPLETED if capture.completed else Outcome.ABORTED
                     store = capture.completed or (capture.failed and bool(capture.text))
                     async for closing in self._finish(outcome, store=store):
@@ -81,6 +84,8 @@ class StreamRelay:
                     async for closing in self._halt(finding):
                         yield closing
                     return
+                if capture.failed:  # an error event: a client reading it may leave before [DONE]
+                    slo_observation.stream_ended(self.account.model, finished=False, failed=True)
                 if relayed is not None:
                     if delta:
                         slo_observation.content_sent(self.account.model)  # TTFT / inter-token, as the client gets it
