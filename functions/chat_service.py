@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -29,12 +28,8 @@ MODAL_SESSION_HEADER = "Modal-Session-ID"
 GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id", "store", "replace_from"})
 
 
-@dataclass
-class RoutedRequest:
-    pool: str
-    replicas: list[str]
-    body: dict[str, Any]
-    headers: dict[str, str]
+# Where a request goes (its pool, candidate replicas, worker body and headers): the same thing as a continuation's leg.
+RoutedRequest = Leg
 
 
 class ChatService:
@@ -110,22 +105,14 @@ class ChatService:
         with self._observed(routed.pool):
             first = await self.workers.open_stream(routed.pool, routed.replicas, routed.body, routed.headers)
 
-        def fallback_leg() -> Leg | None:
-            found = fallback() if fallback is not None else None
-            return _leg(found) if found is not None else None
-
         return ContinuingStream(
             first,
-            _leg(routed),
+            routed,
             self.workers,
             max_continuations=self.max_continuations,
-            fallback=fallback_leg,
+            fallback=fallback,
             metrics=self.failover,
         )
-
-
-def _leg(routed: RoutedRequest) -> Leg:
-    return Leg(routed.pool, routed.replicas, routed.body, routed.headers)
 
 
 def chat_service_for(
