@@ -13,6 +13,7 @@ from gpu_workers.engine import Engine, EngineError, SamplingParams
 from gpu_workers.text_output import TextAssembler
 from gpu_workers.worker_metrics import WorkerMetrics
 from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
+from shared.request_parameters import refuse_unhonoured_by_local_engine
 from shared.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -44,6 +45,7 @@ class ChatServing:
         """Everything that can fail with a 4xx fails here, before the engine sees the request."""
         if request.model != self.engine.model_name:
             raise ModelNotFoundError(f"The model `{request.model}` does not exist.", param="model")
+        refuse_unhonoured_by_local_engine(request)
         messages = [{"role": m.role, "content": m.text()} for m in request.messages]
         continuing = bool(request.continue_final_message)  # the schema refused it beside add_generation_prompt
         try:

@@ -27,6 +27,7 @@ from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
+from shared.request_parameters import refuse_unknown_or_unhonoured
 from shared.schemas import ChatCompletionRequest
 from shared.storage.ledger import Outcome
 
@@ -50,6 +51,7 @@ async def chat_completions(
     safety: SafetyPipeline = request.app.state.safety
     # A judge's own call (this gateway serving as someone's judge) is never handed to the shadow judge.
     shadow: ShadowJudge | None = None if JUDGE_CALL_HEADER in request.headers else request.app.state.shadow_judge
+    refuse_unknown_or_unhonoured(body)  # before anything is reserved, stored or sent
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
@@ -68,7 +70,8 @@ async def chat_completions(
             await account.close(TokenUsage(0, 0), Outcome.FILTERED)
             raise
     # A conversation sticks to one replica (its KV blocks live there) unless the client names a session itself.
-    session = x_session_id or (turn.conversation_id if turn else None)
+    # OpenAI's `prompt_cache_key` is the same hint: requests sharing it share a prefix, so they share a replica.
+    session = x_session_id or (turn.conversation_id if turn else None) or _prompt_cache_key(body)
     headers = {**(turn.headers() if turn else {}), **account.headers}
     if account.reservation.brownout:
         headers[BROWNOUT_HEADER] = "true"
@@ -152,6 +155,11 @@ async def chat_completions(
     if outcome is Outcome.COMPLETED and shadow is not None:
         shadow.offer(caller.tenant, account.model, body.messages, text)
     return JSONResponse(completion, headers=headers)
+
+
+def _prompt_cache_key(body: ChatCompletionRequest) -> str | None:
+    key = (body.model_extra or {}).get("prompt_cache_key")
+    return key if isinstance(key, str) and key else None
 
 
 async def _answer(

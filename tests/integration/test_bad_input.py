@@ -140,3 +140,20 @@ def test_health_and_metrics(stack: Stack) -> None:
     assert "127.0.0.1" not in health.text, "worker addresses must not leak"
     metrics = httpx.get(f"{stack.gateway_url}/metrics", timeout=10).text
     assert "fleetchat_gateway_requests_total" in metrics
+
+
+def test_parameters_that_cannot_be_honoured_are_refused_not_dropped(stack: Stack, plus_key: str) -> None:
+    base = {"model": "mini", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
+    error = assert_error(post(stack, plus_key, json_body={**base, "temprature": 0.5}), 400, param="temprature")
+    assert error["message"] == "Unrecognized request argument supplied: temprature"
+    # No pool honours the legacy `functions`: the message points at `tools`.
+    functions = [{"name": "f", "parameters": {"type": "object"}}]
+    error = assert_error(post(stack, plus_key, json_body={**base, "functions": functions}), 400, param="functions")
+    assert "tools" in error["message"]
+    # vLLM honours these deployed; the local engine cannot, so its 400 reaches the client through the gateway.
+    assert_error(post(stack, plus_key, json_body={**base, "logprobs": True}), 400, param="logprobs")
+    assert_error(post(stack, plus_key, json_body={**base, "presence_penalty": 0.5}), 400, param="presence_penalty")
+    # At values that change nothing they are accepted, as are the hints fleetchat honours.
+    accepted = {**base, "logprobs": False, "frequency_penalty": 0, "prompt_cache_key": "k-1", "safety_identifier": "u"}
+    assert post(stack, plus_key, json_body=accepted).status_code == 200
+    still_serving(stack, plus_key)
