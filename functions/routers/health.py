@@ -1,4 +1,7 @@
-"""`GET /healthz` (the gateway and each worker's health) and `GET /metrics` (Prometheus)."""
+"""`GET /health` (liveness), `GET /healthz` (readiness: each pool's replicas) and `GET /metrics` (Prometheus).
+
+The names are the field's: vLLM and load generators such as guidellm probe `/health`; a gateway that is up but has no
+healthy replica for a pool is live (do not restart it) and not ready (do not send it traffic)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,16 @@ async def _probe(client: httpx.AsyncClient, url: str) -> bool:
     except httpx.HTTPError:
         return False
     return response.status_code == 200
+
+
+class Liveness(BaseModel):
+    status: str = "ok"
+
+
+@router.get("/health")
+async def health() -> Liveness:
+    """200 while the gateway process serves requests; it asks nothing of the workers or the stores."""
+    return Liveness()
 
 
 @router.get("/healthz")

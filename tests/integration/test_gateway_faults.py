@@ -58,7 +58,9 @@ def test_no_worker_at_all_is_503_with_retry_after(gateway_for) -> None:
     assert response.status_code == 503
     assert 1 <= int(response.headers["retry-after"]) <= 60
     assert response.json()["error"]["code"] == "service_unavailable"
-    assert httpx.get(f"{url}/healthz", timeout=10).status_code == 503
+    assert httpx.get(f"{url}/healthz", timeout=10).status_code == 503  # not ready: no replica to send traffic to
+    live = httpx.get(f"{url}/health", timeout=10)  # but live: restarting the gateway would not help
+    assert live.status_code == 200 and live.json() == {"status": "ok"}
 
 
 def test_worker_error_is_final_not_retried_and_maps_to_502(gateway_for) -> None:
