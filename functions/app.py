@@ -19,7 +19,9 @@ from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
 from functions.http_metrics import ResponseMetricsMiddleware
 from functions.judging.shadow import shadow_judge_for
+from functions.method_not_allowed import install_method_not_allowed
 from functions.moderation_service import ModerationService
+from functions.openapi_description import install_openapi_description
 from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting
 from functions.resumable_streams import ResumableStreams, ResumeMetrics, limits_from
@@ -151,4 +153,6 @@ def create_app(
     for module in (*routers, canary_admin, health):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
+    install_method_not_allowed(app)
+    install_openapi_description(app)  # real error statuses, no phantom 422 (functions/openapi_description.py)
     return app

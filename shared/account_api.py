@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from shared.errors import InvalidRequestError
 from shared.storage.base import AdminKeyRecord, ApiKeyRecord, SafetyChoices, Tenant, TenantPurpose, User
@@ -204,7 +204,7 @@ class Brownout(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: Literal["auto", "on", "off"] | None = None
-    active: bool | None = None
+    active: StrictBool | None = None  # strict: `0` or "yes" is a 400, never read as a bool
 
     @model_validator(mode="after")
     def _one_of(self) -> Brownout:

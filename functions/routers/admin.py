@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from functions.accounts import mint_api_key
 from functions.auth import current_admin
 from functions.brownout_control import BrownoutController
+from functions.openapi_description import error_responses
 from functions.routers.usage import MAX_RANGE, TIME_HELP, parse_time
 from shared.account_api import (
     ApiKeyCreate,
@@ -87,12 +88,12 @@ async def create_tenant(spec: TenantCreate, store: Store) -> TenantCreated:
     return TenantCreated(tenant=_object(tenant), api_key=key)
 
 
-@router.get("/tenants/{tenant_id}")
+@router.get("/tenants/{tenant_id}", responses=error_responses(404))
 async def get_tenant(tenant_id: TenantId, store: Store) -> TenantObject:
     return _object(_found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id))
 
 
-@router.patch("/tenants/{tenant_id}")
+@router.patch("/tenants/{tenant_id}", responses=error_responses(404))
 async def update_tenant(tenant_id: TenantId, changes: TenantChanges, store: Store) -> TenantObject:
     try:
         changes.changed()
@@ -104,13 +105,13 @@ async def update_tenant(tenant_id: TenantId, changes: TenantChanges, store: Stor
     return _object(_found(await to_thread.run_sync(store.update_tenant, tenant_id, changes), tenant_id))
 
 
-@router.get("/tenants/{tenant_id}/users")
+@router.get("/tenants/{tenant_id}/users", responses=error_responses(404))
 async def list_users(tenant_id: TenantId, store: Store) -> UserList:
     _found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id)
     return UserList(data=[UserObject.of(u) for u in await to_thread.run_sync(store.list_users, tenant_id)])
 
 
-@router.post("/tenants/{tenant_id}/users", status_code=201)
+@router.post("/tenants/{tenant_id}/users", status_code=201, responses=error_responses(404))
 async def create_user(tenant_id: TenantId, spec: UserCreate, store: Store) -> UserObject:
     _found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id)
     try:
@@ -120,19 +121,19 @@ async def create_user(tenant_id: TenantId, spec: UserCreate, store: Store) -> Us
     return UserObject.of(user)
 
 
-@router.get("/tenants/{tenant_id}/keys")
+@router.get("/tenants/{tenant_id}/keys", responses=error_responses(404))
 async def list_keys(tenant_id: TenantId, store: Store) -> ApiKeyList:
     _found(await to_thread.run_sync(store.get_tenant, tenant_id), tenant_id)
     return ApiKeyList(data=[ApiKeyObject.of(k) for k in await to_thread.run_sync(store.list_keys, tenant_id)])
 
 
-@router.post("/tenants/{tenant_id}/keys", status_code=201)
+@router.post("/tenants/{tenant_id}/keys", status_code=201, responses=error_responses(404))
 async def create_key(tenant_id: TenantId, spec: ApiKeyCreate, store: Store) -> ApiKeyCreated:
     minted = await to_thread.run_sync(lambda: mint_api_key(store, tenant_id, spec.label, user_id=spec.user_id))
     return ApiKeyCreated(**ApiKeyObject.of(minted.record).model_dump(), key=minted.key)
 
 
-@router.delete("/tenants/{tenant_id}/keys/{key_id}")
+@router.delete("/tenants/{tenant_id}/keys/{key_id}", responses=error_responses(404))
 async def revoke_key(tenant_id: TenantId, key_id: KeyId, store: Store) -> ApiKeyObject:
     record = await to_thread.run_sync(lambda: store.revoke_key(key_id, tenant_id=tenant_id))
     if record is None:
@@ -140,7 +141,7 @@ async def revoke_key(tenant_id: TenantId, key_id: KeyId, store: Store) -> ApiKey
     return ApiKeyObject.of(record)
 
 
-@router.get("/tenants/{tenant_id}/safety-events")
+@router.get("/tenants/{tenant_id}/safety-events", responses=error_responses(404))
 async def list_safety_events(
     tenant_id: TenantId,
     store: Store,

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from functions.auth import current_admin
 from functions.canary import Canaries, CanaryStatus
+from functions.openapi_description import error_responses
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(current_admin)])
 
@@ -29,7 +30,7 @@ async def list_canaries(request: Request) -> CanaryList:
     return CanaryList(data=_canaries(request).statuses())
 
 
-@router.post("/canaries/{pool}/reset")
+@router.post("/canaries/{pool}/reset", responses=error_responses(404))
 async def reset_canary(pool: PoolName, request: Request) -> CanaryStatus:
     """Put a rolled-back canary back into service (its error windows start afresh). 404: the pool has no canary."""
     return _canaries(request).reset(pool)

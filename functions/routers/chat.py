@@ -17,6 +17,7 @@ from functions.chat_service import ChatService, RoutedRequest
 from functions.conversation_turns import STORED_HEADER, ConversationTurns
 from functions.judging.client import JUDGE_CALL_HEADER
 from functions.judging.shadow import ShadowJudge
+from functions.openapi_description import error_responses
 from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.resumable_streams import RESUMABLE_HEADER
@@ -33,11 +34,23 @@ from shared.storage.ledger import Outcome
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
+_STREAM_OR_JSON: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The chat completion, or with `stream: true` its server-sent events (`data: {chunk}` lines "
+        "ending with `data: [DONE]`).",
+        "content": {"application/json": {}, "text/event-stream": {}},
+    }
+}
+
 # Set when the requested model's pool had no reachable replica and another pool of the tier answered.
 FALLBACK_HEADER = "x-fleetchat-fallback-model"
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={**_STREAM_OR_JSON, **error_responses(404, 429, 502, 503, 504)},
+)
 async def chat_completions(
     body: ChatCompletionRequest,
     caller: CurrentCaller,

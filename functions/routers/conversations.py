@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from functions.auth import CurrentTenant
 from functions.conversation_export import to_markdown
+from functions.openapi_description import error_responses
 from shared.conversation_api import (
     ConversationDeleted,
     ConversationDetail,
@@ -18,6 +19,7 @@ from shared.conversation_api import (
     ConversationUpdate,
 )
 from shared.storage.conversations import (
+    CONVERSATION_ID_RE,
     Conversation,
     ConversationNotFoundError,
     ConversationStore,
@@ -34,7 +36,10 @@ def conversation_store(request: Request) -> ConversationStore:
 Store = Annotated[ConversationStore, Depends(conversation_store)]
 
 
-def valid_id(conversation_id: str) -> str:
+def valid_id(
+    # The pattern is documented (clients and fuzzers read it); the check keeps the project's own error message.
+    conversation_id: Annotated[str, Path(json_schema_extra={"pattern": CONVERSATION_ID_RE.pattern})],
+) -> str:
     return check_conversation_id(conversation_id)
 
 
@@ -63,12 +68,12 @@ async def list_conversations(
     )
 
 
-@router.get("/{conversation_id}")
+@router.get("/{conversation_id}", responses=error_responses(404))
 async def get_conversation(tenant: CurrentTenant, store: Store, conversation_id: ConversationId) -> ConversationDetail:
     return ConversationDetail.of(await _live(store, tenant.id, conversation_id))
 
 
-@router.patch("/{conversation_id}")
+@router.patch("/{conversation_id}", responses=error_responses(404))
 async def rename_conversation(
     tenant: CurrentTenant, store: Store, conversation_id: ConversationId, update: ConversationUpdate
 ) -> ConversationObject:
@@ -78,7 +83,7 @@ async def rename_conversation(
     return ConversationObject.of(meta)
 
 
-@router.delete("/{conversation_id}")
+@router.delete("/{conversation_id}", responses=error_responses(404))
 async def delete_conversation(
     tenant: CurrentTenant, store: Store, conversation_id: ConversationId
 ) -> ConversationDeleted:
@@ -87,7 +92,17 @@ async def delete_conversation(
     return ConversationDeleted(id=conversation_id)
 
 
-@router.get("/{conversation_id}/export", response_model=None)
+@router.get(
+    "/{conversation_id}/export",
+    response_model=None,
+    responses={
+        200: {
+            "description": "The conversation as JSON, or as Markdown with `format=markdown`.",
+            "content": {"application/json": {}, "text/markdown": {}},
+        },
+        **error_responses(404),
+    },
+)
 async def export_conversation(
     tenant: CurrentTenant,
     store: Store,

@@ -9,12 +9,13 @@ from starlette.concurrency import run_in_threadpool
 
 from functions.auth import CurrentCaller, CurrentTenant
 from functions.feedback.service import FeedbackService
+from functions.openapi_description import error_responses
 from functions.routers.conversations import ConversationId
 from shared.errors import InvalidRequestError
 from shared.feedback_api import FeedbackCreate, FeedbackDeleted, FeedbackList, FeedbackObject
 from shared.storage.feedback import MAX_MESSAGE_INDEX
 
-router = APIRouter(prefix="/v1/conversations", tags=["feedback"])
+router = APIRouter(prefix="/v1/conversations", tags=["feedback"], responses=error_responses(404))
 
 
 def feedback_service(request: Request) -> FeedbackService:

@@ -44,7 +44,11 @@ async def health() -> Liveness:
     return Liveness()
 
 
-@router.get("/healthz")
+@router.get(
+    "/healthz",
+    response_model=GatewayHealth,
+    responses={503: {"model": GatewayHealth, "description": "A pool has no healthy replica (status `degraded`)."}},
+)
 async def healthz(request: Request) -> JSONResponse:
     """200 when every pool has at least one healthy replica, 503 otherwise (worker URLs are not disclosed)."""
     urls: dict[str, list[str]] = request.app.state.worker_urls
@@ -57,6 +61,10 @@ async def healthz(request: Request) -> JSONResponse:
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={200: {"description": "Prometheus text exposition.", "content": {"text/plain": {}}}},
+)
 async def metrics(request: Request) -> Response:
     return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -8,12 +8,13 @@ from fastapi.responses import JSONResponse
 
 from functions.auth import CurrentCaller
 from functions.moderation_service import ModerationService
+from functions.openapi_description import error_responses
 from shared.moderation_api import ModerationRequest, ModerationResponse
 
 router = APIRouter(prefix="/v1", tags=["moderations"])
 
 
-@router.post("/moderations", response_model=ModerationResponse)
+@router.post("/moderations", response_model=ModerationResponse, responses=error_responses(429, 503))
 async def create_moderation(body: ModerationRequest, caller: CurrentCaller, request: Request) -> JSONResponse:
     service: ModerationService = request.app.state.moderation
     response, headers = await service.moderate(caller, body)

@@ -6,6 +6,7 @@ from anyio import to_thread
 from fastapi import APIRouter, Request, Response
 
 from functions.auth import CurrentCaller, authenticate
+from functions.openapi_description import error_responses
 from functions.sessions import CSRF_HEADER, CSRF_VALUE, SESSION_COOKIE, SESSION_TTL_S, SessionSigner
 from shared.account_api import ApiKeyObject, SessionLogin, SessionObject, TenantObject
 from shared.errors import PermissionDeniedError
@@ -21,7 +22,7 @@ def _secure(request: Request) -> bool:
     return request.url.scheme == "https" or (request.url.hostname or "") not in LOOPBACK_HOSTS
 
 
-@router.post("")
+@router.post("", responses=error_responses(401, 403))
 async def sign_in(login: SessionLogin, request: Request, response: Response) -> SessionObject:
     if request.headers.get(CSRF_HEADER) != CSRF_VALUE:
         raise PermissionDeniedError(

@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from functions.auth import CurrentCaller
+from functions.openapi_description import error_responses
 from functions.resumable_streams import ResumableStreams, parse_last_event_id
 
 router = APIRouter(prefix="/v1", tags=["chat"])
@@ -29,7 +30,14 @@ def _streams(request: Request) -> ResumableStreams:
     return request.app.state.resumable
 
 
-@router.get("/chat/completions/{completion_id}/stream", response_model=None)
+@router.get(
+    "/chat/completions/{completion_id}/stream",
+    response_model=None,
+    responses={
+        200: {"description": "The stream's events after `Last-Event-ID`.", "content": {"text/event-stream": {}}},
+        **error_responses(404, 410),
+    },
+)
 async def resume_stream(
     completion_id: CompletionId,
     caller: CurrentCaller,
@@ -45,7 +53,7 @@ async def resume_stream(
     )
 
 
-@router.post("/chat/completions/{completion_id}/cancel")
+@router.post("/chat/completions/{completion_id}/cancel", responses=error_responses(404))
 async def cancel_stream(completion_id: CompletionId, caller: CurrentCaller, request: Request) -> StreamCancel:
     """Stop generating now (a dropped connection alone does not: it may come back). Idempotent."""
     stopped = await _streams(request).cancel(caller.tenant.id, completion_id)
