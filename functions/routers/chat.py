@@ -49,7 +49,7 @@ FALLBACK_HEADER = "x-fleetchat-fallback-model"
 @router.post(
     "/chat/completions",
     response_model=None,
-    responses={**_STREAM_OR_JSON, **error_responses(404, 429, 502, 503, 504)},
+    responses={**_STREAM_OR_JSON, **error_responses(404, 429, 502, 503)},
 )
 async def chat_completions(
     body: ChatCompletionRequest,

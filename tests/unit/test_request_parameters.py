@@ -12,7 +12,9 @@ from shared.schemas import ChatCompletionRequest
 
 
 def request(**extra: Any) -> ChatCompletionRequest:
-    return ChatCompletionRequest.model_validate({"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra})
+    return ChatCompletionRequest.model_validate(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], **extra}
+    )
 
 
 @pytest.mark.parametrize(
