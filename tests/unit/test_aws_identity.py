@@ -7,12 +7,13 @@ import ast
 import logging
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
 
-from shared.storage.aws_identity import SESSION_NAME, TOKEN_FILE_ENV, use_modal_identity_token
+from shared.storage.aws_identity import SESSION_NAME, SESSION_NAME_ENV, TOKEN_FILE_ENV, use_modal_identity_token
 from tests.support.moto_server import moto_server
 
 MODAL_APP_SOURCE = Path(__file__).resolve().parents[2] / "gpu_workers" / "modal_app.py"
@@ -63,17 +64,22 @@ def test_a_leftover_static_key_is_left_in_charge_with_a_warning(
 
 
 @pytest.fixture
-def container_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def container_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """os.environ as a Modal container with the `fleetchat-secrets` secret sees it: no static key, no AWS profile."""
     for name in list(os.environ):
         if name.startswith("AWS_"):
             monkeypatch.delenv(name)
+    # use_modal_identity_token sets these on os.environ itself; monkeypatch restores the originals after this fixture.
+    for name in (TOKEN_FILE_ENV, SESSION_NAME_ENV):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # botocore reads this name, not AWS_REGION
     monkeypatch.setenv("AWS_ROLE_ARN", ROLE_ARN)
     monkeypatch.setenv("MODAL_IDENTITY_TOKEN", TOKEN)
+    yield
 
 
 def test_boto3_assumes_the_role_with_the_token_and_signs_with_its_credentials(
