@@ -7,7 +7,7 @@ WEB_STAMP := web/dist/.built
 WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) web/index.html web/package.json \
 	web/package-lock.json web/vite.config.ts web/tsconfig.json
 
-.PHONY: up test bench eval lint install web clean
+.PHONY: up test bench eval lint install web clean scan-infra
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -43,9 +43,24 @@ bench: $(STAMP) $(WEB_STAMP)
 eval: $(STAMP)
 	$(BIN)/fleetchat eval run
 
+# checkov, the field's Terraform scanner, on infra/terraform: any failed check fails. In a venv of its own, since it
+# pins many libraries the project also uses. --skip-download: nothing fetched from Prisma Cloud (CI may be offline);
+# TF_CLI_CONFIG_FILE: checkov calls a terraform binary where one is installed, which warns without a CLI config.
+CHECKOV_VERSION := 3.3.30
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
+
+$(CHECKOV_STAMP):
+	test -x $(CHECKOV_VENV)/bin/python || $(PY) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q checkov==$(CHECKOV_VERSION)
+	touch $(CHECKOV_STAMP)
+
+scan-infra: $(CHECKOV_STAMP)
+	TF_CLI_CONFIG_FILE=/dev/null $(CHECKOV_VENV)/bin/checkov -d infra/terraform --compact --quiet --skip-download
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) .fleetchat .pytest_cache bench-results web/node_modules web/dist
+	rm -rf $(VENV) $(CHECKOV_VENV) .fleetchat .pytest_cache bench-results web/node_modules web/dist

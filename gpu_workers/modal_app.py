@@ -356,6 +356,9 @@ def guard_overrides(environ: Mapping[str, str], resolve: Callable[[str], str] = 
 def gateway() -> FastAPI:
     from functions.app import create_app
     from shared.settings import Settings
+    from shared.storage.aws_identity import use_modal_identity_token
+
+    use_modal_identity_token(os.environ)  # AWS: the service role, through this container's OIDC token
 
     settings = Settings(
         environment="deployed", worker_urls=resolve_worker_urls(), **DEPLOYED_STORES, **guard_overrides(os.environ)
@@ -380,6 +383,9 @@ RETENTION_SWEEP_TIMEOUT = 30 * MINUTES
 def retention_sweep() -> dict[str, int]:
     from functions.jobs.retention_sweep import sweep_from_settings
     from shared.settings import Settings
+    from shared.storage.aws_identity import use_modal_identity_token
+
+    use_modal_identity_token(os.environ)
 
     report = sweep_from_settings(Settings(**DEPLOYED_STORES))
     print(report.model_dump_json(), flush=True)
@@ -401,6 +407,9 @@ METER_FLUSH_TIMEOUT = 20 * MINUTES
 def meter_flush() -> dict[str, object]:
     from functions.metering.exporter import flush_from_settings
     from shared.settings import Settings
+    from shared.storage.aws_identity import use_modal_identity_token
+
+    use_modal_identity_token(os.environ)
 
     report = flush_from_settings(Settings(**DEPLOYED_STORES), show_progress=False)
     print(report.model_dump_json(), flush=True)

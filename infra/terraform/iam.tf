@@ -1,14 +1,58 @@
-# The identity of the Modal gateway and the retention sweep. Modal runs outside AWS, so there is no instance or task
-# role to assume and no OIDC federation to trust: an IAM user whose access key goes into the Modal secret
-# fleetchat-secrets. Rotate the key by creating a second one, updating the secret, then deleting the first.
-resource "aws_iam_user" "service" {
-  name = "${local.name}-modal"
-  path = "/${var.name_prefix}/"
+# The identity of the Modal functions that use the stores (gateway, retention_sweep, meter_flush): an IAM role they
+# assume with the OIDC identity token Modal injects into each of their containers (MODAL_IDENTITY_TOKEN), traded by
+# boto3's web-identity provider for credentials that expire within the hour. No long-lived AWS key exists anywhere,
+# so there is nothing to rotate or leak. https://modal.com/docs/guide/oidc-integration
+
+# One IAM OIDC provider per issuer URL and account: where another stack already registered https://oidc.modal.com,
+# pass its ARN as modal_oidc_provider_arn and none is created here. No thumbprint: IAM verifies the issuer's TLS
+# certificate against its own trusted CAs, and a pinned thumbprint would break when Modal rotates its certificate.
+resource "aws_iam_openid_connect_provider" "modal" {
+  count          = var.modal_oidc_provider_arn == null ? 1 : 0
+  url            = "https://oidc.modal.com"
+  client_id_list = ["oidc.modal.com"] # the aud claim of Modal's tokens
 }
 
-resource "aws_iam_access_key" "service" {
-  count = var.create_access_key ? 1 : 0
-  user  = aws_iam_user.service.name
+locals {
+  modal_oidc_provider_arn = var.modal_oidc_provider_arn != null ? var.modal_oidc_provider_arn : aws_iam_openid_connect_provider.modal[0].arn
+}
+
+# Who may assume the role: tokens Modal issued (aud) for the named functions of this app, in this workspace and
+# environment (sub). IAM cannot match Modal's custom claims (workspace_id, app_name, ...), only sub, which carries
+# them all: modal:workspace_id:W:environment_name:E:app_name:A:function_name:F:container_id:C.
+data "aws_iam_policy_document" "service_trust" {
+  statement {
+    sid     = "ModalFunctionsOfThisApp"
+    actions = ["sts:AssumeRoleWithWebIdentity"]
+
+    principals {
+      type        = "Federated"
+      identifiers = [local.modal_oidc_provider_arn]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "oidc.modal.com:aud"
+      values   = ["oidc.modal.com"]
+    }
+
+    # Only the container id is a wildcard: any container of exactly these functions.
+    condition {
+      test     = "StringLike"
+      variable = "oidc.modal.com:sub"
+      values = [
+        for function in var.modal_function_names :
+        "modal:workspace_id:${var.modal_workspace_id}:environment_name:${var.modal_environment}:app_name:${var.modal_app_name}:function_name:${function}:container_id:*"
+      ]
+    }
+  }
+}
+
+resource "aws_iam_role" "service" {
+  name                 = "${local.name}-modal"
+  path                 = "/${var.name_prefix}/"
+  description          = "Modal functions of ${var.modal_app_name} (OIDC): the conversation and account stores"
+  assume_role_policy   = data.aws_iam_policy_document.service_trust.json
+  max_session_duration = 3600 # boto3 refreshes before expiry, with the same Modal token
 }
 
 # Exactly the calls AwsConversationStore and the account adapters make (tests/unit/test_terraform.py derives them
@@ -102,8 +146,8 @@ data "aws_iam_policy_document" "service" {
   }
 }
 
-resource "aws_iam_user_policy" "service" {
-  name   = "${local.name}-conversations"
-  user   = aws_iam_user.service.name
+resource "aws_iam_role_policy" "service" {
+  name   = "${local.name}-storage"
+  role   = aws_iam_role.service.id
   policy = data.aws_iam_policy_document.service.json
 }

@@ -39,24 +39,22 @@ output "kms_alias" {
   value = aws_kms_alias.storage.name
 }
 
-output "service_user_name" {
-  description = "The IAM user of the Modal gateway and retention sweep."
-  value       = aws_iam_user.service.name
+output "access_log_bucket_name" {
+  description = "Where S3 delivers the conversation bucket's server access logs (prefix conversations/)."
+  value       = aws_s3_bucket.access_logs.id
 }
 
-output "service_access_key_id" {
-  description = "AWS_ACCESS_KEY_ID (null when create_access_key is false)."
-  value       = one(aws_iam_access_key.service[*].id)
+output "service_role_arn" {
+  description = "AWS_ROLE_ARN: the role the Modal functions assume with their OIDC identity token."
+  value       = aws_iam_role.service.arn
 }
 
-output "service_secret_access_key" {
-  description = "AWS_SECRET_ACCESS_KEY: terraform output -raw service_secret_access_key."
-  value       = one(aws_iam_access_key.service[*].secret)
-  sensitive   = true
+output "modal_oidc_provider_arn" {
+  value = local.modal_oidc_provider_arn
 }
 
 output "modal_secret_command" {
-  description = "Creates the Modal secret the gateway and the sweep read (add the secret's other keys to it)."
+  description = "Creates the Modal secret the gateway and the jobs read (add the secret's other keys to it)."
   value       = <<-EOT
     modal secret create fleetchat-secrets \
       FLEETCHAT_AWS_REGION=${var.region} \
@@ -64,7 +62,7 @@ output "modal_secret_command" {
       FLEETCHAT_CONVERSATIONS_BUCKET=${aws_s3_bucket.conversations.id} \
       FLEETCHAT_CONVERSATIONS_KMS_KEY_ID=${aws_kms_key.storage.arn} \
       FLEETCHAT_ACCOUNTS_TABLE=${aws_dynamodb_table.accounts.name} \
-      AWS_ACCESS_KEY_ID=${var.create_access_key ? one(aws_iam_access_key.service[*].id) : "<key id of ${aws_iam_user.service.name}>"} \
-      AWS_SECRET_ACCESS_KEY="${var.create_access_key ? "$(terraform output -raw service_secret_access_key)" : "<its secret>"}"
+      AWS_DEFAULT_REGION=${var.region} \
+      AWS_ROLE_ARN=${aws_iam_role.service.arn}
   EOT
 }

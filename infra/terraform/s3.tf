@@ -1,8 +1,38 @@
 # Conversation bodies: {tenant}/{conv}/{version}.json, one full snapshot per version, written once (If-None-Match)
 # and deleted when superseded or when the conversation is deleted.
 resource "aws_s3_bucket" "conversations" {
+  # Disaster recovery is point-in-time recovery for the tables and versioning for the bodies, in this region. A
+  # replica in a second region would restore nothing alone (the records that point to the bodies stay here; a global
+  # table would be the other half), would put personal data in a second jurisdiction, and would outlive erasure: S3
+  # never replicates version deletions, so an erased body would stay there until a lifecycle rule of its own.
+  #checkov:skip=CKV_AWS_144:Cross-region replication: DR is PITR + versioning in-region; a replica outlives erasure and adds a jurisdiction
   bucket        = var.bucket_name
   force_destroy = !var.deletion_protection # false: destroy fails while conversations remain
+}
+
+# Who read, wrote or deleted which body, from where (S3 server access logs; CloudTrail data events are the paid
+# alternative). Object keys name tenants and conversations, never their content.
+resource "aws_s3_bucket_logging" "conversations" {
+  bucket        = aws_s3_bucket.conversations.id
+  target_bucket = aws_s3_bucket.access_logs.id
+  target_prefix = "conversations/"
+
+  # Logs land under their day (conversations/<account>/<region>/<bucket>/YYYY/MM/DD/): Athena can read a day alone.
+  target_object_key_format {
+    partitioned_prefix {
+      partition_date_source = "EventTime"
+    }
+  }
+
+  # The log bucket must accept S3's deliveries before logging is switched on.
+  depends_on = [aws_s3_bucket_policy.access_logs]
+}
+
+# Every object event goes to the account's default EventBridge bus, free of charge: an operator can alert on it (a
+# delete by any principal but the service role, say) with a rule, without touching this bucket. No rule is made here.
+resource "aws_s3_bucket_notification" "conversations" {
+  bucket      = aws_s3_bucket.conversations.id
+  eventbridge = true
 }
 
 resource "aws_s3_bucket_public_access_block" "conversations" {

@@ -101,10 +101,72 @@ variable "noncurrent_version_days" {
   }
 }
 
-variable "create_access_key" {
-  description = "Create the service user's access key here (its secret lands in state); false: create it yourself."
-  type        = bool
-  default     = true
+variable "modal_workspace_id" {
+  description = "The Modal workspace that runs the app (ac-...: `modal token info`, or the workspace settings)."
+  type        = string
+
+  validation {
+    # A wildcard or colon here would widen the role's trust policy beyond the workspace.
+    condition     = can(regex("^ac-[A-Za-z0-9]+$", var.modal_workspace_id))
+    error_message = "modal_workspace_id must be a Modal workspace id such as ac-12345abcd."
+  }
+}
+
+variable "modal_environment" {
+  description = "The Modal environment the app is deployed to (`modal deploy --env`; Modal's default is main)."
+  type        = string
+  default     = "main"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", var.modal_environment))
+    error_message = "modal_environment must be a Modal environment name: letters, digits, '.', '_' or '-'."
+  }
+}
+
+variable "modal_app_name" {
+  description = "The deployed Modal app (APP_NAME in gpu_workers/modal_app.py)."
+  type        = string
+  default     = "fleetchat"
+
+  validation {
+    # Modal's OIDC rule for app names; it injects no token into an app whose name breaks it.
+    condition     = can(regex("^[A-Za-z0-9._-]{1,64}$", var.modal_app_name))
+    error_message = "modal_app_name must be 1-64 letters, digits, '.', '_' or '-'."
+  }
+}
+
+variable "modal_function_names" {
+  description = "The Modal functions that may assume the service role: those that open the AWS stores."
+  type        = list(string)
+  default     = ["gateway", "meter_flush", "retention_sweep"]
+
+  validation {
+    condition     = length(var.modal_function_names) > 0 && alltrue([for f in var.modal_function_names : can(regex("^[A-Za-z_][A-Za-z0-9_.-]*$", f))])
+    error_message = "modal_function_names must name at least one function; no wildcards or colons."
+  }
+}
+
+variable "modal_oidc_provider_arn" {
+  description = "ARN of an existing IAM OIDC provider for https://oidc.modal.com in this account; null: create one."
+  type        = string
+  default     = null
+
+  validation {
+    # The trust policy's condition keys (oidc.modal.com:aud, :sub) only exist for a provider of exactly this issuer.
+    condition     = var.modal_oidc_provider_arn == null || can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/oidc\\.modal\\.com$", var.modal_oidc_provider_arn))
+    error_message = "modal_oidc_provider_arn must be the ARN of an IAM OIDC provider for oidc.modal.com."
+  }
+}
+
+variable "access_log_days" {
+  description = "Days the conversation bucket's S3 server access logs are kept."
+  type        = number
+  default     = 90
+
+  validation {
+    condition     = var.access_log_days >= 1 && floor(var.access_log_days) == var.access_log_days
+    error_message = "access_log_days must be a whole number of days, at least 1."
+  }
 }
 
 variable "tags" {

@@ -1,5 +1,5 @@
 # Storage for the deployed service: the conversations table and bucket, the KMS key that encrypts both, and the
-# IAM identity the Modal gateway and retention sweep use. Nothing in the local stack needs any of it.
+# IAM role the Modal functions assume (OIDC), and the access-log bucket. Nothing in the local stack needs any of it.
 
 terraform {
   required_version = ">= 1.6"
@@ -11,7 +11,7 @@ terraform {
     }
   }
 
-  # State holds the service user's secret access key (when create_access_key is true): keep it in an encrypted,
+  # State holds no secret (the service assumes a role: iam.tf); still keep it in an encrypted,
   # access-controlled remote backend, e.g.
   #   backend "s3" { bucket = "my-tf-state" key = "fleetchat/storage.tfstate" region = "us-east-1" encrypt = true }
 }

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import MagicMock, patch
 
-import hcl2
 import pytest
 
 from shared.settings import Settings
@@ -29,9 +28,19 @@ from shared.storage.aws_accounts_layout import LEDGER_INDEX, AwsAccountsConfig
 from shared.storage.aws_conversations import AwsConversationStore
 from shared.storage.aws_layout import LIST_INDEX, SWEEP_INDEX, TTL_ATTRIBUTE, AwsStoreConfig
 from shared.storage.conversations import StoredMessage
+from tests.support.moto_server import moto_server
+from tests.support.terraform_module import (
+    MODULE,
+    REPO_ROOT,
+    TF_DIR,
+    modal_sub,
+    one_block,
+    policy_statements,
+    resource,
+    trusted,
+    variable_default,
+)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TF_DIR = REPO_ROOT / "infra" / "terraform"
 ADAPTER_SOURCE = REPO_ROOT / "shared" / "storage" / "aws_conversations.py"
 ACCOUNT_SOURCES = [
     REPO_ROOT / "shared" / "storage" / name
@@ -77,55 +86,6 @@ S3_ACTIONS: dict[str, set[str]] = {
 }
 # What ensure_resources' calls would need (plus the table_exists waiter's DescribeTable): never the service's.
 RESOURCE_ADMIN_ACTIONS = {"get_waiter": "dynamodb:DescribeTable"}
-
-
-def _load(path: Path) -> dict[str, Any]:
-    if hasattr(hcl2, "SerializationOptions"):  # python-hcl2 >= 8 quotes strings unless told not to
-        options = hcl2.SerializationOptions(
-            with_comments=False, explicit_blocks=False, strip_string_quotes=True, preserve_heredocs=False
-        )
-        return hcl2.loads(path.read_text(), serialization_options=options)
-    return hcl2.loads(path.read_text())
-
-
-def _module() -> dict[str, dict[str, Any]]:
-    """Every .tf file merged: {"resource": {"type.name": body}, "data": ..., "variable": {name: body}, "output": ...,
-    "locals": {name: expression}, "other": {"terraform": [...], "provider": [...]}}."""
-    merged: dict[str, dict[str, Any]] = {"resource": {}, "data": {}, "variable": {}, "output": {}, "locals": {}}
-    other: dict[str, list[Any]] = {}
-    for path in sorted(TF_DIR.glob("*.tf")):
-        for kind, blocks in _load(path).items():
-            for block in blocks:
-                if kind in ("resource", "data"):
-                    for type_, named in block.items():
-                        merged[kind].update({f"{type_}.{name}": body for name, body in named.items()})
-                elif kind in merged:
-                    merged[kind].update(block)
-                else:
-                    other.setdefault(kind, []).append(block)
-    return {**merged, "other": other}
-
-
-MODULE = _module()
-
-
-def resource(address: str) -> dict[str, Any]:
-    assert address in MODULE["resource"], f"infra/terraform has no resource {address}"
-    return MODULE["resource"][address]
-
-
-def one_block(body: dict[str, Any], name: str) -> dict[str, Any]:
-    blocks = body.get(name, [])
-    assert len(blocks) == 1, f"expected exactly one {name} block, got {blocks!r}"
-    return blocks[0]
-
-
-def variable_default(name: str) -> Any:
-    return MODULE["variable"][name].get("default")
-
-
-def policy_statements(address: str) -> list[dict[str, Any]]:
-    return MODULE["data"][address]["statement"]
 
 
 # -- the tables are the ones ensure_resources and ensure_accounts_table create -------------------------------------
@@ -434,12 +394,15 @@ def test_service_cannot_create_reconfigure_or_drop_resources(
     assert not [action for action in actions if admin.search(action)]
 
 
-def test_service_identity_is_a_user_with_that_policy() -> None:
-    policy = resource("aws_iam_user_policy.service")
-    assert policy["user"] == "${aws_iam_user.service.name}"
+def test_service_identity_is_a_role_with_that_policy_and_no_user_or_key() -> None:
+    policy = resource("aws_iam_role_policy.service")
+    assert policy["role"] == "${aws_iam_role.service.id}"
     assert policy["policy"] == "${data.aws_iam_policy_document.service.json}"
-    assert resource("aws_iam_access_key.service")["user"] == "${aws_iam_user.service.name}"
-    assert [a for a in MODULE["resource"] if a.startswith(("aws_iam_role", "aws_iam_policy_attachment"))] == []
+    trust = resource("aws_iam_role.service")["assume_role_policy"]
+    assert trust == "${data.aws_iam_policy_document.service_trust.json}"
+    long_lived = ("aws_iam_user", "aws_iam_access_key", "aws_iam_user_policy", "aws_iam_policy_attachment")
+    assert [a for a in MODULE["resource"] if a.startswith(long_lived)] == []
+    assert [a for a in MODULE["resource"] if a.startswith("aws_iam_role_policy")] == ["aws_iam_role_policy.service"]
 
 
 # -- outputs and references ----------------------------------------------------------------------------------------
@@ -447,10 +410,10 @@ def test_service_identity_is_a_user_with_that_policy() -> None:
 
 def test_outputs_feed_the_modal_secret() -> None:
     outputs = MODULE["output"]
-    assert outputs["service_secret_access_key"]["sensitive"] is True
-    names = ("table_name", "accounts_table_name", "bucket_name", "kms_key_arn", "service_user_name")
-    for name in (*names, "service_access_key_id"):
+    names = ("table_name", "accounts_table_name", "bucket_name", "kms_key_arn", "service_role_arn")
+    for name in names:
         assert name in outputs, name
+    assert outputs["service_role_arn"]["value"] == "${aws_iam_role.service.arn}"
     command = outputs["modal_secret_command"]["value"]
     created_secret = re.search(r"modal secret create (\S+) ", command)
     read_by_the_app = re.findall(r'modal\.Secret\.from_name\("([^"]+)"\)', MODAL_APP_SOURCE.read_text())
@@ -460,8 +423,12 @@ def test_outputs_feed_the_modal_secret() -> None:
     for field in fields:
         assert field in Settings.model_fields
         assert f"{prefix}{field.upper()}=" in command, field
-    assert "AWS_ACCESS_KEY_ID=" in command and "AWS_SECRET_ACCESS_KEY=" in command
     assert "FLEETCHAT_CONVERSATIONS_KMS_KEY_ID=${aws_kms_key.storage.arn}" in command
+    # boto3's web-identity provider: the role to assume, and the region of its STS call (botocore reads
+    # AWS_DEFAULT_REGION, not AWS_REGION). No static key: boto3 would prefer it over the role.
+    assert "AWS_ROLE_ARN=${aws_iam_role.service.arn}" in command
+    assert "AWS_DEFAULT_REGION=${var.region}" in command
+    assert "AWS_ACCESS_KEY_ID" not in command and "AWS_SECRET_ACCESS_KEY" not in command
 
 
 def test_terraform_and_provider_versions_are_pinned() -> None:
@@ -486,15 +453,23 @@ def test_every_reference_is_declared() -> None:
 # -- the real terraform, where one is installed --------------------------------------------------------------------
 
 PROVIDER_MIRROR = Path(os.environ.get("FLEETCHAT_TF_PROVIDER_MIRROR", "/opt/tf-plugins"))
+# No credentials and no AWS: creating resources makes no call at plan time, and the account id
+# (data.aws_caller_identity) comes from moto's STS on loopback.
 OFFLINE_PROVIDER = """
-provider "aws" {
+provider "aws" {{
   access_key                  = "AKIAOFFLINEPLAN00000"
   secret_key                  = "offline"
   skip_credentials_validation = true
   skip_requesting_account_id  = true
   skip_metadata_api_check     = true
-}
+
+  endpoints {{
+    sts = "{sts}"
+  }}
+}}
 """
+WORKSPACE = "ac-12345abcd"
+EXISTING_PROVIDER = "arn:aws:iam::123456789012:oidc-provider/oidc.modal.com"
 
 
 def _terraform(cwd: Path, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -521,12 +496,41 @@ def test_terraform_plans_offline(tmp_path: Path) -> None:
     (tmp_path / "cli.tfrc").write_text(
         f'provider_installation {{\n  filesystem_mirror {{\n    path = "{PROVIDER_MIRROR}"\n  }}\n}}\n'
     )
-    (tmp_path / "offline_override.tf").write_text(OFFLINE_PROVIDER)  # no credentials, no AWS call: a plan of creates
     config = tmp_path / "cli.tfrc"
     init = _terraform(tmp_path, config, "init", "-backend=false", "-input=false")
     assert init.returncode == 0, init.stdout + init.stderr
-    # plan validates the configuration and evaluates every expression and variable validation with real values
-    plan = _terraform(tmp_path, config, "plan", "-input=false", "-var", "bucket_name=acme-fleetchat-conversations")
-    assert plan.returncode == 0, plan.stdout + plan.stderr
-    assert "Warning" not in plan.stdout + plan.stderr
-    assert re.search(r"Plan: \d+ to add, 0 to change, 0 to destroy", plan.stdout)
+    variables = ["-var", "bucket_name=acme-fleetchat-conversations", "-var", f"modal_workspace_id={WORKSPACE}"]
+    with moto_server() as sts:
+        (tmp_path / "offline_override.tf").write_text(OFFLINE_PROVIDER.format(sts=sts))
+        # plan validates the configuration and evaluates every expression and variable validation with real values
+        plan = _terraform(tmp_path, config, "plan", "-input=false", *variables)
+        assert plan.returncode == 0, plan.stdout + plan.stderr
+        assert "Warning" not in plan.stdout + plan.stderr
+        assert re.search(r"Plan: \d+ to add, 0 to change, 0 to destroy", plan.stdout)
+        assert "aws_iam_openid_connect_provider.modal[0] will be created" in plan.stdout
+        # With the account's existing Modal provider the trust policy is known at plan time: read it as IAM will.
+        given = ["-var", f"modal_oidc_provider_arn={EXISTING_PROVIDER}", "-out", "tfplan"]
+        plan = _terraform(tmp_path, config, "plan", "-input=false", *variables, *given)
+        assert plan.returncode == 0, plan.stdout + plan.stderr
+        assert "aws_iam_openid_connect_provider.modal" not in plan.stdout
+    shown = _terraform(tmp_path, config, "show", "-json", "tfplan")
+    assert shown.returncode == 0, shown.stderr
+    (role,) = [
+        r["values"]
+        for r in json.loads(shown.stdout)["planned_values"]["root_module"]["resources"]
+        if r["address"] == "aws_iam_role.service"
+    ]
+    (statement,) = json.loads(role["assume_role_policy"])["Statement"]
+    assert statement["Principal"] == {"Federated": EXISTING_PROVIDER}
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert statement["Condition"]["StringEquals"] == {"oidc.modal.com:aud": "oidc.modal.com"}
+    patterns = statement["Condition"]["StringLike"]["oidc.modal.com:sub"]
+    for function in variable_default("modal_function_names"):
+        assert trusted(patterns, modal_sub(function=function))
+    for other in (
+        modal_sub(function="nightly_eval"),
+        modal_sub(workspace="ac-someoneelse"),
+        modal_sub(environment="dev"),
+        modal_sub(app="fleetchat-fork"),
+    ):
+        assert not trusted(patterns, other), other
