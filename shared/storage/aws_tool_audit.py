@@ -27,15 +27,9 @@ def run_item(record: ToolRunRecord) -> dict[str, Any]:
 
 def run_from_item(item: dict[str, Any]) -> ToolRunRecord:
     fields = {name: item.get(name) for name in ToolRunRecord.model_fields}
-    exit_code = item.get("exit_code")
-    return ToolRunRecord(
-        **{
-            **fields,
-            "at": from_iso(item["at"]),
-            "duration_ms": int(item["duration_ms"]),
-            "exit_code": None if exit_code is None else int(exit_code),
-        }  # fmt: skip
-    )
+    exit_code = item.get("exit_code")  # DynamoDB numbers come back as Decimal
+    numbers = {"duration_ms": int(item["duration_ms"]), "exit_code": None if exit_code is None else int(exit_code)}
+    return ToolRunRecord(**{**fields, **numbers, "at": from_iso(item["at"])})
 
 
 class AwsToolAudit(AccountsTable):
