@@ -25,7 +25,7 @@ from shared.storage.base import Tenant
 MODAL_SESSION_HEADER = "Modal-Session-ID"
 
 # Extension fields the gateway reads itself; workers (and vLLM) never see them.
-GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id", "store", "replace_from"})
+GATEWAY_ONLY_FIELDS = frozenset({"conversation_id", "session_id", "store", "replace_from", "server_tools"})
 
 
 # Where a request goes (its pool, candidate replicas, worker body and headers): the same thing as a continuation's leg.

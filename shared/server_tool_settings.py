@@ -9,7 +9,9 @@ from pydantic import BaseModel, Field
 
 class ToolQuota(BaseModel):
     runs: int = Field(ge=0)  # runs per tenant per window (0: the tool is off for everyone)
-    window_s: int = Field(default=60, ge=1, le=86_400)
+    # At most an hour: the shared limits store drops counter windows an hour after they close
+    # (shared/storage/limits.py COUNTER_RETENTION_S).
+    window_s: int = Field(default=60, ge=1, le=3600)
 
 
 class ServerToolSettings(BaseModel):

@@ -1,0 +1,97 @@
+"""The orchestrator: answer a request whose model may call the gateway's own tools.
+
+    round k (k < max_rounds): worker, non-streamed, with the server tools' definitions added to `tools`
+        -> the model called server tools only: run each, append the assistant turn and one `role: "tool"` message
+           per call, next round
+        -> anything else (an answer, or a call to a tool of the client's): the loop ends, that goes back
+    round max_rounds: the server tools are withdrawn (client tools stay) so the model must answer; a worker that
+        still calls one ends the request with 502 `server_tool_rounds_exceeded`
+
+Every round is a whole (non-streamed) worker call, so the rounds' tool calls arrive complete; a client that asked to
+stream gets the final completion replayed as a stream (functions/server_tools/replay.py) once it is done. Usage is
+the sum over the rounds. A message that calls both kinds of tool goes back with only the client's calls (the
+server's are dropped unrun: the client must answer its calls before the conversation can go on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from functions.server_tools.replay import ReplayedStream
+from functions.server_tools.runner import RunContext, ToolRun, ToolRunner
+from functions.stream_continuation import Leg
+from shared.errors import UpstreamError
+
+Complete = Callable[[Leg], Awaitable[dict[str, Any]]]
+
+
+def add_usage(total: dict[str, Any], usage: dict[str, Any] | None) -> dict[str, Any]:
+    if not usage:
+        return total
+    cached = (total.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    cached += (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0) or 0
+    prompt = total.get("prompt_tokens", 0) + int(usage.get("prompt_tokens") or 0)
+    completion = total.get("completion_tokens", 0) + int(usage.get("completion_tokens") or 0)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+
+
+def _name(call: dict[str, Any]) -> str:
+    return str((call.get("function") or {}).get("name") or "")
+
+
+@dataclasses.dataclass
+class ToolLoop:
+    runner: ToolRunner
+    names: list[str]  # the server tools this request asked for
+    definitions: list[dict[str, Any]]
+    context: RunContext
+    max_rounds: int
+    runs: list[ToolRun] = dataclasses.field(default_factory=list)
+
+    async def answer(self, complete: Complete, leg: Leg, *, streamed: bool) -> dict[str, Any] | ReplayedStream:
+        body = {k: v for k, v in leg.body.items() if k != "stream_options"}
+        body["stream"] = False
+        client_tools = list(body.get("tools") or [])
+        messages = list(body["messages"])
+        usage: dict[str, Any] = {}
+        for round_number in range(self.max_rounds + 1):
+            last = round_number == self.max_rounds
+            request = {**body, "messages": messages, "tools": client_tools if last else client_tools + self.definitions}
+            if last and not client_tools:
+                request.pop("tools")
+                request.pop("tool_choice", None)
+            completion = await complete(dataclasses.replace(leg, body=request))
+            usage = add_usage(usage, completion.get("usage"))
+            message = ((completion.get("choices") or [{}])[0]).get("message") or {}
+            calls = message.get("tool_calls") or []
+            ours = [c for c in calls if _name(c) in self.names]
+            theirs = [c for c in calls if _name(c) not in self.names]
+            if not ours or theirs:
+                if ours:
+                    message["tool_calls"] = theirs
+                return self._final(completion, usage, streamed)
+            if last:
+                raise UpstreamError(
+                    f"the model still called a server tool after {self.max_rounds} rounds of tool calls",
+                    code="server_tool_rounds_exceeded",
+                )
+            messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": ours})
+            for call in ours:
+                arguments = str((call.get("function") or {}).get("arguments") or "")
+                run = await self.runner.run(str(call.get("id") or ""), _name(call), arguments, self.context)
+                self.runs.append(run)
+                messages.append({"role": "tool", "tool_call_id": run.call_id, "content": run.content})
+        raise AssertionError("unreachable")
+
+    def _final(
+        self, completion: dict[str, Any], usage: dict[str, Any], streamed: bool
+    ) -> dict[str, Any] | ReplayedStream:
+        if usage:
+            completion["usage"] = usage
+        extension = {"server_tool_runs": [run.summary() for run in self.runs]}
+        if streamed:
+            return ReplayedStream(completion, extension)
+        return {**completion, **extension}
