@@ -23,7 +23,7 @@ class CalculatorError(ValueError):
 
 
 def _checked(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not isinstance(value, int | float):  # bool included (comparisons)
         raise CalculatorError("only numbers are supported")
     if isinstance(value, int) and value.bit_length() > INT_BITS:
         raise CalculatorError(f"number too large (over {INT_BITS} bits)")
