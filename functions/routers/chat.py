@@ -61,7 +61,7 @@ async def chat_completions(
     asked_max_tokens = body.output_limit()
     account = await accounting.open(caller, body, pool)
     body = account.apply(body)
-    tools = request.app.state.server_tools.loop(server_tools, caller, account.request_id) if server_tools else None
+    tools = request.app.state.server_tools.loop(server_tools, account) if server_tools else None
     # A block is filtered; a remote guard that could not judge (fail policy "closed": 503) failed; a client gone while
     # a remote guard judged aborted: every way out settles the reservation.
     async with account.closed_if_raising():

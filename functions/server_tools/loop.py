@@ -19,10 +19,12 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from functions.request_accounting import RequestAccount, TokenUsage
 from functions.server_tools.replay import ReplayedStream
 from functions.server_tools.runner import RunContext, ToolRun, ToolRunner
 from functions.stream_continuation import Leg
-from shared.errors import UpstreamError
+from shared.errors import FleetchatError, UpstreamError
+from shared.storage.ledger import Outcome
 
 Complete = Callable[[Leg], Awaitable[dict[str, Any]]]
 
@@ -49,14 +51,26 @@ class ToolLoop:
     definitions: list[dict[str, Any]]
     context: RunContext
     max_rounds: int
+    # Closed here with the rounds' usage when the loop fails after some rounds ran (the chat router's own close,
+    # without usage, is then a no-op): tokens a worker generated are billed whatever happens next.
+    account: RequestAccount | None = None
     runs: list[ToolRun] = dataclasses.field(default_factory=list)
+    usage: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     async def answer(self, complete: Complete, leg: Leg, *, streamed: bool) -> dict[str, Any] | ReplayedStream:
+        try:
+            return await self._rounds(complete, leg, streamed)
+        except BaseException as exc:
+            if self.account is not None and self.usage:
+                outcome = Outcome.FAILED if isinstance(exc, FleetchatError) else Outcome.ABORTED
+                await self.account.close(TokenUsage.from_openai(self.usage), outcome)
+            raise
+
+    async def _rounds(self, complete: Complete, leg: Leg, streamed: bool) -> dict[str, Any] | ReplayedStream:
         body = {k: v for k, v in leg.body.items() if k != "stream_options"}
         body["stream"] = False
         client_tools = list(body.get("tools") or [])
         messages = list(body["messages"])
-        usage: dict[str, Any] = {}
         for round_number in range(self.max_rounds + 1):
             last = round_number == self.max_rounds
             request = {**body, "messages": messages, "tools": client_tools if last else client_tools + self.definitions}
@@ -64,7 +78,7 @@ class ToolLoop:
                 request.pop("tools")
                 request.pop("tool_choice", None)
             completion = await complete(dataclasses.replace(leg, body=request))
-            usage = add_usage(usage, completion.get("usage"))
+            self.usage = add_usage(self.usage, completion.get("usage"))
             message = ((completion.get("choices") or [{}])[0]).get("message") or {}
             calls = message.get("tool_calls") or []
             ours = [c for c in calls if _name(c) in self.names]
@@ -72,7 +86,7 @@ class ToolLoop:
             if not ours or theirs:
                 if ours:
                     message["tool_calls"] = theirs
-                return self._final(completion, usage, streamed)
+                return self._final(completion, streamed)
             if last:
                 raise UpstreamError(
                     f"the model still called a server tool after {self.max_rounds} rounds of tool calls",
@@ -86,11 +100,9 @@ class ToolLoop:
                 messages.append({"role": "tool", "tool_call_id": run.call_id, "content": run.content})
         raise AssertionError("unreachable")
 
-    def _final(
-        self, completion: dict[str, Any], usage: dict[str, Any], streamed: bool
-    ) -> dict[str, Any] | ReplayedStream:
-        if usage:
-            completion["usage"] = usage
+    def _final(self, completion: dict[str, Any], streamed: bool) -> dict[str, Any] | ReplayedStream:
+        if self.usage:
+            completion["usage"] = self.usage
         extension = {"server_tool_runs": [run.summary() for run in self.runs]}
         if streamed:
             return ReplayedStream(completion, extension)

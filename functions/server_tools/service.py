@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from functions.auth import Caller
+from functions.request_accounting import RequestAccount
 from functions.server_tools.loop import ToolLoop
 from functions.server_tools.metrics import ServerToolMetrics
 from functions.server_tools.runner import RunContext, ToolRunner
@@ -56,17 +56,18 @@ class ServerTools:
                 )
         return names
 
-    def loop(self, names: list[str], caller: Caller, request_id: str) -> ToolLoop:
-        tenant = caller.tenant
+    def loop(self, names: list[str], account: RequestAccount) -> ToolLoop:
+        """The tool loop answering `account`'s request (its caller, request id and books)."""
+        tenant = account.caller.tenant
         context = RunContext(
             tenant_id=tenant.id,
-            key_id=caller.key.id,
-            request_id=request_id,
+            key_id=account.caller.key.id,
+            request_id=account.request_id,
             # The same switch as the safety audit's: content is kept only where the tenant's policy says so.
             audit_content=safety_for(tenant.tier, tenant.safety).audit_raw_content,
         )
         definitions = [self.tools[name].definition() for name in names]
-        return ToolLoop(self.runner, names, definitions, context, self.settings.max_rounds)
+        return ToolLoop(self.runner, names, definitions, context, self.settings.max_rounds, account)
 
 
 def server_tools_for(

@@ -87,6 +87,15 @@ class Stack:
         finally:
             audit.close()
 
+    def billed(self, tenant_id: str) -> int:
+        """The prompt tokens in the tenant's ledger."""
+        ledger = SQLiteLedger(self.data_dir / "fleetchat.db")
+        try:
+            rows = ledger.usage(tenant_id, utc_now() - timedelta(hours=1), utc_now() + timedelta(minutes=1))
+        finally:
+            ledger.close()
+        return sum(r.prompt_tokens for r in rows)
+
     def metric(self, name: str, **labels: str) -> float:
         text = httpx.get(f"{self.url}/metrics", timeout=10).text
         for family in text_string_to_metric_families(text):
@@ -146,12 +155,7 @@ def test_a_calculator_round_trip_bills_every_round_and_is_audited(stack: Stack) 
     assert completion.usage.prompt_tokens == sum(u["prompt_tokens"] for u in usages)
     assert completion.usage.completion_tokens == 10
     assert completion.model_extra["server_tool_runs"][0]["status"] == "ok"
-    ledger = SQLiteLedger(stack.data_dir / "fleetchat.db")
-    try:
-        rows = ledger.usage(tenant, utc_now() - timedelta(hours=1), utc_now() + timedelta(minutes=1))
-    finally:
-        ledger.close()
-    assert sum(r.prompt_tokens for r in rows) == completion.usage.prompt_tokens
+    assert stack.billed(tenant) == completion.usage.prompt_tokens
     [record] = stack.audit(tenant)
     assert (record.tool, record.status, record.exit_code) == ("calculator", "ok", None)
     assert record.input is None and record.output is None  # the plus tier's policy keeps no content
@@ -233,11 +237,14 @@ def test_the_round_bound_withdraws_the_tools_then_fails_a_worker_that_ignores_it
     _, key = stack.key()
     unoffered = _ask(stack, key, "stubborn:", server_tools=["python"])
     assert unoffered.choices[0].message.tool_calls[0].function.name == "calculator"
-    _, key = stack.key()
+    tenant, key = stack.key()
+    seen = len(stack.worker.state.usages)
     with pytest.raises(openai.APIStatusError) as failed:
         _ask(stack, key, "stubborn:")
     assert failed.value.status_code == 502
     assert failed.value.body["code"] == "server_tool_rounds_exceeded"
+    # The rounds that ran are billed, though the request failed.
+    assert stack.billed(tenant) == sum(u["prompt_tokens"] for u in stack.worker.state.usages[seen:]) > 0
 
 
 def test_a_call_to_a_client_tool_ends_the_loop_and_goes_back_to_the_client(stack: Stack) -> None:
