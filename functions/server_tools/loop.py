@@ -73,10 +73,9 @@ class ToolLoop:
         messages = list(body["messages"])
         for round_number in range(self.max_rounds + 1):
             last = round_number == self.max_rounds
-            request = {**body, "messages": messages, "tools": client_tools if last else client_tools + self.definitions}
-            if last and not client_tools:
-                request.pop("tools")
-                request.pop("tool_choice", None)
+            request = {**body, "messages": messages, "tools": client_tools + self.definitions}
+            if last:
+                request = self._without_server_tools(request, client_tools)
             completion = await complete(dataclasses.replace(leg, body=request))
             self.usage = add_usage(self.usage, completion.get("usage"))
             message = ((completion.get("choices") or [{}])[0]).get("message") or {}
@@ -99,6 +98,19 @@ class ToolLoop:
                 self.runs.append(run)
                 messages.append({"role": "tool", "tool_call_id": run.call_id, "content": run.content})
         raise AssertionError("unreachable")
+
+    def _without_server_tools(self, request: dict[str, Any], client_tools: list[Any]) -> dict[str, Any]:
+        """The last round's request: the server tools withdrawn, and a `tool_choice` that named one (or that needs a
+        tool when none is left) dropped, so the model answers."""
+        request = {**request, "tools": client_tools}
+        choice = request.get("tool_choice")
+        named = _name(choice) if isinstance(choice, dict) else None
+        if not client_tools:
+            request.pop("tools")
+            request.pop("tool_choice", None)
+        elif named in self.names:
+            request["tool_choice"] = "auto"
+        return request
 
     def _final(self, completion: dict[str, Any], streamed: bool) -> dict[str, Any] | ReplayedStream:
         if self.usage:

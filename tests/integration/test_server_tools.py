@@ -138,8 +138,9 @@ def test_a_calculator_round_trip_bills_every_round_and_is_audited(stack: Stack) 
     tenant, key = stack.key()
     seen = len(stack.worker.state.bodies)
     before = stack.metric("fleetchat_gateway_server_tool_runs_total", tool="calculator", status="ok")
-    completion = _ask(stack, key, "calc:6*7")
+    completion = _ask(stack, key, "calc:6*7", extra_body={"store": True})
     assert completion.choices[0].message.content == "The answer is 42"
+    assert completion.model_extra["conversation"]["stored"] is True  # the final answer is the stored turn
     assert completion.choices[0].finish_reason == "stop"
     first, second = stack.worker.state.bodies[seen:]
     # The worker was offered the tools, called non-streamed, and got the result back as a tool message.
@@ -233,6 +234,13 @@ def test_the_round_bound_withdraws_the_tools_then_fails_a_worker_that_ignores_it
     assert completion.choices[0].message.content == "Done."
     bodies = stack.worker.state.bodies[seen:]
     assert len(bodies) == 3 and "tools" not in bodies[-1]  # 2 rounds, then one without the tools
+    # With tools of the client's, only the server's are withdrawn, and a tool_choice naming one gives way.
+    seen = len(stack.worker.state.bodies)
+    forced = {"type": "function", "function": {"name": "calculator"}}
+    assert _ask(stack, key, "forever:", tools=[WEATHER], tool_choice=forced).choices[0].message.content == "Done."
+    last = stack.worker.state.bodies[-1]
+    assert len(stack.worker.state.bodies) - seen == 3 and stack.worker.state.bodies[seen]["tool_choice"] == forced
+    assert tool_names(last) == ["get_weather"] and last["tool_choice"] == "auto"
     # A call to a tool the gateway did not offer is not the gateway's: it goes back to the client as it came.
     _, key = stack.key()
     unoffered = _ask(stack, key, "stubborn:", server_tools=["python"])
