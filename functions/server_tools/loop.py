@@ -105,9 +105,9 @@ class ToolLoop:
         request = {**request, "tools": client_tools}
         choice = request.get("tool_choice")
         named = _name(choice) if isinstance(choice, dict) else None
-        if not client_tools:
-            request.pop("tools")
-            request.pop("tool_choice", None)
+        if not client_tools:  # OpenAI refuses tool_choice and parallel_tool_calls without tools
+            for field in ("tools", "tool_choice", "parallel_tool_calls"):
+                request.pop(field, None)
         elif named in self.names:
             request["tool_choice"] = "auto"
         return request

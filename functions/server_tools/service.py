@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from functions.request_accounting import RequestAccount
+from functions.sandboxing import bwrap_works
 from functions.server_tools.loop import ToolLoop
 from functions.server_tools.metrics import ServerToolMetrics
 from functions.server_tools.runner import RunContext, ToolRunner
@@ -78,7 +79,9 @@ def server_tools_for(
     metrics: ServerToolMetrics,
     redact: Callable[[str], str],
 ) -> ServerTools:
-    """The gateway's tools; the python tool's sandbox never shows `data_dir` (keys, database, spools)."""
+    """The gateway's tools; the python tool's sandbox never shows `data_dir` (keys, database, spools). Whether the
+    sandbox works here is probed now, at start-up, rather than on a request's path."""
+    bwrap_works()
     tools: dict[str, ServerTool] = {
         "python": PythonTool(settings, hidden=[data_dir]),
         "calculator": CalculatorTool(settings),
