@@ -13,9 +13,10 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from anyio import to_thread
+from anyio import CancelScope, to_thread
 from pydantic import ValidationError
 
 from functions.replica_breakers import ReplicaBreaker
@@ -79,22 +80,57 @@ class ToolRunner:
         }
 
     async def run(self, call_id: str, name: str, arguments_text: str, context: RunContext) -> ToolRun:
-        tool, breaker = self.tools[name], self.breakers[name]
         started_at, started = utc_now(), time.perf_counter()
-        ran = False
+        try:
+            outcome, ran = await self._outcome(name, arguments_text, context)
+        except BaseException:  # cancelled (the client left; the sandbox is killed): the call is still audited
+            with CancelScope(shield=True):
+                cancelled = _refused(ToolRunStatus.ERROR, "cancelled: the request ended")
+                await self._finish(call_id, name, cancelled, arguments_text, context, started_at, started, ran=True)
+            raise
+        return await self._finish(call_id, name, outcome, arguments_text, context, started_at, started, ran=ran)
+
+    async def _outcome(self, name: str, arguments_text: str, context: RunContext) -> tuple[ToolOutcome, bool]:
+        """The call's outcome, and whether the tool ran (a refusal does not)."""
+        breaker = self.breakers[name]
         if not breaker.admit():
             retry = max(0.0, (breaker.opened_at or 0.0) + breaker.cooldown_s - breaker.clock())
-            outcome = _refused(ToolRunStatus.BREAKER_OPEN, f"the {name} tool kept failing and is paused; retry in "
-                               f"{retry:.0f} s")  # fmt: skip
-        elif not await self._charge(name, context.tenant_id):
-            breaker.released()
-            quota = self.settings.quotas[name]
-            outcome = _refused(ToolRunStatus.QUOTA, f"quota exhausted: {quota.runs} {name} runs per {quota.window_s} "
-                               "s for this tenant; try again later or answer without the tool")  # fmt: skip
+            message = f"the {name} tool kept failing and is paused; retry in {retry:.0f} s"
+            return _refused(ToolRunStatus.BREAKER_OPEN, message), False
+        try:
+            charged = await self._charge(name, context.tenant_id)
+            if not charged:
+                breaker.released()
+                quota = self.settings.quotas[name]
+                message = (f"quota exhausted: {quota.runs} {name} runs per {quota.window_s} s for this tenant; try "
+                           "again later or answer without the tool")  # fmt: skip
+                return _refused(ToolRunStatus.QUOTA, message), False
+            outcome = await self._run(self.tools[name], arguments_text)
+        except Exception:  # a bug or an OS failure around the tool: the tool's failure, told plainly
+            log.exception("the %s tool failed", name)
+            outcome = ToolOutcome(status=ToolRunStatus.ERROR, result={"error": "the tool failed"}, tool_failed=True)
+        except BaseException:
+            breaker.released()  # no verdict on the tool: free the half-open probe
+            raise
+        if outcome.tool_failed:
+            breaker.failed()
         else:
-            ran = True
-            outcome = await self._run(tool, arguments_text)
-            breaker.failed() if outcome.tool_failed else breaker.succeeded()
+            breaker.succeeded()
+        return outcome, True
+
+    async def _finish(
+        self,
+        call_id: str,
+        name: str,
+        outcome: ToolOutcome,
+        arguments_text: str,
+        context: RunContext,
+        started_at: datetime,
+        started: float,
+        *,
+        ran: bool,
+    ) -> ToolRun:
+        """Count, time and audit the call; what the model gets."""
         seconds = time.perf_counter() - started
         self.metrics.runs.labels(name, outcome.status.value).inc()
         if ran:
@@ -129,7 +165,7 @@ class ToolRunner:
         return outcome.admitted
 
     async def _audit(
-        self, run: ToolRun, outcome: ToolOutcome, arguments_text: str, at: Any, context: RunContext
+        self, run: ToolRun, outcome: ToolOutcome, arguments_text: str, at: datetime, context: RunContext
     ) -> None:
         limit = self.settings.audit_content_chars
         keep = context.audit_content and limit > 0

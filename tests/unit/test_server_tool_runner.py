@@ -5,11 +5,15 @@ tenant, arguments are checked, and every call (refusals included) is audited and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
+import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import psutil
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -115,3 +119,35 @@ def test_content_is_audited_only_where_the_policy_allows(tmp_path: Path) -> None
     [bare] = audit.list_for_tenant("bare", now - timedelta(hours=1), now)
     assert kept.input == '{"expression": "3*3"}' and kept.output == '{"status": "ok", "value": 9}'
     assert bare.input is None and bare.output is None and bare.key_id == "key_1" and bare.request_id == "req_1"
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed (.ci/run installs it)")
+def test_a_run_cancelled_with_its_request_is_killed_and_still_audited(tmp_path: Path) -> None:
+    runner, audit, _ = _runner(tmp_path, Clock(), python_timeout_s=30)
+    marker = f"fleetchat-probe-{uuid.uuid4().hex}"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'while True: pass', {marker!r}], start_new_session=True)\n"
+        "while True:\n    pass\n"
+    )
+
+    async def go() -> None:
+        task = asyncio.create_task(runner.run("c", "python", json.dumps({"code": code}), _context()))
+        deadline = time.monotonic() + 20
+        while not _processes(marker) and time.monotonic() < deadline:  # the sandboxed child has started
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    deadline = time.monotonic() + 5  # the kernel reaps a dead PID namespace's processes asynchronously
+    while _processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes(marker) == []
+    assert _statuses(audit) == ["error"]
+    assert not runner.breakers["python"].probing and runner.breakers["python"].failures == 0
+
+
+def _processes(marker: str) -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
