@@ -110,7 +110,7 @@ def update_tenant(
         bool | None,
         typer.Option(
             "--audit-raw-content/--no-audit-raw-content",
-            help="Enterprise: keep a PII-redacted excerpt in safety audit records.",
+            help="Enterprise: keep PII-redacted content in safety and server-tool audit records.",
         ),
     ] = None,
     clear_safety: Annotated[bool, typer.Option("--clear-safety", help="Drop the safety overrides.")] = False,

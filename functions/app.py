@@ -37,6 +37,8 @@ from functions.safety.output_classifier import OutputClassifier
 from functions.safety.pii import pii_detector
 from functions.safety.pipeline import SafetyPipeline
 from functions.safety.prefilter import PreFilter
+from functions.server_tools.metrics import ServerToolMetrics
+from functions.server_tools.service import server_tools_for
 from functions.sessions import SessionSigner, load_or_create_secret
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
 from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
@@ -52,6 +54,7 @@ from shared.storage.factory import (
     open_rate_limits,
     open_safety_audit,
     open_tenant_store,
+    open_tool_audit,
 )
 
 
@@ -106,6 +109,15 @@ def create_app(
             app.state.guard = open_guard(settings, embedded, client, app.state.metrics)
             output = OutputClassifier.load()
             app.state.safety = SafetyPipeline(app.state.guard, pii_detector(), audit, app.state.metrics, output)
+            # Server-side tools (docs/server-tools.md): quotas in the shared limits store, runs audited.
+            app.state.server_tools = server_tools_for(
+                settings.server_tools,
+                settings.data_dir,
+                admission.store,
+                own(open_tool_audit(settings)),
+                app.state.server_tool_metrics,
+                app.state.safety.pii.redact,
+            )
             app.state.moderation = ModerationService(app.state.guard, app.state.accounting, classifier.table)
             app.state.sessions = session_signer(settings)
             app.state.feedback = own(open_feedback_store(settings))
@@ -139,6 +151,7 @@ def create_app(
     # Registered at once (not at start-up), so the app's registry holds every metric the alert rules name.
     app.state.resume_metrics = ResumeMetrics(app.state.metrics.registry)
     app.state.canary_metrics = CanaryMetrics(app.state.metrics.registry)
+    app.state.server_tool_metrics = ServerToolMetrics(app.state.metrics.registry)
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
     control_metrics = ControlMetrics(app.state.metrics.registry)
     app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)

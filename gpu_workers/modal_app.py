@@ -76,6 +76,7 @@ GATEWAY_PACKAGES = (
     "jinja2>=3.1,<4",
     "psutil>=5.9,<8",  # `fleetchat up` only (never imported by the gateway); kept so the image matches pyproject
     "filelock>=3.12,<5",  # likewise
+    "simpleeval>=1.0,<2",  # the calculator server tool
 )
 # Pinned so an image rebuild cannot change the engine under a running service.
 VLLM_PACKAGE = "vllm==0.33.0"
@@ -212,7 +213,10 @@ SAFETY_MODEL_DIR = Path(__file__).resolve().parent.parent / "functions" / "safet
 WEB_DIST_DIR = Path(__file__).resolve().parent.parent / "web" / "dist"
 runtime_image = modal.Image.debian_slim(python_version="3.11").pip_install(*GATEWAY_PACKAGES)
 gateway_image = (
-    runtime_image.add_local_python_source("functions", "gpu_workers", "shared")
+    # bubblewrap: the python server tool's sandbox; where the container cannot create namespaces the tool is refused
+    # (400 server_tool_unavailable), never run unisolated (docs/server-tools.md).
+    runtime_image.apt_install("bubblewrap")
+    .add_local_python_source("functions", "gpu_workers", "shared")
     .add_local_dir(SAFETY_MODEL_DIR, remote_path="/root/functions/safety/model")
     .add_local_dir(WEB_DIST_DIR, remote_path="/root/web/dist")
 )

@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.canaries import CanarySpec
+from shared.server_tool_settings import ServerToolSettings
 from shared.tiers import Tier
 
 # Llama Guard hazard codes a deployment may let through: the ones no OpenAI moderation category covers (S6 specialized
@@ -61,6 +62,8 @@ class Settings(BaseSettings):
     # 5xx without an error body, streams that broke), stays open for the cool-down, then lets one probe through.
     breaker_failure_threshold: int = Field(default=3, ge=1, le=100)
     breaker_cooldown_s: float = Field(default=10.0, gt=0, le=600)
+    # Server-side tools (docs/server-tools.md): timeouts, sandbox limits, quotas, breakers, rounds.
+    server_tools: ServerToolSettings = ServerToolSettings()
     # Tries of one request before its first byte (each on the next candidate replica), with full-jitter backoff.
     upstream_attempts: int = Field(default=3, ge=1, le=10)
     upstream_backoff_s: float = Field(default=0.05, ge=0, le=5)  # base of the jittered exponential backoff

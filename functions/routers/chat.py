@@ -3,7 +3,7 @@ through the safety post-filter, and account."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from anyio import to_thread
@@ -22,6 +22,8 @@ from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.resumable_streams import RESUMABLE_HEADER
 from functions.safety.pipeline import SafetyPipeline
+from functions.server_tools.loop import ToolLoop
+from functions.server_tools.replay import ReplayedStream
 from functions.slo_observation import label_chat
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_continuation import ContinuingStream
@@ -65,6 +67,7 @@ async def chat_completions(
     # A judge's own call (this gateway serving as someone's judge) is never handed to the shadow judge.
     shadow: ShadowJudge | None = None if JUDGE_CALL_HEADER in request.headers else request.app.state.shadow_judge
     refuse_unknown_or_unhonoured(body)  # before anything is reserved, stored or sent
+    server_tools = request.app.state.server_tools.requested(body)  # a 400 before anything is charged
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
@@ -73,6 +76,7 @@ async def chat_completions(
     asked_max_tokens = body.output_limit()
     account = await accounting.open(caller, body, pool)
     body = account.apply(body)
+    tools = request.app.state.server_tools.loop(server_tools, account) if server_tools else None
     # A block is filtered; a remote guard that could not judge (fail policy "closed": 503) failed; a client gone while
     # a remote guard judged aborted: every way out settles the reservation.
     async with account.closed_if_raising():
@@ -115,18 +119,18 @@ async def chat_completions(
     slot = placed.slot
     async with account.closed_if_raising(), slot.released_if_raising():
         try:
-            answer, version = await _answer(service, canaries, pool, body, session, fallback_route)
+            answer, version = await _answer(service, canaries, pool, body, session, fallback_route, tools)
         except NoReplicaReachableError:
             fallback = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
             if fallback is None:
                 raise
             fallback_pool, fallback_body = fallback
-            answer, version = await _answer(service, canaries, fallback_pool, fallback_body, session)
+            answer, version = await _answer(service, canaries, fallback_pool, fallback_body, session, None, tools)
             control.count_downgrade(tenant.tier, pool, fallback_pool, "unreachable")
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
-    if isinstance(answer, ContinuingStream):
+    if not isinstance(answer, dict):  # a worker's stream, or a server-tool answer replayed as one
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
         messages = body.messages
@@ -182,13 +186,18 @@ async def _answer(
     body: ChatCompletionRequest,
     session: str | None,
     fallback: Callable[[], RoutedRequest | None] | None = None,
-) -> tuple[ContinuingStream | dict[str, Any], VersionChoice]:
+    tools: ToolLoop | None = None,
+) -> tuple[ContinuingStream | ReplayedStream | dict[str, Any], VersionChoice]:
     """The worker's answer from `pool` (an open stream, continued on `fallback()` if the pool cannot finish it, or the
     whole completion body) and the model version (the pool's canary or its stable version) that gives it."""
     version = canaries.choose(pool, session)
     for attempt in (version, canaries.stable(pool)):  # an unreachable canary leaves the answer to the stable version
         routed = service.route(attempt.ring, body, session)
-        call = service.open_stream(routed, fallback) if body.stream else service.complete(routed)
+        call: Awaitable[ContinuingStream | ReplayedStream | dict[str, Any]]
+        if tools is not None:  # rounds with the gateway's own tools (functions/server_tools/loop.py)
+            call = tools.answer(service.complete, routed, streamed=bool(body.stream))
+        else:
+            call = service.open_stream(routed, fallback) if body.stream else service.complete(routed)
         try:
             return await canaries.observe(attempt, call, streamed=bool(body.stream)), attempt
         except NoReplicaReachableError:

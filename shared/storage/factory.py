@@ -11,6 +11,7 @@ from shared.storage.feedback import FeedbackStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
 from shared.storage.safety_audit import SafetyAuditStore
+from shared.storage.tool_audit import ToolAuditStore
 
 if TYPE_CHECKING:
     from shared.storage.aws_accounts_layout import AwsAccountsConfig
@@ -73,6 +74,17 @@ def open_safety_audit(settings: Settings) -> SafetyAuditStore:
     from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
 
     return SQLiteSafetyAudit(settings.db_path)
+
+
+def open_tool_audit(settings: Settings) -> ToolAuditStore:
+    """The audit of server-side tool runs, beside the safety audit (on AWS, in the accounts table)."""
+    if settings.accounts_store == "aws":
+        from shared.storage.aws_tool_audit import AwsToolAudit
+
+        return AwsToolAudit(_aws_accounts_config(settings))
+    from shared.storage.sqlite_tool_audit import SQLiteToolAudit
+
+    return SQLiteToolAudit(settings.db_path)
 
 
 def open_conversation_store(settings: Settings) -> ConversationStore:

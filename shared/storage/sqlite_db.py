@@ -205,6 +205,24 @@ MIGRATIONS: list[list[str]] = [
         # The model version that answered an assistant message (a pool's canary or its stable version).
         "ALTER TABLE messages ADD COLUMN model_version TEXT",
     ],
+    [
+        # Server-side tools (issue 22): one audit row per tool run, listed per tenant by time; no content unless
+        # the tenant's policy allows it.
+        """CREATE TABLE tool_audit (
+            run_id TEXT PRIMARY KEY,
+            request_id TEXT NOT NULL,
+            tenant_id TEXT NOT NULL,
+            key_id TEXT,
+            at TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            status TEXT NOT NULL,
+            duration_ms INTEGER NOT NULL,
+            exit_code INTEGER,
+            input TEXT,
+            output TEXT
+        ) WITHOUT ROWID""",
+        "CREATE INDEX tool_audit_by_tenant ON tool_audit(tenant_id, at)",
+    ],
 ]
 
 

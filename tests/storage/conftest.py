@@ -15,6 +15,7 @@ from shared.storage.conversations import ConversationStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
 from shared.storage.safety_audit import SafetyAuditStore
+from shared.storage.tool_audit import ToolAuditStore
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 
 if TYPE_CHECKING:
@@ -114,5 +115,12 @@ def meter_state(accounts_settings: Settings) -> Iterator[MeterStateStore]:
 @pytest.fixture
 def safety_audit(accounts_settings: Settings) -> Iterator[SafetyAuditStore]:
     store = factory.open_safety_audit(accounts_settings)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def tool_audit(accounts_settings: Settings) -> Iterator[ToolAuditStore]:
+    store = factory.open_tool_audit(accounts_settings)
     yield store
     store.close()

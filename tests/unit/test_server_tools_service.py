@@ -1,0 +1,51 @@
+"""Which server tools a request asked for: the extension field read from the request's extra fields, refused with a
+400 that names the `param`; the python tool is refused, never run unisolated, where bubblewrap cannot run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from functions.sandboxing import bwrap_works
+from functions.server_tools.metrics import ServerToolMetrics
+from functions.server_tools.service import ServerTools, server_tools_for
+from shared.errors import InvalidRequestError
+from shared.schemas import ChatCompletionRequest
+from shared.server_tool_settings import ServerToolSettings
+from shared.storage.sqlite_limits import SQLiteRateLimits
+from shared.storage.sqlite_tool_audit import SQLiteToolAudit
+
+
+def _service(tmp_path: Path) -> ServerTools:
+    db = tmp_path / "fleetchat.db"
+    metrics = ServerToolMetrics(CollectorRegistry())
+    return server_tools_for(ServerToolSettings(), tmp_path, SQLiteRateLimits(db), SQLiteToolAudit(db), metrics, str)
+
+
+def _request(**extra: object) -> ChatCompletionRequest:
+    return ChatCompletionRequest.model_validate({"model": "mini", "messages": [{"role": "user", "content": "hi"}],
+                                                 **extra})  # fmt: skip
+
+
+def test_names_are_read_in_order_once_and_an_empty_list_is_none(tmp_path: Path) -> None:
+    service = _service(tmp_path)
+    assert service.requested(_request()) is None and service.requested(_request(server_tools=[])) is None
+    assert service.requested(_request(server_tools=["calculator", "calculator"])) == ["calculator"]
+
+
+def test_without_bubblewrap_python_is_a_400_and_the_calculator_still_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap to be found
+    bwrap_works.cache_clear()
+    try:
+        service = _service(tmp_path)
+        with pytest.raises(InvalidRequestError) as refused:
+            service.requested(_request(server_tools=["calculator", "python"]))
+        assert (refused.value.code, refused.value.param) == ("server_tool_unavailable", "server_tools[1]")
+        assert "bubblewrap" in refused.value.message
+        assert service.requested(_request(server_tools=["calculator"])) == ["calculator"]
+    finally:
+        bwrap_works.cache_clear()
