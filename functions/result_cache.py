@@ -24,6 +24,7 @@ from functions.stream_relay import StreamRelay
 from shared.schemas import ChatCompletionRequest
 from shared.settings import Settings
 from shared.sse import DONE
+from shared.storage.base import Tenant, TenantPurpose
 from shared.storage.result_cache import MAX_CONTENT_CHARS, CachedAnswer, ResultCacheStore
 from shared.storage.timestamps import utc_now
 from shared.tiers import TIER_TABLE, Tier
@@ -103,8 +104,7 @@ class ResultCache:
 
     async def lookup(
         self,
-        tenant_id: str,
-        tier: Tier,
+        tenant: Tenant,
         pool: str,
         model_version: str,
         post_policy: str,
@@ -112,27 +112,29 @@ class ResultCache:
         cache_control: str | None,
     ) -> Lookup:
         """The cached answer for this request, or why there is none (counted by pool and outcome)."""
-        found = await self._lookup(tenant_id, tier, pool, model_version, post_policy, request, cache_control)
+        found = await self._lookup(tenant, pool, model_version, post_policy, request, cache_control)
         self.metrics.lookups.labels(pool, found.outcome.value).inc()
         return found
 
     async def _lookup(
         self,
-        tenant_id: str,
-        tier: Tier,
+        tenant: Tenant,
         pool: str,
         model_version: str,
         post_policy: str,
         request: ChatCompletionRequest,
         cache_control: str | None,
     ) -> Lookup:
-        ttl_s = self.ttl_s(tier)
-        if ttl_s <= 0 or uncacheable_reason(request, seeds_honoured=self.seeds_honoured) is not None:
+        ttl_s = self.ttl_s(tenant.tier)
+        # The eval job's tenants measure the model (quality, latency, goodput): their requests always reach it.
+        if ttl_s <= 0 or tenant.purpose is TenantPurpose.EVAL:
+            return Lookup(CacheOutcome.UNCACHEABLE, pool)
+        if uncacheable_reason(request, seeds_honoured=self.seeds_honoured) is not None:
             return Lookup(CacheOutcome.UNCACHEABLE, pool)
         texts = [m.text() for m in request.messages]
         if await to_thread.run_sync(self._any_pii, texts):
             return Lookup(CacheOutcome.UNCACHEABLE, pool)  # never stored, so never worth looking for
-        directives = Directives.parse(cache_control)
+        directives, tenant_id = Directives.parse(cache_control), tenant.id
         key = request_key(request, pool, model_version, post_policy)
         stored = Lookup(CacheOutcome.MISS, pool, tenant_id, None if directives.no_store else key, model_version, ttl_s)
         if directives.no_cache:

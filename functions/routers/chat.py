@@ -84,7 +84,7 @@ async def chat_completions(
     chosen = canaries.choose(pool, session)
     post_policy = safety.post_policy_version
     cache_control = request.headers.get("cache-control")
-    cached = await results.lookup(tenant.id, tenant.tier, pool, chosen.version, post_policy, body, cache_control)
+    cached = await results.lookup(tenant, pool, chosen.version, post_policy, body, cache_control)
     headers[CACHE_HEADER] = cached.outcome.value
     if cached.hit is not None:
         headers[MODEL_VERSION_HEADER] = cached.hit.model_version

@@ -14,6 +14,7 @@ from functions.result_cache import CacheOutcome, Directives, Lookup, ResultCache
 from functions.safety.pii import pii_detector
 from shared.schemas import ChatCompletionRequest
 from shared.settings import Settings
+from shared.storage.base import Tenant, TenantPurpose
 from shared.storage.conversations import StoreUnavailableError
 from shared.storage.sqlite_result_cache import SQLiteResultCache
 from shared.tiers import Tier
@@ -21,6 +22,10 @@ from shared.tiers import Tier
 ASK = ChatCompletionRequest.model_validate(
     {"model": "mini", "messages": [{"role": "user", "content": "Name a river in Porto."}], "temperature": 0}
 )
+
+
+def tenant(tier: Tier = Tier.PLUS, purpose: TenantPurpose = TenantPurpose.CUSTOMER) -> Tenant:
+    return Tenant(id="ten_a", name="a", tier=tier, created_at=datetime(2026, 1, 1, tzinfo=UTC), purpose=purpose)
 
 
 class Clock:
@@ -46,7 +51,7 @@ def cache(tmp_path: Path, clock: Clock) -> Iterator[ResultCache]:
 
 
 async def look(cache: ResultCache, request: ChatCompletionRequest = ASK, control: str | None = None) -> Lookup:
-    return await cache.lookup("ten_a", Tier.PLUS, "mini", "v1", "p1", request, control)
+    return await cache.lookup(tenant(), "mini", "v1", "p1", request, control)
 
 
 async def put(cache: ResultCache, lookup: Lookup, content: str = "The Douro.", finish: str | None = "stop") -> bool:
@@ -67,8 +72,14 @@ async def test_an_answer_is_served_until_its_tier_ttl(cache: ResultCache, clock:
 
 
 async def test_a_tier_with_ttl_zero_is_uncacheable(cache: ResultCache) -> None:
-    found = await cache.lookup("ten_e", Tier.ENTERPRISE, "mini", "v1", "p1", ASK, None)
+    found = await cache.lookup(tenant(tier=Tier.ENTERPRISE), "mini", "v1", "p1", ASK, None)
     assert found.outcome is CacheOutcome.UNCACHEABLE and not found.may_store
+
+
+async def test_the_eval_jobs_tenants_always_reach_the_model(cache: ResultCache) -> None:
+    assert await put(cache, await look(cache))
+    found = await cache.lookup(tenant(purpose=TenantPurpose.EVAL), "mini", "v1", "p1", ASK, None)
+    assert found.outcome is CacheOutcome.UNCACHEABLE
 
 
 async def test_cache_control(cache: ResultCache) -> None:
