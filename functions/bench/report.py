@@ -7,7 +7,7 @@ from typing import Any
 
 from functions.bench.continuation_results import continuation_lines
 from functions.bench.priority_results import priority_lines
-from functions.bench.result_cache_phase import result_cache_lines
+from functions.bench.result_cache_results import result_cache_lines
 from functions.bench.results import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
 
 MISSING = "—"

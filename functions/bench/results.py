@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from functions.bench.continuation_results import ContinuationStats
 from functions.bench.priority_results import PriorityStats
-from functions.bench.result_cache_phase import ResultCacheStats
+from functions.bench.result_cache_results import ResultCacheStats
 
 
 class LevelStats(BaseModel):
