@@ -36,7 +36,7 @@ def test_the_phase_measures_hits_against_misses(gateway_for: GatewayFactory) -> 
         calls_before = worker.state.calls
         assert asyncio.run(measured_path()) == [None, None]
         assert worker.state.calls == calls_before + 2, "the bench's model-path client was answered from the cache"
-    assert stats.not_hits == 0 and stats.errors == []
+    assert (stats.not_hits, stats.errors) == (0, [])
     assert worker.state.calls - 2 == 4  # each pair: one miss upstream, one hit from the cache (2 pairs x 2 modes)
     for side in stats.sides:
         assert len(side.miss_ms) == len(side.hit_ms) == 2
