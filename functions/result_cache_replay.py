@@ -10,11 +10,12 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from functions.conversation_turns import STORED_HEADER, ConversationTurns, Turn
-from functions.gateway_metrics import GatewayMetrics
 from functions.request_accounting import RequestAccount, TokenUsage
+from functions.resumable_streams import RESUMABLE_HEADER, ResumableStreams
 from functions.safety.pipeline import SafetyPipeline
 from functions.stream_relay import answered_by, count_turn
 from shared.schemas import ChatCompletionRequest
@@ -93,20 +94,22 @@ async def serve_hit(
     answer: CachedAnswer,
     body: ChatCompletionRequest,
     account: RequestAccount,
-    turns: ConversationTurns,
     turn: Turn | None,
-    safety: SafetyPipeline,
-    metrics: GatewayMetrics,
+    request: Request,
     headers: dict[str, str],
 ) -> Response:
-    """Close the books (completed, billed as cached), save the turn, then answer streamed or not."""
+    """Close the books (completed, billed as cached), save the turn, then answer streamed or not. A stream goes
+    through the resumable-stream buffer like any other (event ids, `Last-Event-ID`)."""
+    state = request.app.state
+    turns: ConversationTurns = state.turns
+    safety: SafetyPipeline = state.safety
     account.model_version = answer.model_version
     account.served_from_cache = True  # no GPU spent: kept out of the spend metric
     await account.close(billed_usage(answer), Outcome.COMPLETED)
     conversation = None
     if turn is not None:
         stored, version = await turns.finish(turn, answer.content, answer.finish_reason, answered_by(account, safety))
-        count_turn(metrics, turn, stored)
+        count_turn(state.metrics, turn, stored)
         conversation = turn.summary(stored, version)
         headers[STORED_HEADER] = str(stored).lower()
     completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -117,6 +120,14 @@ async def serve_hit(
         return JSONResponse(completion, headers=headers)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     events = replay_events(answer, completion_id, created, include_usage=include_usage, conversation=conversation)
+    resumable: ResumableStreams = state.resumable
+    stream = resumable.start(
+        account.caller.tenant.id,
+        _replay(events),
+        lambda: completion_id,
+        headers,
+        resumable=request.headers.get(RESUMABLE_HEADER, "").lower() == "true",
+    )
     return StreamingResponse(
-        _replay(events), media_type="text/event-stream", headers={"cache-control": "no-cache", **headers}
+        stream.attach(), media_type="text/event-stream", headers={"cache-control": "no-cache", **headers}
     )

@@ -89,7 +89,7 @@ async def chat_completions(
     if cached.hit is not None:
         headers[MODEL_VERSION_HEADER] = cached.hit.model_version
         async with account.closed_if_raising():
-            return await serve_hit(cached.hit, body, account, turns, turn, safety, service.metrics, headers)
+            return await serve_hit(cached.hit, body, account, turn, request, headers)
 
     def fallback_route() -> RoutedRequest | None:
         """Where an answer from `pool` continues if none of its replicas can (functions/stream_continuation.py)."""

@@ -132,9 +132,14 @@ def test_a_replayed_stream_is_valid_sse_with_one_done(gateway_for: GatewayFactor
         raw = response.read().decode()
     assert app.state.calls == 1
     events = [e for e in raw.split("\n\n") if e]
-    assert events[-1] == "data: [DONE]" and raw.count("[DONE]") == 1
-    parsed = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
-    assert all(e.startswith("data: {") for e in events[:-1])
+    # Each event: an `id:` line (the resumable-stream buffer numbers every event), then one `data:` line.
+    ids = [int(e.split("\n")[0].removeprefix("id: ")) for e in events]
+    assert ids == list(range(1, len(events) + 1))
+    data = [e.split("\n")[1] for e in events]
+    assert all(len(e.split("\n")) == 2 for e in events)
+    assert data[-1] == "data: [DONE]" and raw.count("[DONE]") == 1
+    assert all(d.startswith("data: {") for d in data[:-1])
+    parsed = [json.loads(d.removeprefix("data: ")) for d in data[:-1]]
     assert parsed[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert all(p["object"] == "chat.completion.chunk" and "usage" not in p for p in parsed)
     assert "".join(p["choices"][0]["delta"].get("content") or "" for p in parsed) == ANSWER
@@ -300,7 +305,7 @@ def test_a_hit_on_a_stored_conversation_saves_the_turn(
     assert app.state.calls == 1
     conversation_id = second.headers["x-conversation-id"]
     assert conversation_id != first.headers["x-conversation-id"]
-    closing = json.loads(second.text.split("\n\n")[-3].removeprefix("data: "))
+    closing = json.loads(second.text.split("\n\n")[-3].split("\n")[-1].removeprefix("data: "))
     assert closing["conversation"]["stored"] is True
     stored = httpx.get(f"{gateway.url}/v1/conversations/{conversation_id}", headers=gateway.headers(), timeout=30)
     messages = stored.json()["messages"]
