@@ -10,6 +10,7 @@ import json
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,12 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
 from functions.canary import MODEL_VERSION_HEADER
+from functions.metering.meters import ledger_values, meters_from_settings
 from functions.result_cache import CACHE_HEADER
 from shared.api_keys import hash_api_key, new_api_key
+from shared.settings import Settings
 from shared.storage.sqlite import SQLiteStore
+from shared.storage.sqlite_ledger import SQLiteLedger
 from shared.tiers import Tier
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
@@ -115,6 +119,19 @@ def test_an_identical_deterministic_request_is_answered_from_the_cache(
     assert ledger[0] == (PROMPT_TOKENS, PIECES, 0, "completed")
     hit = (PROMPT_TOKENS + PIECES, 0, PROMPT_TOKENS + PIECES, "completed")
     assert [ledger[1], ledger[3], ledger[4]] == [hit, hit, hit]
+    # What the Stripe export makes of it: the hits' tokens only on the cached-input meter, nothing billed twice.
+    ledger_store = SQLiteLedger(Path(gateway.data_dir) / "fleetchat.db")
+    try:
+        totals = ledger_store.totals(datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
+    finally:
+        ledger_store.close()
+    settings = Settings()
+    billed = {event: value for (_, event), value in ledger_values(totals, meters_from_settings(settings)).items()}
+    assert billed == {
+        settings.meter_event_input: PROMPT_TOKENS + PROMPT_TOKENS,  # the two misses' prompts
+        settings.meter_event_cached_input: 3 * (PROMPT_TOKENS + PIECES),
+        settings.meter_event_output: 2 * PIECES,  # the two misses' completions
+    }
     assert (_lookups(gateway, "hit"), _lookups(gateway, "miss")) == (3.0, 2.0)
 
 
