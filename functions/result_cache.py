@@ -17,7 +17,7 @@ from anyio import to_thread
 from prometheus_client import CollectorRegistry, Counter
 
 from functions.request_accounting import TokenUsage
-from functions.result_cache_key import request_key, uncacheable_reason
+from functions.result_cache_key import request_key, texts_of, uncacheable_reason
 from functions.safety.pii import PiiDetector
 from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay
@@ -131,8 +131,7 @@ class ResultCache:
             return Lookup(CacheOutcome.UNCACHEABLE, pool)
         if uncacheable_reason(request, seeds_honoured=self.seeds_honoured) is not None:
             return Lookup(CacheOutcome.UNCACHEABLE, pool)
-        texts = [m.text() for m in request.messages]
-        if await to_thread.run_sync(self._any_pii, texts):
+        if await to_thread.run_sync(self._any_pii, texts_of(request)):
             return Lookup(CacheOutcome.UNCACHEABLE, pool)  # never stored, so never worth looking for
         directives, tenant_id = Directives.parse(cache_control), tenant.id
         key = request_key(request, pool, model_version, post_policy)

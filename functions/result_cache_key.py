@@ -62,6 +62,26 @@ def uncacheable_reason(request: ChatCompletionRequest, *, seeds_honoured: bool) 
     return "sampling"
 
 
+# Fields that carry text to the model besides the messages' content (declared by other parts or kept as extras).
+_TEXT_FIELDS = ("tools", "tool_choice", "response_format")
+
+
+def texts_of(request: ChatCompletionRequest) -> list[str]:
+    """Every text the request hands the model, for the PII check: each message's content, any other message field
+    (tool calls and their arguments) and the tools and response format, as JSON."""
+    texts = [m.text() for m in request.messages]
+    for message in request.messages:
+        other = message.model_dump(mode="json", exclude_none=True, exclude={"role", "content"})
+        if other:
+            texts.append(json.dumps(other, ensure_ascii=False))
+    fields = request.model_dump(mode="json", exclude_none=True)
+    carried = set(_TEXT_FIELDS) | set(request.model_extra or {})
+    extra = {name: value for name, value in fields.items() if name in carried}
+    if extra:
+        texts.append(json.dumps(extra, ensure_ascii=False))
+    return texts
+
+
 def _message(message: Any) -> dict[str, Any]:
     """A message as the prompt renders it: text parts joined, unset fields dropped (tool calls kept as sent)."""
     fields = message.model_dump(mode="json", exclude_none=True)

@@ -99,3 +99,12 @@ def test_a_seed_counts_only_where_the_engine_honours_it() -> None:
 )
 def test_what_is_cacheable(changes: dict[str, Any], reason: str | None) -> None:
     assert uncacheable_reason(req(**changes), seeds_honoured=True) == reason
+
+
+def test_the_pii_check_reads_every_text_the_model_gets() -> None:
+    from functions.result_cache_key import texts_of
+
+    tools = [{"type": "function", "function": {"name": "mail", "description": "Mail ana.silva@example.pt"}}]
+    texts = texts_of(req(tools=tools, messages=[{"role": "user", "content": [{"type": "text", "text": "Olá"}]}]))
+    assert texts[0] == "Olá" and any("ana.silva@example.pt" in t for t in texts)
+    assert texts_of(req()) == ["Be brief.", BASE_QUESTION]
