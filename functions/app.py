@@ -117,7 +117,8 @@ def create_app(
                 app.state.metrics,
                 chat_pools=worker_urls.keys(),
             )
-            app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
+            result_store = own(open_result_cache(settings))
+            app.state.account_data = AccountData(app.state.conversations, app.state.feedback, result_store)
             app.state.resumable = ResumableStreams(limits_from(settings), app.state.resume_metrics)
             # Unwound before the HTTP client closes: streams still generating are aborted and their books closed.
             owned.push_async_callback(app.state.resumable.aclose)
@@ -128,9 +129,7 @@ def create_app(
             rings = {**worker_urls, **app.state.canaries.worker_urls()}
             app.state.chat = chat_service_for(settings, rings, client, app.state.metrics)
             # Deterministic answers served again (docs/result-cache.md).
-            app.state.result_cache = result_cache_for(
-                settings, own(open_result_cache(settings)), app.state.result_cache_metrics
-            )
+            app.state.result_cache = result_cache_for(settings, result_store, app.state.result_cache_metrics)
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
             shadow = shadow_judge_for(settings, client, app.state.metrics)
             app.state.shadow_judge = await owned.enter_async_context(shadow)

@@ -4,11 +4,13 @@
 
 DynamoDB deletes expired items lazily (up to days late; moto never does), so a read also compares `expires_at` with
 its clock and ignores an expired item: the TTL bounds storage, the read bounds what is served. One GetItem per lookup,
-one PutItem per stored answer; no size bound of our own (DynamoDB's TTL is the eviction)."""
+one PutItem per stored answer; no size bound of our own (DynamoDB's TTL is the eviction). The account erase queries
+the tenant's partition (keys only) and deletes each item."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,3 +66,19 @@ class AwsResultCache(AccountsTable):
     def put(self, answer: CachedAnswer) -> None:
         answer = CachedAnswer.model_validate(answer.model_dump())
         self._write(self._ddb.put_item, TableName=self.config.table_name, Item=answer_item(answer))
+
+    def forget_tenant(self, tenant_id: str) -> int:
+        pk = cache_key(tenant_id, "")["pk"]
+        keys = [{"pk": item["pk"], "sk": item["sk"]} for item in self._query_partition_keys(pk)]
+        for key in keys:
+            self._write(self._ddb.delete_item, TableName=self.config.table_name, Key=key)
+        return len(keys)
+
+    def _query_partition_keys(self, pk: str) -> Iterator[dict[str, Any]]:
+        return self._query(
+            KeyConditionExpression="#pk = :pk",
+            ExpressionAttributeNames={"#pk": "pk", "#sk": "sk"},
+            ExpressionAttributeValues={":pk": pk},
+            ProjectionExpression="#pk, #sk",
+            ConsistentRead=True,
+        )

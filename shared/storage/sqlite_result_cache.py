@@ -94,6 +94,10 @@ class SQLiteResultCache:
                 (excess,),
             )
 
+    def forget_tenant(self, tenant_id: str) -> int:
+        with self._transaction() as db:
+            return db.execute("DELETE FROM result_cache WHERE tenant_id = ?", (tenant_id,)).rowcount
+
     def count(self) -> int:
         with self._transaction("BEGIN") as db:
             return int(db.execute("SELECT COUNT(*) FROM result_cache").fetchone()[0])

@@ -327,3 +327,14 @@ def test_a_hit_on_a_stored_conversation_saves_the_turn(
     stored = httpx.get(f"{gateway.url}/v1/conversations/{conversation_id}", headers=gateway.headers(), timeout=30)
     messages = stored.json()["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"] and messages[1]["content"] == ANSWER
+
+
+def test_the_account_erase_empties_the_tenants_cache(gateway_for: GatewayFactory, worker: tuple[str, FastAPI]) -> None:
+    url, app = worker
+    gateway = gateway_for({"mini": [url]})
+    assert [_ask(gateway)[0], _ask(gateway, key=gateway.other_key)[0]] == ["miss", "miss"]
+    erased = httpx.delete(f"{gateway.url}/v1/account/data", headers=gateway.headers(), timeout=30)
+    assert erased.status_code == 200
+    assert _ask(gateway)[0] == "miss", "an erased tenant's answer was still served"
+    assert _ask(gateway, key=gateway.other_key)[0] == "hit"  # another tenant's entries stay
+    assert app.state.calls == 3

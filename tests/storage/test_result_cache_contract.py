@@ -73,6 +73,16 @@ def test_a_later_answer_replaces_the_entry(result_cache: ResultCacheStore) -> No
     assert result_cache.get("ten_a", key(1), T0 + MINUTE) == later
 
 
+def test_erasing_a_tenant_deletes_only_its_entries(result_cache: ResultCacheStore) -> None:
+    for n in range(3):
+        result_cache.put(answer(n, tenant="ten_a"))
+    result_cache.put(answer(0, tenant="ten_b"))
+    assert result_cache.forget_tenant("ten_a") == 3
+    assert [result_cache.get("ten_a", key(n), T0) for n in range(3)] == [None, None, None]
+    assert result_cache.get("ten_b", key(0), T0) is not None
+    assert result_cache.forget_tenant("ten_a") == 0
+
+
 def test_bad_input_is_refused_and_changes_nothing(result_cache: ResultCacheStore) -> None:
     with pytest.raises(ValidationError):
         answer(key="not-a-hash")
