@@ -168,21 +168,21 @@ class ResultCache:
         if len(content) > MAX_CONTENT_CHARS or await to_thread.run_sync(self._any_pii, [content]):
             return False
         now = self.clock()
-        answer = CachedAnswer(
-            tenant_id=lookup.tenant_id,
-            key=lookup.key,
-            pool=pool,
-            model_version=model_version,
-            content=content,
-            finish_reason=finish_reason,  # type: ignore[arg-type]  # checked above
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            created_at=now,
-            expires_at=now + timedelta(seconds=lookup.ttl_s),
-        )
         try:
+            answer = CachedAnswer(
+                tenant_id=lookup.tenant_id,
+                key=lookup.key,
+                pool=pool,
+                model_version=model_version,
+                content=content,
+                finish_reason=finish_reason,  # type: ignore[arg-type]  # checked above
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                created_at=now,
+                expires_at=now + timedelta(seconds=lookup.ttl_s),
+            )
             await to_thread.run_sync(self.store.put, answer)
-        except Exception as exc:
+        except Exception as exc:  # the answer was delivered and billed; a cache that cannot keep it changes nothing
             log.warning("result cache store failed (%s): answer not cached", type(exc).__name__)
             return False
         return True
@@ -239,7 +239,10 @@ async def storing(events: AsyncIterator[bytes], before_done: Callable[[], Awaita
     the time its client can send the same request again."""
     async for event in events:
         if event == DONE:
-            await before_done()
+            try:
+                await before_done()
+            except Exception as exc:  # the cache must never break a stream the client is reading
+                log.warning("result cache store failed (%s): answer not cached", type(exc).__name__)
         yield event
 
 

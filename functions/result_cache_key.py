@@ -125,5 +125,5 @@ def request_key(request: ChatCompletionRequest, pool: str, model_version: str, p
         "post_policy": post_policy,  # an answer screened under another output policy is not reused
         "request": normalised(request, pool),
     }
-    text = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    text = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()

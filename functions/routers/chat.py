@@ -84,11 +84,11 @@ async def chat_completions(
     chosen = canaries.choose(pool, session)
     post_policy = safety.post_policy_version
     cache_control = request.headers.get("cache-control")
-    cached = await results.lookup(tenant, pool, chosen.version, post_policy, body, cache_control)
-    headers[CACHE_HEADER] = cached.outcome.value
-    if cached.hit is not None:
-        headers[MODEL_VERSION_HEADER] = cached.hit.model_version
-        async with account.closed_if_raising():
+    async with account.closed_if_raising():
+        cached = await results.lookup(tenant, pool, chosen.version, post_policy, body, cache_control)
+        headers[CACHE_HEADER] = cached.outcome.value
+        if cached.hit is not None:
+            headers[MODEL_VERSION_HEADER] = cached.hit.model_version
             return await serve_hit(cached.hit, body, account, turn, request, headers)
 
     def fallback_route() -> RoutedRequest | None:
