@@ -16,13 +16,17 @@ from shared.conversation_api import AccountDataDeleted
 from shared.feedback_api import FeedbackObject
 from shared.storage.conversations import AuditRecord, ConversationStore
 from shared.storage.feedback import FeedbackStore
+from shared.storage.result_cache import ResultCacheStore
 from shared.storage.timestamps import utc_now
 
 
 class AccountData:
-    def __init__(self, conversations: ConversationStore, feedback: FeedbackStore) -> None:
+    def __init__(
+        self, conversations: ConversationStore, feedback: FeedbackStore, result_cache: ResultCacheStore | None = None
+    ) -> None:
         self.conversations = conversations
         self.feedback = feedback
+        self.result_cache = result_cache  # cached answers are the tenant's content too (docs/result-cache.md)
 
     def erase(self, tenant_id: str) -> AccountDataDeleted:
         audit = AuditRecord(
@@ -30,6 +34,8 @@ class AccountData:
         )
         conversations = self.conversations.erase_tenant(tenant_id, audit)
         feedback = self.feedback.erase_tenant(tenant_id)
+        if self.result_cache is not None:
+            self.result_cache.forget_tenant(tenant_id)
         return AccountDataDeleted(deleted_conversations=conversations, deleted_feedback=feedback)
 
     def export(self, tenant_id: str) -> AsyncIterator[bytes]:

@@ -24,6 +24,7 @@ from functions.moderation_service import ModerationService
 from functions.openapi_description import install_openapi_description
 from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting
+from functions.result_cache import ResultCacheMetrics, result_cache_for
 from functions.resumable_streams import ResumableStreams, ResumeMetrics, limits_from
 from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
 from functions.routers import canary_admin as canary_admin  # issue 21: canary status and reset
@@ -52,6 +53,7 @@ from shared.storage.factory import (
     open_feedback_store,
     open_ledger,
     open_rate_limits,
+    open_result_cache,
     open_safety_audit,
     open_tenant_store,
     open_tool_audit,
@@ -129,7 +131,8 @@ def create_app(
                 app.state.metrics,
                 chat_pools=worker_urls.keys(),
             )
-            app.state.account_data = AccountData(app.state.conversations, app.state.feedback)
+            result_store = own(open_result_cache(settings))
+            app.state.account_data = AccountData(app.state.conversations, app.state.feedback, result_store)
             app.state.resumable = ResumableStreams(limits_from(settings), app.state.resume_metrics)
             # Unwound before the HTTP client closes: streams still generating are aborted and their books closed.
             owned.push_async_callback(app.state.resumable.aclose)
@@ -139,6 +142,8 @@ def create_app(
             # A pool's canary replicas are a ring of their own (functions/canary.py chooses the version).
             rings = {**worker_urls, **app.state.canaries.worker_urls()}
             app.state.chat = chat_service_for(settings, rings, client, app.state.metrics)
+            # Deterministic answers served again (docs/result-cache.md).
+            app.state.result_cache = result_cache_for(settings, result_store, app.state.result_cache_metrics)
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
             shadow = shadow_judge_for(settings, client, app.state.metrics)
             app.state.shadow_judge = await owned.enter_async_context(shadow)
@@ -152,6 +157,7 @@ def create_app(
     app.state.resume_metrics = ResumeMetrics(app.state.metrics.registry)
     app.state.canary_metrics = CanaryMetrics(app.state.metrics.registry)
     app.state.server_tool_metrics = ServerToolMetrics(app.state.metrics.registry)
+    app.state.result_cache_metrics = ResultCacheMetrics(app.state.metrics.registry)
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
     control_metrics = ControlMetrics(app.state.metrics.registry)
     app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)

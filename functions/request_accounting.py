@@ -60,6 +60,7 @@ class RequestAccount:
     accounting: Accounting
     closed: bool = False
     model_version: str | None = None  # the model version that answered (stored with the answer; functions/canary.py)
+    served_from_cache: bool = False  # a result-cache hit (functions/result_cache.py): no GPU time to count as spend
 
     @property
     def headers(self) -> dict[str, str]:
@@ -111,7 +112,8 @@ class RequestAccount:
             ("cached", used.cached_tokens),
         ):
             metrics.ledger_tokens.labels(self.model, kind, outcome.value).inc(tokens)
-        metrics.count_spend(self.caller.tenant, self.model, used.prompt_tokens, used.completion_tokens)
+        if not self.served_from_cache:
+            metrics.count_spend(self.caller.tenant, self.model, used.prompt_tokens, used.completion_tokens)
         recorded = self.accounting.writer.record(
             LedgerEntry(
                 request_id=self.request_id,

@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     upstream_backoff_max_s: float = Field(default=1.0, ge=0, le=30)
     # How many times one answer may be continued on another replica after its replica died mid-stream.
     max_continuations: int = Field(default=2, ge=0, le=10)
+    # The prompt/result cache (docs/result-cache.md): seconds a complete deterministic answer is served again, by
+    # tier (a tier left out keeps the tier table's `result_cache_ttl_s`; 0 turns the cache off for it), and the most
+    # entries the local SQLite file keeps (expired first, then oldest, evicted). Deployed, DynamoDB's TTL evicts.
+    result_cache_ttl_s: dict[Tier, Annotated[int, Field(ge=0, le=7 * 24 * 3600)]] = {}
+    result_cache_max_entries: int = Field(default=10_000, ge=1)
     # Priority admission, overflow and automatic brownout (docs/reliability-control.md). Places per pool (requests
     # this gateway runs on it at once; more wait in a queue): by pool name; a pool not named gets, locally,
     # `pool_capacity_per_replica` per replica (8 streams share a CPU worker well), deployed its pool table's

@@ -82,6 +82,10 @@ class TierPolicy(BaseModel):
     # its own per tenant, see Tenant.retention_days).
     retention_days: int | None
     slo: TierSlo
+    # The prompt/result cache (docs/result-cache.md): seconds a complete deterministic answer is served again to the
+    # same tenant; 0: off. Enterprise is off by default: a cached answer is a copy of content outside the tenant's own
+    # retention and legal-hold controls (an operator may turn it on, FLEETCHAT_RESULT_CACHE_TTL_S).
+    result_cache_ttl_s: int = Field(default=0, ge=0, le=7 * 24 * 3600)
 
 
 TIER_TABLE: dict[Tier, TierPolicy] = {
@@ -102,6 +106,7 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
         default_pool="mini",
         retention_days=30,
         slo=TierSlo(ttft_p95_s=3.0, inter_token_p95_s=0.3),  # local values (see TierSlo)
+        result_cache_ttl_s=600,  # FAQ-style repeats: ten minutes spares the shared free pool most of them
     ),
     Tier.PLUS: TierPolicy(
         tier=Tier.PLUS,
@@ -118,6 +123,7 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
         default_pool="flagship",
         retention_days=90,
         slo=TierSlo(ttft_p95_s=2.0, inter_token_p95_s=0.25),  # local values (see TierSlo)
+        result_cache_ttl_s=3600,  # apps replaying deterministic prompts (tests, evals, agents' fixed steps)
     ),
     Tier.ENTERPRISE: TierPolicy(
         tier=Tier.ENTERPRISE,

@@ -7,6 +7,7 @@ from typing import Any
 
 from functions.bench.continuation_results import continuation_lines
 from functions.bench.priority_results import priority_lines
+from functions.bench.result_cache_results import result_cache_lines
 from functions.bench.results import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
 
 MISSING = "—"
@@ -209,6 +210,8 @@ def render_markdown(result: BenchResult) -> str:
         lines += continuation_lines(result.continuation)
     if result.goodput is not None:
         lines += _goodput_lines(result.goodput)
+    if result.result_cache is not None:
+        lines += result_cache_lines(result.result_cache)
 
     samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
     if result.prefix is not None:

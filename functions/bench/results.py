@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from functions.bench.continuation_results import ContinuationStats
 from functions.bench.priority_results import PriorityStats
+from functions.bench.result_cache_results import ResultCacheStats
 
 
 class LevelStats(BaseModel):
@@ -228,4 +229,5 @@ class BenchResult(BaseModel):
     priority: PriorityStats | None = None
     continuation: ContinuationStats | None = None
     goodput: GoodputStats | None = None
+    result_cache: ResultCacheStats | None = None
     checks: list[Check] = Field(default_factory=list)

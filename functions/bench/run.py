@@ -28,6 +28,7 @@ from functions.bench.machine import machine_info
 from functions.bench.priority_phase import PriorityConfig, priority_phase
 from functions.bench.prom import hit_rate, scrape_prefix_counters
 from functions.bench.report import fmt, mark, write_reports
+from functions.bench.result_cache_phase import result_cache_phase
 from functions.bench.results import BenchResult, GoodputStats, LevelStats, OverheadStats, PrefixStats
 from functions.bench.safety_phase import safety_phase
 from functions.bench.stack import LocalStack, gateway_reachable, start_local_stack, wait_healthy
@@ -363,6 +364,8 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                     result.notes.append(f"goodput phase failed: {type(exc).__name__}: {exc}")
             if phases.direct_client is not None:
                 result.overhead = await phases.overhead()
+            if not targets.direct:
+                result.result_cache = await result_cache_phase(targets, cfg, plan.max_tokens, progress, result.notes)
             if not targets.direct:
                 result.conversation = await multi_turn(
                     phases.client, cfg.model, cfg.conversation_max_tokens, progress, cfg.conversation_turns

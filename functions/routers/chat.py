@@ -20,6 +20,8 @@ from functions.judging.shadow import ShadowJudge
 from functions.openapi_description import error_responses
 from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting, RequestAccount, TokenUsage
+from functions.result_cache import CACHE_HEADER, ResultCache, storing
+from functions.result_cache_replay import serve_hit
 from functions.resumable_streams import RESUMABLE_HEADER
 from functions.safety.pipeline import SafetyPipeline
 from functions.server_tools.loop import ToolLoop
@@ -96,6 +98,18 @@ async def chat_completions(
     contexts = accounting.admission.context_tokens
     tenant = caller.tenant
     control: PoolControl = request.app.state.pool_control
+    # A deterministic request may be answered from the result cache, keyed on the version that would answer it
+    # (after auth, limits and safety: a hit still counts against limits and was screened; docs/result-cache.md).
+    results: ResultCache = request.app.state.result_cache
+    chosen = canaries.choose(pool, session)
+    post_policy = safety.post_policy_version
+    cache_control = request.headers.get("cache-control")
+    async with account.closed_if_raising():
+        cached = await results.lookup(tenant, pool, chosen.version, post_policy, body, cache_control)
+        headers[CACHE_HEADER] = cached.outcome.value
+        if cached.hit is not None:
+            headers[MODEL_VERSION_HEADER] = cached.hit.model_version
+            return await serve_hit(cached.hit, body, account, turn, request, headers)
 
     def fallback_route() -> RoutedRequest | None:
         """Where an answer from `pool` continues if none of its replicas can (functions/stream_continuation.py)."""
@@ -119,7 +133,10 @@ async def chat_completions(
     slot = placed.slot
     async with account.closed_if_raising(), slot.released_if_raising():
         try:
-            answer, version = await _answer(service, canaries, pool, body, session, fallback_route, tools)
+            same_pool = placed.overflowed_from is None
+            answer, version = await _answer(
+                service, canaries, pool, body, session, fallback_route, tools, chosen if same_pool else None
+            )
         except NoReplicaReachableError:
             fallback = service.fallback(caller.tenant, pool, body, asked_max_tokens, contexts)
             if fallback is None:
@@ -143,9 +160,19 @@ async def chat_completions(
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
         # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
         # pool's place is held until the generation ends, not the connection.
+        relayed = relay.run(answer.events())
+        if cached.may_store:
+            stream_answer, answered_version = answer, version.version
+
+            async def remember() -> None:
+                await results.remember_stream(
+                    cached, relay, stream_answer, pool=account.model, model_version=answered_version
+                )
+
+            relayed = storing(relayed, remember)
         stream = request.app.state.resumable.start(
             caller.tenant.id,
-            slot.hold(relay.run(answer.events())),
+            slot.hold(relayed),
             lambda: capture.completion_id,
             headers,
             on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
@@ -163,6 +190,10 @@ async def chat_completions(
     if outcome is Outcome.FILTERED:
         text, finish_reason = answer_text(completion)
     await account.close(usage, outcome)
+    completed = outcome is Outcome.COMPLETED
+    await results.remember_completion(
+        cached, completion, completed=completed, pool=account.model, model_version=version.version
+    )
     if turn is not None:
         who = answered_by(account, safety)
         stored, version = await turns.finish(turn, text, finish_reason, who) if finish_reason else (False, None)
@@ -187,10 +218,12 @@ async def _answer(
     session: str | None,
     fallback: Callable[[], RoutedRequest | None] | None = None,
     tools: ToolLoop | None = None,
+    chosen: VersionChoice | None = None,
 ) -> tuple[ContinuingStream | ReplayedStream | dict[str, Any], VersionChoice]:
     """The worker's answer from `pool` (an open stream, continued on `fallback()` if the pool cannot finish it, or the
-    whole completion body) and the model version (the pool's canary or its stable version) that gives it."""
-    version = canaries.choose(pool, session)
+    whole completion body) and the model version (the pool's canary or its stable version) that gives it; `chosen`:
+    the version already chosen for this request (the result cache looked it up under that version)."""
+    version = chosen or canaries.choose(pool, session)
     for attempt in (version, canaries.stable(pool)):  # an unreachable canary leaves the answer to the stable version
         routed = service.route(attempt.ring, body, session)
         call: Awaitable[ContinuingStream | ReplayedStream | dict[str, Any]]

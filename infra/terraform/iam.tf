@@ -101,8 +101,9 @@ data "aws_iam_policy_document" "service" {
     resources = [aws_s3_bucket.conversations.arn]
   }
 
-  # Exactly the calls of AwsTenantStore, AwsRateLimits, AwsLedger, AwsMeterState and AwsSafetyAudit
-  # (shared/storage/aws_accounts*.py, aws_limits.py, aws_ledger.py, aws_safety_audit.py: the safety sweep's deletes
+  # Exactly the calls of AwsTenantStore, AwsRateLimits, AwsLedger, AwsMeterState, AwsSafetyAudit and AwsResultCache
+  # (shared/storage/aws_accounts*.py, aws_limits.py, aws_ledger.py, aws_safety_audit.py, aws_result_cache.py: GetItem
+  # and PutItem only, expiry by the table's TTL; the safety sweep's deletes
   # and hold updates are transactions too). Their transactions' Put, Update, Delete and ConditionCheck are authorized as
   # PutItem, UpdateItem, DeleteItem and ConditionCheckItem. BatchGetItem is the auth path's second read (key record
   # and tenant) and the admission pre-read of counters. No Scan: every access pattern is a key read or a Query.

@@ -10,6 +10,7 @@ from shared.storage.conversations import ConversationStore
 from shared.storage.feedback import FeedbackStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
+from shared.storage.result_cache import ResultCacheStore
 from shared.storage.safety_audit import SafetyAuditStore
 from shared.storage.tool_audit import ToolAuditStore
 
@@ -120,3 +121,22 @@ def open_feedback_store(settings: Settings) -> FeedbackStore:
     from shared.storage.sqlite_feedback import SQLiteFeedback
 
     return SQLiteFeedback(settings.db_path)
+
+
+def open_result_cache(settings: Settings) -> ResultCacheStore:
+    """The prompt/result cache: its own SQLite file locally, items on the accounts table deployed (with its TTL)."""
+    if settings.accounts_store == "aws":
+        from shared.storage.aws_result_cache import AwsAccountsConfig, AwsResultCache
+
+        # A lookup is on every cacheable request's path: give up fast (a miss) rather than wait out the usual budget.
+        config = AwsAccountsConfig(
+            table_name=settings.accounts_table,
+            region=settings.aws_region,
+            endpoint_url=settings.aws_endpoint_url,
+            max_attempts=2,
+            retry_budget_s=0.5,
+        )
+        return AwsResultCache(config)
+    from shared.storage.sqlite_result_cache import SQLiteResultCache
+
+    return SQLiteResultCache(settings.data_dir / "result-cache.db", max_entries=settings.result_cache_max_entries)
