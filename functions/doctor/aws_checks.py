@@ -103,11 +103,12 @@ def _table_shape(table: dict[str, Any], spec: TableSpec, label: str) -> CheckRes
         return fail("stores", label, f"index(es) {wrong} missing or keyed otherwise", hint)
     if table.get("TableStatus") != "ACTIVE":
         return warn("stores", label, f"status {table.get('TableStatus')}", "wait for ACTIVE, then run doctor again")
+    shape = f"keys (pk, sk), indexes {', '.join(spec.indexes)}"
     sse = table.get("SSEDescription", {})
     if sse.get("Status") != "ENABLED" or sse.get("SSEType") != "KMS":
         hint = f"{APPLY} (server_side_encryption with the storage key)"
-        return warn("stores", label, "encrypted with an AWS-owned key, not the deployment's KMS key", hint)
-    return ok("stores", label, f"keys (pk, sk), indexes {', '.join(spec.indexes)}, KMS-encrypted")
+        return warn("stores", label, f"{shape}; encrypted with an AWS-owned key, not the deployment's KMS key", hint)
+    return ok("stores", label, f"{shape}, KMS-encrypted")
 
 
 def _reachable_only(ddb: Any, table: str, label: str) -> CheckResult:
@@ -182,9 +183,10 @@ def check_key(settings: Settings, timeout_s: float) -> list[CheckResult]:
             hint = "the role may use the key only through S3/DynamoDB: run doctor with an operator's credentials"
             return [warn("stores", label, "describe denied; state unchecked", hint)]
         raise
-    if meta.get("KeyState") != "Enabled" or meta.get("KeyUsage") != "ENCRYPT_DECRYPT":
+    usage = meta.get("KeyUsage", "ENCRYPT_DECRYPT")  # AWS always sends it; some stand-ins (moto) leave it out
+    if meta.get("KeyState") != "Enabled" or usage != "ENCRYPT_DECRYPT":
         hint = "enable the key (or cancel its deletion): every stored conversation is unreadable without it"
-        return [fail("stores", label, f"state {meta.get('KeyState')}, usage {meta.get('KeyUsage')}", hint)]
+        return [fail("stores", label, f"state {meta.get('KeyState')}, usage {usage}", hint)]
     try:
         rotating = kms.get_key_rotation_status(KeyId=meta["KeyId"]).get("KeyRotationEnabled", False)
     except ClientError as exc:
