@@ -69,4 +69,4 @@ async def bounded(
     except TimeoutError:
         return [fail(group, name, f"no answer within {timeout_s:g} s", "check the network path, or raise --timeout")]
     except Exception as exc:  # a check that crashes reports it and lets the others run
-        return [fail(group, name, f"{type(exc).__name__}: {str(exc)[:300]}", "see the error above")]
+        return [fail(group, name, f"{type(exc).__name__}: {str(exc)[:300]}", "the check itself broke: see the error")]

@@ -49,7 +49,7 @@ async def check_replica(client: httpx.AsyncClient, replica: Replica) -> CheckRes
     except ValueError:
         return fail("workers", name, "/v1/models is not an OpenAI model list", "point the URL at the worker itself")
     if replica.model not in served:
-        hint = f"serve it under the pool's name ({replica.model}): `--served-model-name {replica.model}` for vLLM"
+        hint = f"`fleetchat worker --pool {replica.model}` locally, vLLM `--served-model-name {replica.model}` deployed"
         return fail("workers", name, f"serves {served or 'nothing'}, not {replica.model}", hint)
     return ok("workers", name, f"healthy, serves {replica.model}")
 

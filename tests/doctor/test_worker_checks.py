@@ -56,3 +56,19 @@ def test_an_unhealthy_replica_fails(tmp_path: Path) -> None:
     with serve(sick) as url:
         report = run(skip=OTHERS, data_dir=tmp_path, worker_urls={"mini": [url], "flagship": [url]})
     assert {r.detail for r in only(report, "workers")} == {"/health answered 503"}
+
+
+def test_a_stalled_replica_fails_within_the_bound(tmp_path: Path) -> None:
+    """A worker that accepts the connection and never answers (a hung process): the check gives up, says so, and the
+    other replicas are still reported."""
+    import socket
+
+    with socket.socket() as stalled, serve(stand_in_worker("m", model="mini")) as good:
+        stalled.bind(("127.0.0.1", 0))
+        stalled.listen(8)  # the kernel completes handshakes; nobody ever reads or writes
+        hung = f"http://127.0.0.1:{stalled.getsockname()[1]}"
+        report = run(skip=OTHERS, timeout_s=0.5, data_dir=tmp_path, worker_urls={"mini": [good], "flagship": [hung]})
+    by_name = {r.name: r for r in only(report, "workers")}
+    assert by_name[f"mini {good}"].status is Status.OK
+    assert by_name[f"flagship {hung}"].detail == "no answer in time"
+    assert "--timeout" in (by_name[f"flagship {hung}"].hint or "")
