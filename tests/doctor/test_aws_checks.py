@@ -165,3 +165,10 @@ def test_a_table_missing_its_indexes_fails(endpoint: str, tmp_path: Path) -> Non
     table = stores[f"table {bare}"]
     assert table.status is Status.FAIL and "['by_sweep', 'by_updated'] missing" in table.detail
     assert stores[f"table {bare} TTL"].status is Status.FAIL  # made without one
+
+
+def test_a_missing_bucket_fails_with_the_fix(endpoint: str, tmp_path: Path) -> None:
+    layout = {**deploy(endpoint), "conversations_bucket": "fleetchat-no-such-bucket"}
+    stores = by_name(only(run(skip=OTHERS, data_dir=tmp_path, **layout), "stores"))
+    missing = stores["bucket fleetchat-no-such-bucket"]
+    assert missing.status is Status.FAIL and "FLEETCHAT_CONVERSATIONS_BUCKET" in (missing.hint or "")
