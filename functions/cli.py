@@ -170,6 +170,7 @@ def bench(
 
 def _register_subcommands() -> None:
     from functions.admin_cli import register
+    from functions.doctor.command import doctor
     from functions.evals.commands import register as register_evals
     from functions.feedback.commands import register as register_feedback
     from functions.metering.commands import meter_flush, meter_reconcile
@@ -182,6 +183,7 @@ def _register_subcommands() -> None:
     register_feedback(app)
     app.command("meter-flush")(meter_flush)
     app.command("meter-reconcile")(meter_reconcile)
+    app.command("doctor")(doctor)
 
 
 _register_subcommands()

@@ -422,6 +422,36 @@ def meter_flush() -> dict[str, object]:
     return report.model_dump(mode="json")
 
 
+# On demand (`modal run gpu_workers/modal_app.py::doctor`): `fleetchat doctor`'s checks from inside the deployment,
+# with the gateway's secret, role, settings and network path, so it sees what the gateway sees (docs/operations.md).
+DOCTOR_TIMEOUT = 10 * MINUTES
+# Per call: above a warm worker's answer and the stores' latency; a pool scaled to zero starts on the doctor's
+# /health and may still fail it (a cold vLLM start takes minutes): run it again once the pool is up.
+DOCTOR_CALL_TIMEOUT_S = 30.0
+
+
+@app.function(image=gateway_image, secrets=[modal.Secret.from_name("fleetchat-secrets")], timeout=DOCTOR_TIMEOUT)
+def doctor() -> dict[str, object]:
+    import asyncio
+
+    from functions.doctor.runner import diagnose, render
+    from shared.settings import Settings
+    from shared.storage.aws_identity import use_modal_identity_token
+
+    use_modal_identity_token(os.environ)
+
+    def deployed_settings() -> Settings:
+        overrides = {**DEPLOYED_STORES, **guard_overrides(os.environ)}
+        return Settings(environment="deployed", worker_urls=resolve_worker_urls(), **overrides)
+
+    report = asyncio.run(diagnose(deployed_settings, timeout_s=DOCTOR_CALL_TIMEOUT_S))
+    for line in render(report):
+        print(line, flush=True)
+    if report.failed:
+        raise RuntimeError("doctor found failures: see the lines above")  # `modal run` exits non-zero
+    return report.model_dump(mode="json")
+
+
 # Nightly, at a quiet hour: every eval suite against this deployment's own gateway, as a client of its public API with
 # the eval tenants' keys (the `fleetchat-eval` secret: FLEETCHAT_EVAL_FREE_KEY, FLEETCHAT_EVAL_PLUS_KEY,
 # FLEETCHAT_EVAL_S3_BUCKET). Reports, history and the metrics textfile go to S3 (docs/evals.md).

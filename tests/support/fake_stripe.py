@@ -148,10 +148,13 @@ class FakeStripe:
         api_key: str | None = None,
         clock: Callable[[], float] = time.time,
         identifier_window_s: float | None = None,
+        meters: tuple[str, ...] = (),
     ) -> None:
         """api_key: accept only this key (default: any `sk_`/`rk_` key). clock: epoch seconds, see `now`.
-        identifier_window_s: how long an identifier blocks a re-send (default: forever; Stripe: at least 24 h)."""
+        identifier_window_s: how long an identifier blocks a re-send (default: forever; Stripe: at least 24 h).
+        meters: the event names of the account's active Billing meters (`GET /v1/billing/meters` lists them)."""
         self.api_key = api_key
+        self.meters = meters
         self.clock: Callable[[], float] = clock
         self.identifier_window_s = identifier_window_s
         self._lock = threading.Lock()
@@ -334,7 +337,8 @@ class FakeStripe:
             raise _StripeHTTPError(status, _injected_error(status), should_retry=self._fail_should_retry)
         api_key = self._authenticate(headers.get("authorization"))
         if path == METERS_PATH and method == "GET":
-            return _Reply(200, _json({"object": "list", "data": [], "has_more": False, "url": METERS_PATH}), {})
+            data = [_meter(event_name, api_key) for event_name in self.meters]
+            return _Reply(200, _json({"object": "list", "data": data, "has_more": False, "url": METERS_PATH}), {})
         if path != METER_EVENTS_PATH or method != "POST":
             raise _StripeHTTPError(
                 404,
@@ -477,6 +481,21 @@ class FakeStripe:
         self._identifiers[identifier] = now
         self._events.append(event)
         return event
+
+
+def _meter(event_name: str, api_key: str) -> dict[str, Any]:
+    """A Billing meter as Stripe lists it (the fields a client reads)."""
+    return {
+        "object": "billing.meter",
+        "id": "mtr_" + uuid.uuid5(uuid.NAMESPACE_URL, event_name).hex[:24],
+        "event_name": event_name,
+        "display_name": event_name,
+        "status": "active",
+        "livemode": api_key.startswith(("sk_live_", "rk_live_")),
+        "default_aggregation": {"formula": "sum"},
+        "customer_mapping": {"event_payload_key": CUSTOMER_KEY, "type": "by_id"},
+        "value_settings": {"event_payload_key": VALUE_KEY},
+    }
 
 
 def _json(obj: object) -> bytes:

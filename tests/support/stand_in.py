@@ -10,8 +10,11 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
 
-def stand_in_worker(name: str, *, truncate: bool = False, status: int = 200, echo: bool = False) -> FastAPI:
-    """A worker that answers `name` (or, with echo, the last user message) and records every body it got."""
+def stand_in_worker(
+    name: str, *, truncate: bool = False, status: int = 200, echo: bool = False, model: str = "mini"
+) -> FastAPI:
+    """A worker that answers `name` (or, with echo, the last user message) and records every body it got; `model` is
+    the id it lists at `GET /v1/models`."""
     app = FastAPI()
     app.state.calls = 0
     app.state.bodies = []
@@ -48,6 +51,10 @@ def stand_in_worker(name: str, *, truncate: bool = False, status: int = 200, ech
     @app.get("/health")
     async def health() -> dict:
         return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fleetchat"}]}
 
     return app
 

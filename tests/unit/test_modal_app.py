@@ -63,7 +63,7 @@ def test_app_registers_one_gpu_server_per_pool_and_the_gateway() -> None:
     expected_servers = {worker_class_name(pool) for pool in (*POOLS, *GUARD_POOLS)}
     assert modal_app.app.name == modal_app.APP_NAME
     assert set(_registered("registered_classes")) == set()  # Servers, not Clses: no web_server endpoints
-    jobs = {"retention_sweep", "meter_flush", "nightly_eval"}
+    jobs = {"retention_sweep", "meter_flush", "nightly_eval", "doctor"}
     assert set(_registered("registered_functions")) == expected_servers | {"gateway", *jobs}
     assert set(_registered("registered_web_endpoints")) == {"gateway"}
 

@@ -1,0 +1,1 @@
+"""`fleetchat doctor`: checks a deployment's configuration, stores, billing key, workers and web build."""
