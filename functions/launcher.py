@@ -33,6 +33,13 @@ def worker_command(settings: Settings, pool: str, port: int) -> list[str]:
     return [sys.executable, "-m", "functions.cli", "worker", "--pool", pool, "--port", str(port), "--quiet"]
 
 
+def embedding_worker_command(settings: Settings, pool: str, port: int) -> list[str]:
+    if settings.local_worker_command:  # tests: the scripted worker serves the embedding pool's contract too
+        fill = {"python": sys.executable, "pool": pool, "port": str(port)}
+        return [part.format(**fill) for part in settings.local_worker_command]
+    return [sys.executable, "-m", "functions.cli", "embedding-worker", "--pool", pool, "--port", str(port), "--quiet"]
+
+
 def worker_specs(settings: Settings) -> list[WorkerSpec]:
     log_dir = settings.data_dir / "logs"
     specs = []
@@ -42,6 +49,11 @@ def worker_specs(settings: Settings) -> list[WorkerSpec]:
             log_path = log_dir / f"worker-{pool}-{i}.log"
             command = worker_command(settings, pool, port)
             specs.append(WorkerSpec(pool=pool, index=i, port=port, command=command, log_path=log_path))
+    for pool, urls in settings.local_embedding_worker_urls().items():  # issue 22: the embedding workers
+        port = int(urls[0].rsplit(":", 1)[1])
+        command = embedding_worker_command(settings, pool, port)
+        log_path = log_dir / f"worker-{pool}-0.log"
+        specs.append(WorkerSpec(pool=pool, index=0, port=port, command=command, log_path=log_path))
     return specs
 
 
