@@ -52,7 +52,8 @@ class EmbeddingService:
     def pool_for(self, model: str) -> EmbeddingPool:
         pool = get_embedding_pool(model)
         if pool is None or model not in self.router.pools:
-            raise ModelNotFoundError(f"The model `{model}` does not exist or you do not have access to it.", "model")
+            message = f"The model `{model}` does not exist or you do not have access to it."
+            raise ModelNotFoundError(message, param="model")
         return pool
 
     async def embed(self, caller: Caller, request: EmbeddingRequest) -> tuple[dict[str, Any], dict[str, str]]:
