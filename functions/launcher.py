@@ -33,10 +33,8 @@ def worker_command(settings: Settings, pool: str, port: int) -> list[str]:
     return [sys.executable, "-m", "functions.cli", "worker", "--pool", pool, "--port", str(port), "--quiet"]
 
 
-def embedding_worker_command(settings: Settings, pool: str, port: int) -> list[str]:
-    if settings.local_worker_command:  # tests: the scripted worker serves the embedding pool's contract too
-        fill = {"python": sys.executable, "pool": pool, "port": str(port)}
-        return [part.format(**fill) for part in settings.local_worker_command]
+def embedding_worker_command(pool: str, port: int) -> list[str]:
+    # Always the real worker (a 90 MB model that loads in seconds); FLEETCHAT_EMBEDDING_POOLS=[] starts none.
     return [sys.executable, "-m", "functions.cli", "embedding-worker", "--pool", pool, "--port", str(port), "--quiet"]
 
 
@@ -51,7 +49,7 @@ def worker_specs(settings: Settings) -> list[WorkerSpec]:
             specs.append(WorkerSpec(pool=pool, index=i, port=port, command=command, log_path=log_path))
     for pool, urls in settings.local_embedding_worker_urls().items():  # issue 22: the embedding workers
         port = int(urls[0].rsplit(":", 1)[1])
-        command = embedding_worker_command(settings, pool, port)
+        command = embedding_worker_command(pool, port)
         log_path = log_dir / f"worker-{pool}-0.log"
         specs.append(WorkerSpec(pool=pool, index=0, port=port, command=command, log_path=log_path))
     return specs
