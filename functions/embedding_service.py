@@ -66,6 +66,9 @@ class EmbeddingService:
         async with account.closed_if_raising():
             body = request.model_dump(exclude_none=True)
             body.pop("user", None)  # an end-user id is for abuse monitoring here; the worker has no use for it
+            # Checked above (only the model's own size passes); vLLM refuses `dimensions` outright for a model that is
+            # not Matryoshka-trained, so it is not forwarded.
+            body.pop("dimensions", None)
             headers = {"x-request-id": account.request_id}
             replicas = self.router.candidates(pool.name, None)
             answer = await self.workers.complete(pool.name, replicas, body, headers, path=EMBEDDINGS_PATH)
