@@ -82,7 +82,7 @@ class MicroBatcher:
                 break
             jobs.append(job)
             size += len(job.texts)
-        return [job for job in jobs if not job.future.cancelled()]  # a client that left costs no compute
+        return [job for job in jobs if not job.future.cancelled()]  # a cancelled request costs no compute
 
     async def _run(self) -> None:
         while True:
