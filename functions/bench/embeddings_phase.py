@@ -92,11 +92,12 @@ async def embeddings_phase(
     api_key: str | None,
     quick: bool = False,
     concurrency: int = 8,
+    inputs: int | None = None,  # inputs per concurrent level (default: 256, 128 when quick)
 ) -> EmbeddingStats:
     """Warm up, then: 1-input requests one at a time, 1-input requests at `concurrency`, 32-input requests at
     `concurrency` (about the same number of inputs in the last two)."""
     api_key = await asyncio.to_thread(bench_key, base_url, keys_path, admin_key, api_key)
-    inputs = 128 if quick else 256
+    inputs = inputs or (128 if quick else 256)
     headers = {"authorization": f"Bearer {api_key}"}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=120.0) as client:
         warm = await client.post("/v1/embeddings", json={"model": MODEL, "input": [sentence(i) for i in range(32)]})
@@ -104,7 +105,8 @@ async def embeddings_phase(
             raise RuntimeError(f"the embeddings warm-up failed: {warm.status_code} {warm.text[:200]}")
         sequential = await _level(client, "batch 1, one at a time", 1, 1, inputs // 4, progress)
         single = await _level(client, f"batch 1, {concurrency} concurrent", 1, concurrency, inputs, progress)
-        batched = await _level(client, f"batch 32, {concurrency} concurrent", 32, concurrency, inputs // 32, progress)
+        requests = max(inputs // 32, 1)
+        batched = await _level(client, f"batch 32, {concurrency} concurrent", 32, concurrency, requests, progress)
     return EmbeddingStats(
         model=MODEL,
         levels=[sequential, single, batched],

@@ -7,6 +7,7 @@ under the embedding model; rate limits apply; the gateway counts inputs and toke
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Iterator
@@ -209,3 +210,22 @@ def test_a_worker_that_is_down_is_a_503_and_bills_nothing(gateway_for: GatewayFa
         )
     assert response.status_code == 503 and response.headers["retry-after"]
     assert _rows(gateway, "ledger") == []
+
+
+def test_the_bench_phase_measures_inputs_per_second_through_the_gateway(gateway: Gateway, tmp_path: Path) -> None:
+    """The `make bench` embeddings phase, shrunk: three levels, every request answered, the ratios computed."""
+    from rich.progress import Progress
+
+    from functions.bench.embeddings_phase import embeddings_phase, sentence
+
+    assert len({sentence(i) for i in range(64)}) == 64  # distinct inputs: nothing is served from a cache
+    with Progress(disable=True) as progress:
+        result = asyncio.run(
+            embeddings_phase(
+                gateway.url, progress, keys_path=tmp_path / "keys.json", admin_key=None, api_key=gateway.key,
+                inputs=32, concurrency=4,
+            )
+        )  # fmt: skip
+    assert [(level.batch, level.concurrency) for level in result.levels] == [(1, 1), (1, 4), (32, 4)]
+    assert all(level.errors == 0 and level.inputs_per_s > 0 for level in result.levels), result.levels
+    assert result.batch32_over_batch1 == result.levels[2].inputs_per_s / result.levels[1].inputs_per_s
