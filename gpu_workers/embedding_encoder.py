@@ -5,6 +5,7 @@ package's modules.json), so the vectors equal `SentenceTransformer(dir).encode(.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +13,19 @@ import numpy as np
 log = logging.getLogger("fleetchat.embedding_worker")
 
 
+def default_threads() -> int:
+    """Half the cores, at most 4: the embedding worker shares the machine with the chat workers and the gateway under
+    `fleetchat up`, and torch's default (every core) makes its OpenMP threads spin against theirs. Measured on a busy
+    2-core machine: one input took 850 ms with 2 threads and 17 ms with 1 (docs/embeddings.md)."""
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
 class SentenceEncoder:
-    def __init__(self, directory: Path, *, chunk_inputs: int = 64) -> None:
+    def __init__(self, directory: Path, *, chunk_inputs: int = 64, threads: int | None = None) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
+        torch.set_num_threads(threads or default_threads())
         self._torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(directory)
         self.model = AutoModel.from_pretrained(directory, dtype=torch.float32).eval()

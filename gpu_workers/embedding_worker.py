@@ -121,7 +121,14 @@ def create_embedding_app(
 
 
 def run_embedding_worker(
-    pool_name: str, host: str, port: int, *, max_batch_inputs: int, max_wait_s: float, log_level: str = "warning"
+    pool_name: str,
+    host: str,
+    port: int,
+    *,
+    max_batch_inputs: int,
+    max_wait_s: float,
+    threads: int | None = None,
+    log_level: str = "warning",
 ) -> None:
     """Load the pool's packaged model and serve it until stopped (`fleetchat embedding-worker`)."""
     from gpu_workers.embedding_encoder import SentenceEncoder
@@ -129,6 +136,6 @@ def run_embedding_worker(
     pool = get_embedding_pool(pool_name)
     if pool is None:
         raise SystemExit(f"unknown embedding pool {pool_name!r}")
-    encoder = SentenceEncoder(pool.local.directory(), chunk_inputs=max(max_batch_inputs, 1))
+    encoder = SentenceEncoder(pool.local.directory(), chunk_inputs=max(max_batch_inputs, 1), threads=threads)
     app = create_embedding_app(pool, encoder.encode, max_batch_inputs=max_batch_inputs, max_wait_s=max_wait_s)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
