@@ -217,6 +217,7 @@ def test_the_bench_phase_measures_inputs_per_second_through_the_gateway(gateway:
     from rich.progress import Progress
 
     from functions.bench.embeddings_phase import embeddings_phase, sentence
+    from functions.bench.embeddings_results import embeddings_lines
 
     assert len({sentence(i) for i in range(64)}) == 64  # distinct inputs: nothing is served from a cache
     with Progress(disable=True) as progress:
@@ -229,3 +230,5 @@ def test_the_bench_phase_measures_inputs_per_second_through_the_gateway(gateway:
     assert [(level.batch, level.concurrency) for level in result.levels] == [(1, 1), (1, 4), (32, 4)]
     assert all(level.errors == 0 and level.inputs_per_s > 0 for level in result.levels), result.levels
     assert result.batch32_over_batch1 == result.levels[2].inputs_per_s / result.levels[1].inputs_per_s
+    report = "\n".join(embeddings_lines(result))
+    assert "## Embeddings throughput" in report and "batch 32, 4 concurrent" in report
