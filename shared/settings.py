@@ -176,6 +176,17 @@ class Settings(BaseSettings):
             raise ValueError(f"{info.field_name}: every tier's bound must be positive")
         return merged
 
+    @field_validator("embedding_pools", "embedding_worker_urls", mode="after")
+    @classmethod
+    def _known_embedding_pools(cls, value: Any) -> Any:
+        """Only pools shared/embedding_pools.py defines (a typo would crash-loop its worker, or route nowhere)."""
+        from shared.embedding_pools import EMBEDDING_POOLS
+
+        unknown = sorted(set(value) - set(EMBEDDING_POOLS))
+        if unknown:
+            raise ValueError(f"unknown embedding pools {unknown}; known: {sorted(EMBEDDING_POOLS)}")
+        return value
+
     @field_validator("safety_guard_ignored_codes", mode="before")
     @classmethod
     def _codes_from_text(cls, value: Any) -> Any:
