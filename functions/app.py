@@ -15,6 +15,7 @@ from functions.canary import Canaries, CanaryMetrics, stable_versions
 from functions.chat_service import chat_service_for
 from functions.control_metrics import ControlMetrics
 from functions.conversation_turns import ConversationTurns
+from functions.embedding_service import EmbeddingMetrics, embedding_service_for
 from functions.feedback.service import FeedbackService
 from functions.gateway_metrics import GatewayMetrics
 from functions.http_metrics import ResponseMetricsMiddleware
@@ -29,6 +30,7 @@ from functions.resumable_streams import ResumableStreams, ResumeMetrics, limits_
 from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
 from functions.routers import canary_admin as canary_admin  # issue 21: canary status and reset
 from functions.routers import conversations as conversation_routes
+from functions.routers import embeddings as embeddings  # issue 22: /v1/embeddings
 from functions.routers import streams as streams  # issue 21: resume and cancel a stream
 from functions.safety.classifier import shipped_classifier
 from functions.safety.embedded_guard import EmbeddedGuard
@@ -144,6 +146,9 @@ def create_app(
             app.state.chat = chat_service_for(settings, rings, client, app.state.metrics)
             # Deterministic answers served again (docs/result-cache.md).
             app.state.result_cache = result_cache_for(settings, result_store, app.state.result_cache_metrics)
+            app.state.embeddings = embedding_service_for(
+                settings, client, app.state.accounting, app.state.embedding_metrics, app.state.chat.failover
+            )
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
             shadow = shadow_judge_for(settings, client, app.state.metrics)
             app.state.shadow_judge = await owned.enter_async_context(shadow)
@@ -158,6 +163,7 @@ def create_app(
     app.state.canary_metrics = CanaryMetrics(app.state.metrics.registry)
     app.state.server_tool_metrics = ServerToolMetrics(app.state.metrics.registry)
     app.state.result_cache_metrics = ResultCacheMetrics(app.state.metrics.registry)
+    app.state.embedding_metrics = EmbeddingMetrics(app.state.metrics.registry)
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
     control_metrics = ControlMetrics(app.state.metrics.registry)
     app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)
@@ -169,7 +175,7 @@ def create_app(
     app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
     routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
-    for module in (*routers, canary_admin, health):
+    for module in (*routers, canary_admin, embeddings, health):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     install_method_not_allowed(app)

@@ -61,6 +61,32 @@ def worker(
     run_worker(pool, host, port, options, log_level="warning" if quiet else "info")
 
 
+@app.command("embedding-worker")
+def embedding_worker(
+    pool: Annotated[str, typer.Option(help="Embedding pool to serve; also the served model name.")] = (
+        "text-embedding-minilm"
+    ),
+    port: Annotated[int, typer.Option(help="Port on the host.")] = 8200,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    max_batch: Annotated[int, typer.Option(min=1, help="Most inputs gathered into one forward pass.")] = 64,
+    max_wait_ms: Annotated[float, typer.Option(min=0, help="How long a pass waits for more requests.")] = 2.0,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="Torch threads (default: half the cores, at most 4).")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Only warnings in the log.")] = False,
+) -> None:
+    """Serve one embedding pool (OpenAI /v1/embeddings, /health, /metrics) with the packaged model (issue 22)."""
+    from gpu_workers.parent_death import die_with_supervisor
+
+    die_with_supervisor()  # first, before the slow imports: under `fleetchat up`, never outlive it
+    from gpu_workers.embedding_worker import run_embedding_worker
+
+    run_embedding_worker(
+        pool, host, port, max_batch_inputs=max_batch, max_wait_s=max_wait_ms / 1000, threads=threads,
+        log_level="warning" if quiet else "info",
+    )  # fmt: skip
+
+
 @app.command()
 def gateway(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,

@@ -33,6 +33,11 @@ def worker_command(settings: Settings, pool: str, port: int) -> list[str]:
     return [sys.executable, "-m", "functions.cli", "worker", "--pool", pool, "--port", str(port), "--quiet"]
 
 
+def embedding_worker_command(pool: str, port: int) -> list[str]:
+    # Always the real worker (a 90 MB model that loads in seconds); FLEETCHAT_EMBEDDING_POOLS=[] starts none.
+    return [sys.executable, "-m", "functions.cli", "embedding-worker", "--pool", pool, "--port", str(port), "--quiet"]
+
+
 def worker_specs(settings: Settings) -> list[WorkerSpec]:
     log_dir = settings.data_dir / "logs"
     specs = []
@@ -42,6 +47,11 @@ def worker_specs(settings: Settings) -> list[WorkerSpec]:
             log_path = log_dir / f"worker-{pool}-{i}.log"
             command = worker_command(settings, pool, port)
             specs.append(WorkerSpec(pool=pool, index=i, port=port, command=command, log_path=log_path))
+    for pool, urls in settings.local_embedding_worker_urls().items():  # issue 22: the embedding workers
+        port = int(urls[0].rsplit(":", 1)[1])
+        command = embedding_worker_command(pool, port)
+        log_path = log_dir / f"worker-{pool}-0.log"
+        specs.append(WorkerSpec(pool=pool, index=0, port=port, command=command, log_path=log_path))
     return specs
 
 

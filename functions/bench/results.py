@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from functions.bench.continuation_results import ContinuationStats
+from functions.bench.embeddings_results import EmbeddingStats
 from functions.bench.priority_results import PriorityStats
 from functions.bench.result_cache_results import ResultCacheStats
 
@@ -230,4 +231,5 @@ class BenchResult(BaseModel):
     continuation: ContinuationStats | None = None
     goodput: GoodputStats | None = None
     result_cache: ResultCacheStats | None = None
+    embeddings: EmbeddingStats | None = None  # issue 22: /v1/embeddings throughput
     checks: list[Check] = Field(default_factory=list)

@@ -22,6 +22,7 @@ from functions.bench.admission_phase import admission_phase
 from functions.bench.aiperf_check import find_aiperf
 from functions.bench.continuation_phase import ContinuationConfig, continuation_phase
 from functions.bench.conversation_phase import multi_turn
+from functions.bench.embeddings_phase import embeddings_phase
 from functions.bench.goodput_phase import KEYS_FILE, GoodputPlan, goodput_phase
 from functions.bench.load import make_client, run_level, stream_chat, timed_get
 from functions.bench.machine import machine_info
@@ -408,6 +409,16 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                 result.safety = await asyncio.to_thread(safety_phase, runs, progress)
             except Exception as exc:  # as above
                 result.notes.append(f"safety phase failed: {type(exc).__name__}: {exc}")
+            if not targets.direct:  # issue 22: /v1/embeddings throughput, batch 1 vs 32
+                try:
+                    keys = {
+                        "keys_path": cfg.out_dir / KEYS_FILE,
+                        "admin_key": targets.admin_key,
+                        "api_key": targets.api_key,
+                    }
+                    result.embeddings = await embeddings_phase(targets.url, progress, quick=cfg.quick, **keys)
+                except Exception as exc:  # as above
+                    result.notes.append(f"embeddings phase failed: {type(exc).__name__}: {exc}")
         finally:
             await phases.close()
 

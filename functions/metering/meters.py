@@ -37,6 +37,8 @@ class Meter(BaseModel):
             return totals.cached_tokens
         if self.key == "output":
             return totals.completion_tokens
+        if self.key == "embedding_input":
+            return totals.embedding_tokens
         raise ValueError(f"unknown meter {self.key!r}")
 
 
@@ -45,6 +47,8 @@ def meters_from_settings(settings: Settings) -> tuple[Meter, ...]:
         Meter(key="input", short="in", event_name=settings.meter_event_input),
         Meter(key="cached_input", short="cin", event_name=settings.meter_event_cached_input),
         Meter(key="output", short="out", event_name=settings.meter_event_output),
+        # Issue 22: embedding input tokens, a meter of their own (priced apart from chat in Stripe).
+        Meter(key="embedding_input", short="emb", event_name=settings.meter_event_embedding_input),
     )
 
 

@@ -77,7 +77,8 @@ from shared.tiers import LimitOverrides, SafetyOverrides, Tier
 #                         TransactWriteItems: Delete record (attribute_exists) + guard + entry, or for a held
 #                         tenant's, Update REMOVE expires_at on the three (attribute_exists); count_due only reads
 LEDGER_INDEX = "ledger_by_hour"
-LEDGER_INDEX_ATTRIBUTES = ("tenant_id", "prompt_tokens", "completion_tokens", "cached_tokens")
+# `model` tells embedding entries (their own meter) from chat's; adding it to a deployed table replaces the index.
+LEDGER_INDEX_ATTRIBUTES = ("tenant_id", "model", "prompt_tokens", "completion_tokens", "cached_tokens")
 LEDGER_SHARDS = 8
 TENANTS_PK = "TENANTS"
 METER_PK = "METER"

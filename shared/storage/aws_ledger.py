@@ -23,7 +23,7 @@ from shared.storage.aws_accounts_layout import (
     send_item,
     send_sk,
 )
-from shared.storage.ledger import LedgerEntry, MeterSend, TenantTotals, UsageRow
+from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, LedgerEntry, MeterSend, TenantTotals, UsageRow
 from shared.storage.timestamps import from_iso, to_iso
 
 __all__ = ["AwsAccountsConfig", "AwsLedger", "AwsMeterState"]
@@ -51,6 +51,20 @@ def _sum(rows: dict[Any, dict[str, int]], group: Any, item: dict[str, Any]) -> N
 
 def _sums() -> dict[Any, dict[str, int]]:
     return defaultdict(lambda: dict.fromkeys(("requests", *_TOKENS), 0))
+
+
+def _sum_totals(rows: dict[Any, dict[str, int]], item: dict[str, Any]) -> None:
+    """A tenant's totals: an embedding entry's tokens go to `embedding_tokens` only (its own meter)."""
+    if str(item.get("model", "")).startswith(EMBEDDING_MODEL_PREFIX):
+        totals = rows[item["tenant_id"]]
+        totals["requests"] += 1
+        totals["embedding_tokens"] += ints(item, "prompt_tokens")["prompt_tokens"]
+    else:
+        _sum(rows, item["tenant_id"], item)
+
+
+def _totals_sums() -> dict[Any, dict[str, int]]:
+    return defaultdict(lambda: dict.fromkeys(("requests", *_TOKENS, "embedding_tokens"), 0))
 
 
 class AwsLedger(AccountsTable):
@@ -84,7 +98,7 @@ class AwsLedger(AccountsTable):
         # window closes covers its lag); never a Scan.
         if start >= end:
             return []
-        rows = _sums()
+        rows = _totals_sums()
         bounds = {":start": to_iso(start), ":end": to_iso(end)}
         for hour in _hours(start, end):
             for shard in range(LEDGER_SHARDS):
@@ -94,7 +108,7 @@ class AwsLedger(AccountsTable):
                     ExpressionAttributeNames={"#hour_pk": "hour_pk", "#sk": "sk"},
                     ExpressionAttributeValues={":hour": hour_pk(hour, shard), **bounds},
                 ):
-                    _sum(rows, item["tenant_id"], item)
+                    _sum_totals(rows, item)
         return [TenantTotals(tenant_id=tenant, **sums) for tenant, sums in sorted(rows.items())]
 
 

@@ -9,6 +9,10 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+# Ledger entries of `/v1/embeddings` name their model `embedding:<pool>`. Their (prompt) tokens are billed on the
+# embedding meter only: `totals` sums them apart, never into the chat prompt tokens.
+EMBEDDING_MODEL_PREFIX = "embedding:"
+
 
 class Outcome(StrEnum):
     COMPLETED = "completed"  # the model finished (stop or length)
@@ -41,13 +45,15 @@ class UsageRow(BaseModel):
 
 
 class TenantTotals(BaseModel):
-    """One tenant's totals over a time range (what the meter exporter bills)."""
+    """One tenant's totals over a time range (what the meter exporter bills). The token counts are chat's (and
+    moderations'); embedding entries count only in `embedding_tokens` (and in `requests`)."""
 
     tenant_id: str
     requests: int
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
+    embedding_tokens: int = 0
 
 
 class LedgerStore(Protocol):

@@ -6,13 +6,22 @@ import sqlite3
 from datetime import date, datetime
 from pathlib import Path
 
-from shared.storage.ledger import LedgerEntry, MeterSend, TenantTotals, UsageRow
+from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, LedgerEntry, MeterSend, TenantTotals, UsageRow
 from shared.storage.sqlite_db import SQLiteDatabase
 from shared.storage.timestamps import from_iso, optional_from_iso, to_iso
 
 _SUMS = (
     "COUNT(*) AS requests, SUM(prompt_tokens) AS prompt_tokens, SUM(completion_tokens) AS completion_tokens,"
     " SUM(cached_tokens) AS cached_tokens"
+)
+
+# Per tenant: chat's token sums and the embedding tokens apart (an embedding entry's model starts with the prefix).
+_EMBEDDING = f"substr(model, 1, {len(EMBEDDING_MODEL_PREFIX)}) = '{EMBEDDING_MODEL_PREFIX}'"
+_TOTALS = (
+    f"COUNT(*) AS requests, SUM(CASE WHEN {_EMBEDDING} THEN 0 ELSE prompt_tokens END) AS prompt_tokens,"
+    f" SUM(CASE WHEN {_EMBEDDING} THEN 0 ELSE completion_tokens END) AS completion_tokens,"
+    f" SUM(CASE WHEN {_EMBEDDING} THEN 0 ELSE cached_tokens END) AS cached_tokens,"
+    f" SUM(CASE WHEN {_EMBEDDING} THEN prompt_tokens ELSE 0 END) AS embedding_tokens"
 )
 
 
@@ -53,7 +62,7 @@ class SQLiteLedger:
     def totals(self, start: datetime, end: datetime) -> list[TenantTotals]:
         with self._database.read() as db:
             rows = db.execute(
-                f"SELECT tenant_id, {_SUMS} FROM ledger WHERE created_at >= ? AND created_at < ?"
+                f"SELECT tenant_id, {_TOTALS} FROM ledger WHERE created_at >= ? AND created_at < ?"
                 " GROUP BY tenant_id ORDER BY tenant_id",
                 (to_iso(start), to_iso(end)),
             ).fetchall()

@@ -79,6 +79,7 @@ def up_env(worker_port: int, command: list[str] | None) -> dict[str, str]:
         "FLEETCHAT_WORKER_BASE_PORT": str(worker_port),
         "FLEETCHAT_WORKER_URLS": "",  # empty is ignored: `up` serves its own workers
         "FLEETCHAT_LOCAL_WORKER_COMMAND": json.dumps(command) if command else "",
+        "FLEETCHAT_EMBEDDING_POOLS": "[]",  # the chat workers' supervision (the embedding worker's: its own test)
     }
 
 

@@ -33,6 +33,7 @@ from gpu_workers.modal_app import (
     worker_class_name,
     worker_class_names,
 )
+from shared.embedding_pools import EMBEDDING_POOLS
 from shared.pools import GUARD_POOLS, POOLS
 from shared.tiers import TIER_TABLE
 
@@ -60,7 +61,7 @@ def _server_info(pool: str) -> Any:
 
 
 def test_app_registers_one_gpu_server_per_pool_and_the_gateway() -> None:
-    expected_servers = {worker_class_name(pool) for pool in (*POOLS, *GUARD_POOLS)}
+    expected_servers = {worker_class_name(pool) for pool in (*POOLS, *GUARD_POOLS, *EMBEDDING_POOLS)}  # + issue 22
     assert modal_app.app.name == modal_app.APP_NAME
     assert set(_registered("registered_classes")) == set()  # Servers, not Clses: no web_server endpoints
     jobs = {"retention_sweep", "meter_flush", "nightly_eval", "doctor"}
@@ -228,7 +229,7 @@ def test_gateway_image_installs_the_projects_runtime_dependencies() -> None:
         for dep in pyproject["project"]["dependencies"]
         if dep.split(">")[0].split("<")[0].split("=")[0].strip() not in ENGINE_ONLY_PACKAGES
     }
-    assert set(GATEWAY_PACKAGES) == runtime
+    assert set(GATEWAY_PACKAGES) | set(modal_app.GATEWAY_NO_DEPS_PACKAGES) == runtime  # no-deps: files only
 
 
 class _DeadProcess:

@@ -1,0 +1,19 @@
+"""`POST /v1/embeddings`: OpenAI-compatible embeddings (authenticated, rate-limited and metered on their own meter)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from functions.auth import CurrentCaller
+from functions.embedding_service import EmbeddingService
+from shared.embeddings_api import EmbeddingRequest, EmbeddingResponse
+
+router = APIRouter(prefix="/v1", tags=["embeddings"])
+
+
+@router.post("/embeddings", response_model=EmbeddingResponse)
+async def create_embeddings(body: EmbeddingRequest, caller: CurrentCaller, request: Request) -> JSONResponse:
+    service: EmbeddingService = request.app.state.embeddings
+    response, headers = await service.embed(caller, body)
+    return JSONResponse(response, headers=headers)
