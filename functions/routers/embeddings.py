@@ -7,12 +7,13 @@ from fastapi.responses import JSONResponse
 
 from functions.auth import CurrentCaller
 from functions.embedding_service import EmbeddingService
+from functions.openapi_description import error_responses
 from shared.embeddings_api import EmbeddingRequest, EmbeddingResponse
 
 router = APIRouter(prefix="/v1", tags=["embeddings"])
 
 
-@router.post("/embeddings", response_model=EmbeddingResponse)
+@router.post("/embeddings", response_model=EmbeddingResponse, responses=error_responses(404, 429, 502, 503))
 async def create_embeddings(body: EmbeddingRequest, caller: CurrentCaller, request: Request) -> JSONResponse:
     service: EmbeddingService = request.app.state.embeddings
     response, headers = await service.embed(caller, body)

@@ -19,6 +19,7 @@ import httpx
 import numpy as np
 import openai
 import pytest
+from fastapi import FastAPI
 
 from shared.embedding_pools import EMBEDDING_POOLS, count_tokens
 from shared.embeddings_api import decode_vector
@@ -209,6 +210,22 @@ def test_a_worker_that_is_down_is_a_503_and_bills_nothing(gateway_for: GatewayFa
             f"{gateway.url}/v1/embeddings", json={"model": MODEL, "input": "hi"}, headers=gateway.headers()
         )
     assert response.status_code == 503 and response.headers["retry-after"]
+    assert _rows(gateway, "ledger") == []
+
+
+def test_a_wrong_worker_answer_is_a_502_billing_nothing(gateway_for: GatewayFactory) -> None:
+    broken = FastAPI()
+
+    @broken.post("/v1/embeddings")
+    async def one_vector_too_few(body: dict) -> dict:
+        return {"object": "list", "data": [], "model": MODEL, "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+
+    with serve(stand_in_worker("ok")) as chat_worker, serve(broken) as embedding_worker:
+        gateway = gateway_for({"mini": [chat_worker]}, embedding_worker_urls={MODEL: [embedding_worker]})
+        response = httpx.post(
+            f"{gateway.url}/v1/embeddings", json={"model": MODEL, "input": "hi"}, headers=gateway.headers()
+        )
+    assert response.status_code == 502 and response.json()["error"]["type"] == "server_error"
     assert _rows(gateway, "ledger") == []
 
 

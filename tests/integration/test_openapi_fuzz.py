@@ -52,33 +52,42 @@ MAX_BODY_BYTES = 65_536
 APIS = {"public": r"^/(v1|health|metrics)", "admin": r"^/admin/"}
 
 # Statuses that need a fault, a limit or a long stream to happen, each driven by a test elsewhere.
-DRIVEN_ELSEWHERE: dict[tuple[str, int], str] = {
-    (
-        "POST /v1/chat/completions",
-        429,
-    ): "tests/integration/test_rate_limits.py::test_the_worker_never_sees_a_refused_request",
-    (
-        "POST /v1/chat/completions",
-        502,
-    ): "tests/integration/test_gateway_faults.py::test_worker_error_is_final_not_retried_and_maps_to_502",
-    (
-        "POST /v1/chat/completions",
-        503,
-    ): "tests/integration/test_gateway_faults.py::test_no_worker_at_all_is_503_with_retry_after",
-    ("GET /healthz", 503): "tests/integration/test_gateway_faults.py::test_no_worker_at_all_is_503_with_retry_after",
-    (
-        "POST /v1/moderations",
-        429,
-    ): "tests/integration/test_moderations_api.py::test_over_the_rpm_limit_it_is_429_with_retry_after",
-    (
-        "POST /v1/moderations",
-        503,
-    ): "tests/integration/test_safety_guards.py::test_fail_closed_refuses_with_503_and_retry_after",
+DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, status): (file under tests/, test)
+    ("POST /v1/chat/completions", 429): (
+        "integration/test_rate_limits.py",
+        "test_the_worker_never_sees_a_refused_request",
+    ),
+    ("POST /v1/chat/completions", 502): (
+        "integration/test_gateway_faults.py",
+        "test_worker_error_is_final_not_retried_and_maps_to_502",
+    ),
+    ("POST /v1/chat/completions", 503): (
+        "integration/test_gateway_faults.py",
+        "test_no_worker_at_all_is_503_with_retry_after",
+    ),
+    ("GET /healthz", 503): ("integration/test_gateway_faults.py", "test_no_worker_at_all_is_503_with_retry_after"),
+    ("POST /v1/moderations", 429): (
+        "integration/test_moderations_api.py",
+        "test_over_the_rpm_limit_it_is_429_with_retry_after",
+    ),
+    ("POST /v1/moderations", 503): (
+        "integration/test_safety_guards.py",
+        "test_fail_closed_refuses_with_503_and_retry_after",
+    ),
+    ("POST /v1/embeddings", 429): ("integration/test_embeddings_api.py", "test_the_tenants_token_limit_applies"),
+    ("POST /v1/embeddings", 502): (
+        "integration/test_embeddings_api.py",
+        "test_a_wrong_worker_answer_is_a_502_billing_nothing",
+    ),
+    ("POST /v1/embeddings", 503): (
+        "integration/test_embeddings_api.py",
+        "test_a_worker_that_is_down_is_a_503_and_bills_nothing",
+    ),
     # The replay buffer's bound, below HTTP (the router maps every FleetchatError to its status).
-    (
-        "GET /v1/chat/completions/{completion_id}/stream",
-        410,
-    ): "tests/unit/test_resumable_streams.py::test_one_response_keeps_its_newest_events_within_its_byte_bound",
+    ("GET /v1/chat/completions/{completion_id}/stream", 410): (
+        "unit/test_resumable_streams.py",
+        "test_one_response_keeps_its_newest_events_within_its_byte_bound",
+    ),
 }
 
 # Valid bodies for the write routes whose 404 a driver sends (the body must pass before the lookup can fail).
@@ -252,9 +261,8 @@ def test_every_documented_error_status_is_really_sent(fuzzed: Fuzzed) -> None:
 
 
 def test_the_tests_named_for_faults_and_limits_exist() -> None:
-    root = Path(__file__).resolve().parents[2]
-    for where in DRIVEN_ELSEWHERE.values():
-        file, name = where.split("::")
-        tree = ast.parse((root / file).read_text())
+    tests = Path(__file__).resolve().parents[1]
+    for file, name in DRIVEN_ELSEWHERE.values():
+        tree = ast.parse((tests / file).read_text())
         names = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
-        assert name in names, f"{where} does not exist"
+        assert name in names, f"tests/{file}::{name} does not exist"
