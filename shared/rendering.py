@@ -4,16 +4,22 @@ The prefix-cache contract: the same stored history always renders to the same by
 with turn N-1's prompt token for token and the worker's KV blocks for it are reused. Nothing time-dependent or
 unordered goes into a rendered message. Each conversation keeps the render version it was created with; any change
 to what a version produces is a new version (the golden test pins version 1's bytes), never an edit of an old one.
+
+Version 2 adds tool turns (an assistant message's `tool_calls`, a `tool` message's `tool_call_id`), rendered in
+OpenAI's message shape with the arguments exactly as stored; for a history without tool turns it produces version 1's
+bytes. Version 1 has no tool turns: a version-1 conversation that would need them is refused (`ToolTurnsUnsupported`),
+never rendered without them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from shared.storage.conversations import StoredMessage
 
-RenderedMessages = list[dict[str, str]]
+RenderedMessages = list[dict[str, Any]]
 
 # The service's default system prompt, by render version; used when a conversation brings no system message.
 SYSTEM_PROMPTS: dict[int, str] = {
@@ -30,7 +36,41 @@ def _render_v1(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -
     return rendered
 
 
-RENDERERS: dict[int, Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages]] = {1: _render_v1}
+class ToolTurnsUnsupportedError(ValueError):
+    """The conversation's render version predates tool turns."""
+
+
+def _render_v2(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -> RenderedMessages:
+    """Version 1 plus tool turns (the system-prompt rule and every other byte as in version 1)."""
+    rendered = _render_v1(history, new)
+    offset = len(rendered) - len(history) - len(new)  # the default system prompt, if one was added
+    for i, m in enumerate([*history, *new], start=offset):
+        if m.tool_calls:
+            rendered[i] = {
+                "role": m.role,
+                "content": m.content or None,
+                "tool_calls": [c.model_dump() for c in m.tool_calls],
+            }
+        elif m.role == "tool":
+            rendered[i] = {"role": "tool", "content": m.content, "tool_call_id": m.tool_call_id}
+    return rendered
+
+
+def _no_tool_turns(
+    renderer: Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages],
+) -> Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages]:
+    def render_without(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -> RenderedMessages:
+        if any(m.role == "tool" or m.tool_calls for m in [*history, *new]):
+            raise ToolTurnsUnsupportedError("this conversation's render version has no tool turns")
+        return renderer(history, new)
+
+    return render_without
+
+
+RENDERERS: dict[int, Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages]] = {
+    1: _no_tool_turns(_render_v1),
+    2: _render_v2,
+}
 CURRENT_RENDER_VERSION = max(RENDERERS)
 
 

@@ -25,6 +25,7 @@ from functions.slo_observation import label_chat
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
+from functions.tool_arguments import ToolArguments, check_request, expects_calls
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.schemas import ChatCompletionRequest
@@ -53,6 +54,7 @@ async def chat_completions(
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
+    check_request(body)  # a malformed tool request is a 400 before anything is charged
     pool = service.pool_for(caller.tenant, body)
     label_chat(caller.tenant, pool)  # this request's tier and pool in the SLO metrics
     asked_max_tokens = body.output_limit()
@@ -110,6 +112,13 @@ async def chat_completions(
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
+    tools: ToolArguments = request.app.state.tool_arguments
+
+    async def repair(retry: ChatCompletionRequest) -> dict[str, Any]:
+        """functions/tool_arguments.py's one repair attempt, on the pool that answered."""
+        retry = retry.model_copy(update={"model": account.model})
+        return await service.complete(service.route(account.model, retry, session))
+
     if isinstance(answer, ContinuingStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
@@ -121,11 +130,14 @@ async def chat_completions(
 
         guard = safety.guard(caller)
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
+        events = answer.events()
+        if expects_calls(body):  # tool-call deltas held until the calls are valid (functions/tool_arguments.py)
+            events = tools.held(account.model, body, events, repair)
         # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
         # pool's place is held until the generation ends, not the connection.
         stream = request.app.state.resumable.start(
             caller.tenant.id,
-            slot.hold(relay.run(answer.events())),
+            slot.hold(relay.run(events)),
             lambda: capture.completion_id,
             headers,
             on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
@@ -137,7 +149,8 @@ async def chat_completions(
             headers={"cache-control": "no-cache", **headers},
         )
     slot.release()
-    completion = answer
+    async with account.closed_if_raising():
+        completion = await tools.check_completion(account.model, body, answer, repair)
     text, finish_reason = answer_text(completion)
     usage, outcome = await _filter_answer(safety, account, completion, text)
     if outcome is Outcome.FILTERED:
@@ -145,7 +158,8 @@ async def chat_completions(
     await account.close(usage, outcome)
     if turn is not None:
         who = answered_by(account, safety)
-        stored, version = await turns.finish(turn, text, finish_reason, who) if finish_reason else (False, None)
+        calls = completion["choices"][0]["message"].get("tool_calls") if outcome is Outcome.COMPLETED else None
+        stored, version = await turns.finish(turn, text, finish_reason, who, calls) if finish_reason else (False, None)
         count_turn(service.metrics, turn, stored)
         completion["conversation"] = turn.summary(stored, version)
         headers[STORED_HEADER] = str(stored).lower()

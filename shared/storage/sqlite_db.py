@@ -205,6 +205,11 @@ MIGRATIONS: list[list[str]] = [
         # The model version that answered an assistant message (a pool's canary or its stable version).
         "ALTER TABLE messages ADD COLUMN model_version TEXT",
     ],
+    [
+        # Tool turns: an assistant message's tool calls (JSON) and the call a tool message answers.
+        "ALTER TABLE messages ADD COLUMN tool_calls TEXT",
+        "ALTER TABLE messages ADD COLUMN tool_call_id TEXT",
+    ],
 ]
 
 
