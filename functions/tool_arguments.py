@@ -62,7 +62,7 @@ def prompt_messages(request: ChatCompletionRequest) -> list[ChatMessage]:
         else m
         for m in request.messages
     ]
-    if request.tools and request.tool_choice != "none":
+    if request.tools:  # counted even with tool_choice "none": vLLM still renders them (an upper bound is safe)
         tools = json.dumps([t.model_dump(exclude_none=True) for t in request.tools], ensure_ascii=False)
         counted.insert(0, ChatMessage(role="system", content=tools))
     return counted
