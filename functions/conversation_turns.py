@@ -16,8 +16,7 @@ from anyio import to_thread
 
 from functions.retention import expiry_for
 from shared.errors import InvalidRequestError
-from shared.rendering import CURRENT_RENDER_VERSION, RenderedMessages, ToolTurnsUnsupportedError
-from shared.rendering import render as render_version
+from shared.rendering import CURRENT_RENDER_VERSION, RenderedMessages, render
 from shared.schemas import ChatCompletionRequest, ChatMessage
 from shared.storage.base import Tenant
 from shared.storage.conversations import (
@@ -94,18 +93,6 @@ def _title_from(messages: list[StoredMessage]) -> str | None:
         return None
     line = " ".join(first_user.split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
-
-
-def render(version: int, history: list[StoredMessage], new: list[StoredMessage]) -> RenderedMessages:
-    """shared/rendering.render, with a conversation too old for tool turns refused as a 400 (nothing is changed)."""
-    try:
-        return render_version(version, history, new)
-    except ToolTurnsUnsupportedError as exc:
-        raise InvalidRequestError(
-            "This conversation was created before tool turns were stored (render version 1); start a new "
-            "conversation to use tools in it.",
-            param="messages",
-        ) from exc
 
 
 def _stored(messages: list[ChatMessage]) -> list[StoredMessage]:

@@ -5,10 +5,10 @@ with turn N-1's prompt token for token and the worker's KV blocks for it are reu
 unordered goes into a rendered message. Each conversation keeps the render version it was created with; any change
 to what a version produces is a new version (the golden test pins version 1's bytes), never an edit of an old one.
 
-Version 2 adds tool turns (an assistant message's `tool_calls`, a `tool` message's `tool_call_id`), rendered in
-OpenAI's message shape with the arguments exactly as stored; for a history without tool turns it produces version 1's
-bytes. Version 1 has no tool turns: a version-1 conversation that would need them is refused (`ToolTurnsUnsupported`),
-never rendered without them.
+Tool turns (an assistant message's `tool_calls`, a `tool` message's `tool_call_id`) render in OpenAI's message shape,
+arguments exactly as stored. They extend version 1 rather than start version 2: a stored history could not hold them
+before (tool messages were refused), so no output version 1 ever produced changes (the golden test pins version 1's
+bytes with and without tool turns), and every existing conversation can go on with tools.
 """
 
 from __future__ import annotations
@@ -36,40 +36,26 @@ def _render_v1(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -
     return rendered
 
 
-class ToolTurnsUnsupportedError(ValueError):
-    """The conversation's render version predates tool turns."""
+def _tool_fields(message: StoredMessage) -> dict[str, Any]:
+    """A tool turn in OpenAI's message shape: an assistant's calls (content null when it has none), the call a `tool`
+    message answers; {} for every other message, which keeps its version-1 bytes."""
+    if message.tool_calls:
+        return {"content": message.content or None, "tool_calls": [c.model_dump() for c in message.tool_calls]}
+    if message.role == "tool":
+        return {"tool_call_id": message.tool_call_id}
+    return {}
 
 
-def _render_v2(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -> RenderedMessages:
-    """Version 1 plus tool turns (the system-prompt rule and every other byte as in version 1)."""
+def _render_v1_with_tool_turns(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -> RenderedMessages:
     rendered = _render_v1(history, new)
-    offset = len(rendered) - len(history) - len(new)  # the default system prompt, if one was added
-    for i, m in enumerate([*history, *new], start=offset):
-        if m.tool_calls:
-            rendered[i] = {
-                "role": m.role,
-                "content": m.content or None,
-                "tool_calls": [c.model_dump() for c in m.tool_calls],
-            }
-        elif m.role == "tool":
-            rendered[i] = {"role": "tool", "content": m.content, "tool_call_id": m.tool_call_id}
+    offset = len(rendered) - len(history) - len(new)  # the default system prompt, when one was added
+    for i, message in enumerate([*history, *new], start=offset):
+        rendered[i].update(_tool_fields(message))
     return rendered
 
 
-def _no_tool_turns(
-    renderer: Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages],
-) -> Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages]:
-    def render_without(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -> RenderedMessages:
-        if any(m.role == "tool" or m.tool_calls for m in [*history, *new]):
-            raise ToolTurnsUnsupportedError("this conversation's render version has no tool turns")
-        return renderer(history, new)
-
-    return render_without
-
-
 RENDERERS: dict[int, Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages]] = {
-    1: _no_tool_turns(_render_v1),
-    2: _render_v2,
+    1: _render_v1_with_tool_turns
 }
 CURRENT_RENDER_VERSION = max(RENDERERS)
 

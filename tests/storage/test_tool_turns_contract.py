@@ -24,12 +24,12 @@ TURNS = [
 def test_tool_turns_read_back_identical(conversation_store: ConversationStore) -> None:
     conversation_id = new_conversation_id()
     conversation_store.append_turn(
-        "ten_a", conversation_id, expected_version=0, messages=TURNS[:2], expires_at=None, render_version=2, now=T0
+        "ten_a", conversation_id, expected_version=0, messages=TURNS[:2], expires_at=None, render_version=1, now=T0
     )
     conversation_store.append_turn(
-        "ten_a", conversation_id, expected_version=1, messages=TURNS[2:], expires_at=None, render_version=2, now=T0
+        "ten_a", conversation_id, expected_version=1, messages=TURNS[2:], expires_at=None, render_version=1, now=T0
     )
     got = conversation_store.get("ten_a", conversation_id, now=T0)
     assert got is not None and got.complete
     assert got.messages == TURNS
-    assert canonical_bytes(render(2, got.messages, [])) == canonical_bytes(render(2, TURNS, []))
+    assert canonical_bytes(render(1, got.messages, [])) == canonical_bytes(render(1, TURNS, []))

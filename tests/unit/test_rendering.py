@@ -14,7 +14,6 @@ import pytest
 
 from shared.rendering import (
     SYSTEM_PROMPTS,
-    ToolTurnsUnsupportedError,
     UnknownRenderVersionError,
     canonical_bytes,
     render,
@@ -123,28 +122,17 @@ TOOL_TURNS = [
     StoredMessage.model_validate({"role": "assistant", "content": "", "created_at": T0, "tool_calls": [CALL]}),
     StoredMessage(role="tool", content="sunny", created_at=T0, tool_call_id="call_1"),
 ]
-# Version 2's exact output for TOOL_TURNS + NEW (pinned like version 1's).
-V2_TOOLS_SHA256 = "ead4d2207f5c1a2d95545019cd800524a848a7ef88ef1a184ac40d9b45da1cf9"
+# Version 1's exact output for TOOL_TURNS + NEW (tool turns pinned like the rest).
+V1_TOOLS_SHA256 = "ead4d2207f5c1a2d95545019cd800524a848a7ef88ef1a184ac40d9b45da1cf9"
 
 
-def test_version_2_renders_tool_turns_in_openai_shape_and_pinned_bytes() -> None:
-    rendered = render(2, TOOL_TURNS, NEW)
+def test_tool_turns_render_in_openai_shape_and_pinned_bytes() -> None:
+    rendered = render(1, TOOL_TURNS, NEW)
     assert rendered[2] == {"role": "assistant", "content": None, "tool_calls": [CALL]}
     assert rendered[3] == {"role": "tool", "content": "sunny", "tool_call_id": "call_1"}
-    assert hashlib.sha256(canonical_bytes(rendered)).hexdigest() == V2_TOOLS_SHA256
+    assert hashlib.sha256(canonical_bytes(rendered)).hexdigest() == V1_TOOLS_SHA256
 
 
-def test_version_2_without_tool_turns_is_version_1_byte_for_byte() -> None:
-    assert canonical_bytes(render(2, HISTORY, NEW)) == canonical_bytes(render(1, HISTORY, NEW))
-    assert canonical_bytes(render(2, [m("system", "Be brief.")], NEW)) == canonical_bytes(
-        render(1, [m("system", "Be brief.")], NEW)
-    )
-
-
-def test_version_2_turns_extend_the_previous_rendering_across_tool_turns() -> None:
-    assert render(2, TOOL_TURNS, NEW)[:3] == render(2, TOOL_TURNS[:2], [])
-
-
-def test_version_1_refuses_tool_turns_rather_than_dropping_them() -> None:
-    with pytest.raises(ToolTurnsUnsupportedError):
-        render(1, TOOL_TURNS, NEW)
+def test_each_turn_extends_the_previous_rendering_across_tool_turns() -> None:
+    assert render(1, TOOL_TURNS, NEW)[:3] == render(1, TOOL_TURNS[:2], [])
+    assert render(1, [*TOOL_TURNS, *NEW], [])[:4] == render(1, TOOL_TURNS, [])
