@@ -171,3 +171,10 @@ def test_tool_turns_are_stored_and_rendered(gateway_for) -> None:
         messages = stored["messages"]
         assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
         assert messages[1]["tool_calls"] == [GOOD] and messages[2]["tool_call_id"] == "call_1"
+        markdown = httpx.get(
+            f"{gw.url}/v1/conversations/{conversation['id']}/export",
+            params={"format": "markdown"},
+            headers=gw.headers(),
+            timeout=10,
+        ).text
+        assert 'get_weather({"city": "Paris"})' in markdown and "call_1" in markdown
