@@ -193,7 +193,7 @@ class _HeldStream:
         self.calls: dict[int, dict[str, Any]] = {}  # assembled by index
         self.extra_usage: dict[str, Any] | None = None  # the repair call's tokens, added to every later usage
         self.failed = False
-        self._error = ToolArgumentsError("The model's tool call was not valid.")
+        self._error: FleetchatError = ToolArgumentsError("The model's tool call was not valid.")
 
     async def on(self, event: bytes) -> list[bytes]:
         if event == DONE:
@@ -240,7 +240,12 @@ class _HeldStream:
         problem = find_problem(self.request, calls)
         fragments = self.fragments
         if problem is not None:
-            repaired = await self.repair(repair_request(self.request, problem))
+            try:
+                repaired = await self.repair(repair_request(self.request, problem))
+            except FleetchatError as exc:  # the repair call itself failed (no replica, a refusal): said in-band
+                self.owner.calls.labels(self.pool, "invalid").inc()
+                self._error, self.failed = exc, True
+                return None
             repaired_calls = _calls_of(repaired)
             again = find_problem(self.request, repaired_calls)
             if again is not None:
