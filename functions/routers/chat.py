@@ -112,7 +112,7 @@ async def chat_completions(
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
-    tools: ToolArguments = request.app.state.tool_arguments
+    tool_args: ToolArguments = request.app.state.tool_arguments
 
     async def repair(retry: ChatCompletionRequest) -> dict[str, Any]:
         """functions/tool_arguments.py's one repair attempt, on the pool that answered."""
@@ -132,7 +132,7 @@ async def chat_completions(
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
         events = answer.events()
         if expects_calls(body):  # tool-call deltas held until the calls are valid (functions/tool_arguments.py)
-            events = tools.held(account.model, body, events, repair)
+            events = tool_args.held(account.model, body, events, repair)
         # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
         # pool's place is held until the generation ends, not the connection.
         stream = request.app.state.resumable.start(
@@ -150,7 +150,7 @@ async def chat_completions(
         )
     slot.release()
     async with account.closed_if_raising():
-        completion = await tools.check_completion(account.model, body, answer, repair)
+        completion = await tool_args.check_completion(account.model, body, answer, repair)
     text, finish_reason = answer_text(completion)
     usage, outcome = await _filter_answer(safety, account, completion, text)
     if outcome is Outcome.FILTERED:
