@@ -16,6 +16,7 @@ from functions.gateway_metrics import GatewayMetrics
 from functions.replica_breakers import ReplicaBreakers
 from functions.routing import PoolRouter, pools_for_tier, resolve_pool
 from functions.stream_continuation import ContinuingStream, Leg
+from functions.tool_arguments import prompt_messages
 from functions.worker_client import UpstreamPolicy, WorkerClient
 from shared.schemas import ChatCompletionRequest
 from shared.settings import Settings
@@ -69,7 +70,7 @@ class ChatService:
         later = allowed[allowed.index(pool) + 1 :] if pool in allowed else []
         if not later:
             return None
-        room = context_tokens.get(later[0], 0) - prompt_token_bound(request.messages)
+        room = context_tokens.get(later[0], 0) - prompt_token_bound(prompt_messages(request))
         max_tokens = request.max_tokens
         if max_tokens is not None and max_tokens > room:
             if asked_max_tokens is not None:

@@ -12,7 +12,7 @@ from shared.conversation_api import ConversationDetail
 from shared.storage.conversations import Conversation
 from shared.storage.timestamps import to_iso, utc_now
 
-ROLE_HEADINGS = {"system": "System", "developer": "Developer", "user": "User", "assistant": "Assistant"}
+ROLE_HEADINGS = {"system": "System", "developer": "Developer", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
 
 def to_markdown(conversation: Conversation) -> str:
@@ -20,6 +20,10 @@ def to_markdown(conversation: Conversation) -> str:
     lines.append(f"_Conversation `{conversation.id}`, exported {to_iso(utc_now())}._")
     for message in conversation.messages:
         lines += ["", f"## {ROLE_HEADINGS.get(message.role, message.role)}", "", message.content]
+        # Tool turns (docs/tools.md): the calls an answer made, and which call a tool result answers.
+        lines += [f"`{c.function.name}({c.function.arguments})` (call `{c.id}`)" for c in message.tool_calls or []]
+        if message.tool_call_id:
+            lines.append(f"_Result of call `{message.tool_call_id}`._")
     return "\n".join(lines) + "\n"
 
 

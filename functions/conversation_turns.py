@@ -16,7 +16,7 @@ from anyio import to_thread
 
 from functions.retention import expiry_for
 from shared.errors import InvalidRequestError
-from shared.rendering import CURRENT_RENDER_VERSION, render
+from shared.rendering import CURRENT_RENDER_VERSION, RenderedMessages, render
 from shared.schemas import ChatCompletionRequest, ChatMessage
 from shared.storage.base import Tenant
 from shared.storage.conversations import (
@@ -32,6 +32,7 @@ from shared.storage.conversations import (
     new_conversation_id,
 )
 from shared.storage.timestamps import utc_now
+from shared.tools_api import ToolCall
 
 log = logging.getLogger("fleetchat.conversations")
 
@@ -56,7 +57,7 @@ class Turn:
     expected_version: int
     render_version: int
     new_messages: list[StoredMessage]
-    rendered: list[dict[str, str]]
+    rendered: RenderedMessages
     history: History
     title: str | None = None
     loaded: Conversation | None = None  # the stored conversation this turn continues, as read in `begin`
@@ -96,22 +97,29 @@ def _title_from(messages: list[StoredMessage]) -> str | None:
 
 def _stored(messages: list[ChatMessage]) -> list[StoredMessage]:
     now = utc_now()
-    roles = {m.role for m in messages}
-    if "tool" in roles:
-        raise InvalidRequestError("Stored conversations do not keep tool messages.", param="messages")
-    return [StoredMessage(role=m.role, content=m.text(), created_at=now) for m in messages]  # type: ignore[arg-type]
+    return [
+        StoredMessage(
+            role=m.role,
+            content=m.text(),
+            created_at=now,
+            tool_calls=m.tool_calls,
+            tool_call_id=m.tool_call_id,
+        )
+        for m in messages
+    ]
 
 
 def _new_turn_only(history: list[StoredMessage], sent: list[StoredMessage]) -> list[StoredMessage]:
     """What the client adds. Clients that resend the whole history are accepted: the stored prefix is dropped."""
     if len(sent) > len(history) and all(
-        (h.role, h.content) == (s.role, s.content) for h, s in zip(history, sent, strict=False)
+        (h.role, h.content, h.tool_call_id) == (s.role, s.content, s.tool_call_id)
+        for h, s in zip(history, sent, strict=False)
     ):
         sent = sent[len(history) :]
-    if any(m.role != "user" for m in sent):
+    if any(m.role not in ("user", "tool") for m in sent):
         raise InvalidRequestError(
-            "A request that continues a conversation sends only its new user message(s); the stored history "
-            "(system prompt included) is added by the service.",
+            "A request that continues a conversation sends only its new user message(s) or tool results; the "
+            "stored history (system prompt included) is added by the service.",
             param="messages",
         )
     return sent
@@ -128,8 +136,10 @@ class ConversationTurns:
             return None
         sent = _stored(request.messages)
         if conversation_id is None:
-            if sent[-1].role != "user":
-                raise InvalidRequestError("A new conversation must end with a user message.", param="messages")
+            if sent[-1].role not in ("user", "tool"):
+                raise InvalidRequestError(
+                    "A new conversation must end with a user message or a tool result.", param="messages"
+                )
             return Turn(
                 tenant=tenant,
                 conversation_id=new_conversation_id(),
@@ -217,15 +227,26 @@ class ConversationTurns:
         return None if chosen is None else check_conversation_id(chosen)
 
     async def finish(
-        self, turn: Turn, assistant_text: str, finish_reason: str | None = None, answered_by: AnsweredBy | None = None
+        self,
+        turn: Turn,
+        assistant_text: str,
+        finish_reason: str | None = None,
+        answered_by: AnsweredBy | None = None,
+        tool_calls: list[Any] | None = None,
     ) -> tuple[bool, int | None]:
-        """Persist the user turn and the answer (how it ended, who answered it); (stored, new version). Retries on top
-        of a concurrent writer, except for an edit (replaying it on top of another turn would delete that turn)."""
+        """Persist the user turn and the answer (how it ended, who answered it, the tool calls it made); (stored, new
+        version). Retries on top of a concurrent writer, except for an edit (replaying it on top of another turn would
+        delete that turn)."""
         if turn.history is History.UNAVAILABLE:
             return False, None
         who = {} if answered_by is None else asdict(answered_by)
         answer = StoredMessage(
-            role="assistant", content=assistant_text, created_at=utc_now(), finish_reason=finish_reason, **who
+            role="assistant",
+            content=assistant_text,
+            created_at=utc_now(),
+            finish_reason=finish_reason,
+            tool_calls=[ToolCall.model_validate(c) for c in tool_calls] if tool_calls else None,
+            **who,
         )
         messages = [*turn.new_messages, answer]
         try:

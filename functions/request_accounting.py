@@ -16,6 +16,7 @@ from functions.admission import Admission, Reservation, estimate_prompt_tokens
 from functions.auth import Caller
 from functions.gateway_metrics import GatewayMetrics
 from functions.spooled_writer import LedgerWriter
+from functions.tool_arguments import prompt_messages
 from shared.errors import FleetchatError, RateLimitError
 from shared.schemas import ChatCompletionRequest
 from shared.storage.conversations import StoreUnavailableError
@@ -144,14 +145,13 @@ class Accounting:
         outage of the limiter must not become an outage of the service. The ledger still records it.
         """
         limits = limits_for(caller.tenant.tier, caller.tenant.limits)
+        counted = prompt_messages(request)  # tool definitions and calls are prompt tokens too
 
         def admit() -> Reservation:
-            return self.admission.admit(
-                caller.tenant.id, caller.key.id, limits, request.messages, request.output_limit(), pool
-            )
+            return self.admission.admit(caller.tenant.id, caller.key.id, limits, counted, request.output_limit(), pool)
 
         def unchecked() -> Reservation:
-            return self.admission.unchecked(limits, request.messages, request.output_limit(), pool)
+            return self.admission.unchecked(limits, counted, request.output_limit(), pool)
 
         reservation = await self._reserve(caller, admit, unchecked)
         return RequestAccount(
@@ -159,7 +159,7 @@ class Accounting:
             caller=caller,
             model=pool,
             reservation=reservation,
-            prompt_estimate=estimate_prompt_tokens(request.messages),
+            prompt_estimate=estimate_prompt_tokens(counted),
             accounting=self,
         )
 

@@ -42,6 +42,8 @@ class StreamCapture:
     model: str = ""
     usage: dict[str, Any] | None = None
     content_chunks: int = 0
+    # The answer's tool calls, assembled from `delta.tool_calls` fragments by index (stored with the turn).
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def relay(self, event: bytes) -> bytes | None:
         """Observe one event; what the client gets for it (None: nothing)."""
@@ -62,6 +64,8 @@ class StreamCapture:
             if content:
                 self.parts.append(content)
                 self.content_chunks += 1
+            for fragment in (choice.get("delta") or {}).get("tool_calls") or []:
+                self._add_call_fragment(fragment)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         usage = chunk.get("usage")
@@ -75,6 +79,19 @@ class StreamCapture:
         else:
             del chunk["usage"]
         return _data(chunk)
+
+    def _add_call_fragment(self, fragment: dict[str, Any]) -> None:
+        fn = fragment.get("function") or {}
+        call = self.calls.setdefault(
+            int(fragment.get("index") or 0), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+        )
+        call["id"] = fragment.get("id") or call["id"]
+        call["function"]["name"] += fn.get("name") or ""
+        call["function"]["arguments"] += fn.get("arguments") or ""
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]] | None:
+        return [self.calls[i] for i in sorted(self.calls)] or None
 
     @property
     def text(self) -> str:

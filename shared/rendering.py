@@ -4,16 +4,22 @@ The prefix-cache contract: the same stored history always renders to the same by
 with turn N-1's prompt token for token and the worker's KV blocks for it are reused. Nothing time-dependent or
 unordered goes into a rendered message. Each conversation keeps the render version it was created with; any change
 to what a version produces is a new version (the golden test pins version 1's bytes), never an edit of an old one.
+
+Tool turns (an assistant message's `tool_calls`, a `tool` message's `tool_call_id`) render in OpenAI's message shape,
+arguments exactly as stored. They extend version 1 rather than start version 2: a stored history could not hold them
+before (tool messages were refused), so no output version 1 ever produced changes (the golden test pins version 1's
+bytes with and without tool turns), and every existing conversation can go on with tools.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from shared.storage.conversations import StoredMessage
 
-RenderedMessages = list[dict[str, str]]
+RenderedMessages = list[dict[str, Any]]
 
 # The service's default system prompt, by render version; used when a conversation brings no system message.
 SYSTEM_PROMPTS: dict[int, str] = {
@@ -30,7 +36,27 @@ def _render_v1(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -
     return rendered
 
 
-RENDERERS: dict[int, Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages]] = {1: _render_v1}
+def _tool_fields(message: StoredMessage) -> dict[str, Any]:
+    """A tool turn in OpenAI's message shape: an assistant's calls (content null when it has none), the call a `tool`
+    message answers; {} for every other message, which keeps its version-1 bytes."""
+    if message.tool_calls:
+        return {"content": message.content or None, "tool_calls": [c.model_dump() for c in message.tool_calls]}
+    if message.role == "tool":
+        return {"tool_call_id": message.tool_call_id}
+    return {}
+
+
+def _render_v1_with_tool_turns(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -> RenderedMessages:
+    rendered = _render_v1(history, new)
+    offset = len(rendered) - len(history) - len(new)  # the default system prompt, when one was added
+    for i, message in enumerate([*history, *new], start=offset):
+        rendered[i].update(_tool_fields(message))
+    return rendered
+
+
+RENDERERS: dict[int, Callable[[Sequence[StoredMessage], Sequence[StoredMessage]], RenderedMessages]] = {
+    1: _render_v1_with_tool_turns
+}
 CURRENT_RENDER_VERSION = max(RENDERERS)
 
 

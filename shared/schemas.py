@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from shared.tools_api import ToolCall, ToolCallDelta, ToolChoice, ToolDefinition
+
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 
 
@@ -21,6 +23,10 @@ class ChatMessage(BaseModel):
     role: Role
     content: str | list[TextContentPart] | None = None
     name: str | None = None
+    # Function calling (shared/tools_api.py): an assistant message's calls (its content may be null), and the call a
+    # `tool` message answers.
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
 
     def text(self) -> str:
         """The message's content as one string (text parts joined in order)."""
@@ -65,6 +71,10 @@ class ChatCompletionRequest(BaseModel):
     # the model continues it, without a new generation prompt; `add_generation_prompt` defaults to true, as in vLLM.
     add_generation_prompt: bool | None = None
     continue_final_message: bool | None = None
+    # Function calling (docs/tools.md); checked by shared/tools_api.check_tool_request.
+    tools: list[ToolDefinition] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
 
     @field_validator("n")
     @classmethod
@@ -122,12 +132,13 @@ class Usage(BaseModel):
     prompt_tokens_details: PromptTokensDetails | None = None
 
 
-FinishReason = Literal["stop", "length", "content_filter", "abort"]
+FinishReason = Literal["stop", "length", "content_filter", "abort", "tool_calls"]
 
 
 class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
 
 
 class Choice(BaseModel):
@@ -149,6 +160,7 @@ class ChatCompletion(BaseModel):
 class DeltaMessage(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChunkChoice(BaseModel):

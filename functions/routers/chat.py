@@ -30,6 +30,7 @@ from functions.slo_observation import label_chat
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
+from functions.tool_arguments import ToolArguments, check_request, expects_calls
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.request_parameters import refuse_unknown_or_unhonoured
@@ -73,6 +74,7 @@ async def chat_completions(
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
+    check_request(body)  # a malformed tool request is a 400 before anything is charged
     pool = service.pool_for(caller.tenant, body)
     label_chat(caller.tenant, pool)  # this request's tier and pool in the SLO metrics
     asked_max_tokens = body.output_limit()
@@ -147,6 +149,13 @@ async def chat_completions(
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
+    tool_args: ToolArguments = request.app.state.tool_arguments
+
+    async def repair(retry: ChatCompletionRequest) -> dict[str, Any]:
+        """functions/tool_arguments.py's one repair attempt, on the pool that answered."""
+        retry = retry.model_copy(update={"model": account.model})
+        return await service.complete(service.route(account.model, retry, session))
+
     if not isinstance(answer, dict):  # a worker's stream, or a server-tool answer replayed as one
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
         # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
@@ -158,9 +167,12 @@ async def chat_completions(
 
         guard = safety.guard(caller)
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
+        events = answer.events()
+        if expects_calls(body):  # tool-call deltas held until the calls are valid (functions/tool_arguments.py)
+            events = tool_args.held(account.model, body, events, repair)
         # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
         # pool's place is held until the generation ends, not the connection.
-        relayed = relay.run(answer.events())
+        relayed = relay.run(events)
         if cached.may_store:
             stream_answer, answered_version = answer, version.version
 
@@ -184,7 +196,8 @@ async def chat_completions(
             headers={"cache-control": "no-cache", **headers},
         )
     slot.release()
-    completion = answer
+    async with account.closed_if_raising():
+        completion = await tool_args.check_completion(account.model, body, answer, repair)
     text, finish_reason = answer_text(completion)
     usage, outcome = await _filter_answer(safety, account, completion, text)
     if outcome is Outcome.FILTERED:
@@ -196,7 +209,8 @@ async def chat_completions(
     )
     if turn is not None:
         who = answered_by(account, safety)
-        stored, version = await turns.finish(turn, text, finish_reason, who) if finish_reason else (False, None)
+        calls = completion["choices"][0]["message"].get("tool_calls") if outcome is Outcome.COMPLETED else None
+        stored, version = await turns.finish(turn, text, finish_reason, who, calls) if finish_reason else (False, None)
         count_turn(service.metrics, turn, stored)
         completion["conversation"] = turn.summary(stored, version)
         headers[STORED_HEADER] = str(stored).lower()

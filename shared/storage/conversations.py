@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailableError
+from shared.tools_api import ToolCall
 
 PURGE_AFTER = timedelta(days=30)
 CONVERSATION_ID_RE = re.compile(r"^conv_[0-9a-f]{32}$")
@@ -30,7 +31,7 @@ CONVERSATION_ID_RE = re.compile(r"^conv_[0-9a-f]{32}$")
 LIST_POSITION_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z#(conv_[0-9a-f]{32})$")
 MAX_TITLE_CHARS = 200
 
-StoredRole = Literal["system", "developer", "user", "assistant"]
+StoredRole = Literal["system", "developer", "user", "assistant", "tool"]
 
 
 def new_conversation_id() -> str:
@@ -86,6 +87,10 @@ class StoredMessage(BaseModel):
     # Assistant messages: the model version that answered (`hf_repo@revision` deployed, the GGUF locally; a canary's
     # version when the pool's canary answered); None for other roles and for answers stored before it was kept.
     model_version: str | None = None
+    # Tool turns (render version 2 on): an assistant message's tool calls (its content then may be ""), and the call a
+    # `tool` message answers. Rendered, so kept byte for byte (arguments as the model wrote them).
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
 
 
 class ConversationMeta(BaseModel):

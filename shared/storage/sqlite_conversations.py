@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from datetime import datetime
@@ -27,6 +28,13 @@ from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso,
 _LIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > :now)"
 # A message's columns after its content: how an answer ended and who answered it (NULL for other roles).
 _ANSWERED_BY = ("finish_reason", "model", "pre_policy_version", "post_policy_version", "model_version")
+
+
+def _calls_json(message: StoredMessage) -> str | None:
+    """A message's tool calls as JSON text (key order fixed by the model: read back byte-identical)."""
+    if not message.tool_calls:
+        return None
+    return json.dumps([c.model_dump() for c in message.tool_calls], ensure_ascii=False, separators=(",", ":"))
 
 
 def _meta(row: sqlite3.Row) -> ConversationMeta:
@@ -86,8 +94,8 @@ class SQLiteConversationStore:
                     db.execute("DELETE FROM messages WHERE conversation_id = ? AND seq >= ?", (conversation_id, keep))
                     start = keep
             db.executemany(
-                f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)})"
-                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)})",
+                f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)},"
+                f" tool_calls, tool_call_id) VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?)",
                 [
                     (
                         conversation_id,
@@ -96,6 +104,8 @@ class SQLiteConversationStore:
                         m.content,
                         to_iso(m.created_at),
                         *(getattr(m, name) for name in _ANSWERED_BY),
+                        _calls_json(m),
+                        m.tool_call_id,
                     )
                     for i, m in enumerate(messages)
                 ],
@@ -117,7 +127,7 @@ class SQLiteConversationStore:
             if row is None:
                 return None
             rows = db.execute(
-                f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)} FROM messages"
+                f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)}, tool_calls, tool_call_id FROM messages"
                 " WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
             ).fetchall()
@@ -127,6 +137,8 @@ class SQLiteConversationStore:
                 content=r["content"],
                 created_at=from_iso(r["created_at"]),
                 **{name: r[name] for name in _ANSWERED_BY},
+                tool_calls=json.loads(r["tool_calls"]) if r["tool_calls"] else None,
+                tool_call_id=r["tool_call_id"],
             )
             for r in rows
         ]

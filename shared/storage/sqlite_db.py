@@ -223,6 +223,11 @@ MIGRATIONS: list[list[str]] = [
         ) WITHOUT ROWID""",
         "CREATE INDEX tool_audit_by_tenant ON tool_audit(tenant_id, at)",
     ],
+    [
+        # Tool turns: an assistant message's tool calls (JSON) and the call a tool message answers.
+        "ALTER TABLE messages ADD COLUMN tool_calls TEXT",
+        "ALTER TABLE messages ADD COLUMN tool_call_id TEXT",
+    ],
 ]
 
 

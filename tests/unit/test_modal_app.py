@@ -361,3 +361,13 @@ def test_the_gateway_finds_its_own_llama_guard_class_when_no_url_is_set() -> Non
     assert modal_app.guard_overrides(explicit, resolve) == {}
     assert modal_app.guard_overrides({}, resolve) == {}
     assert modal_app.guard_overrides({"FLEETCHAT_SAFETY_GUARD": "moderation_api"}, resolve) == {}
+
+
+def test_vllm_parses_tool_calls_with_each_pools_parser() -> None:
+    """Qwen2.5 (flagship) with vLLM's `hermes` parser; SmolLM2-1.7B (mini) has no format vLLM parses, so no flags (vLLM
+    then refuses `tool_choice: auto` with a 400 rather than returning the calls as text)."""
+    flagship = vllm_serve_command(POOLS["flagship"])
+    assert "--enable-auto-tool-choice" in flagship
+    assert flagship[flagship.index("--tool-call-parser") + 1] == POOLS["flagship"].deployed.tool_call_parser == "hermes"
+    assert "--tool-call-parser" not in vllm_serve_command(POOLS["mini"])
+    assert "--enable-auto-tool-choice" not in vllm_serve_command(GUARD_POOLS["llama-guard"])

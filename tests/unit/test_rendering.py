@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from shared.rendering import SYSTEM_PROMPTS, UnknownRenderVersionError, canonical_bytes, render
+from shared.rendering import (
+    SYSTEM_PROMPTS,
+    UnknownRenderVersionError,
+    canonical_bytes,
+    render,
+)
 from shared.storage.conversations import StoredMessage, new_conversation_id
 from shared.storage.sqlite_conversations import SQLiteConversationStore
 
@@ -109,3 +114,25 @@ def test_same_stored_history_renders_to_same_bytes_and_tokens_across_restarts(tm
     expected = render(1, [*HISTORY, *NEW], [])
     assert bytes.fromhex(first["bytes"]) == canonical_bytes(expected)
     assert first["ids"] == list(tokenizer.apply_chat_template(expected, add_generation_prompt=True)["input_ids"])
+
+
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}
+TOOL_TURNS = [
+    m("user", "Weather in Lisbon?"),
+    StoredMessage.model_validate({"role": "assistant", "content": "", "created_at": T0, "tool_calls": [CALL]}),
+    StoredMessage(role="tool", content="sunny", created_at=T0, tool_call_id="call_1"),
+]
+# Version 1's exact output for TOOL_TURNS + NEW (tool turns pinned like the rest).
+V1_TOOLS_SHA256 = "ead4d2207f5c1a2d95545019cd800524a848a7ef88ef1a184ac40d9b45da1cf9"
+
+
+def test_tool_turns_render_in_openai_shape_and_pinned_bytes() -> None:
+    rendered = render(1, TOOL_TURNS, NEW)
+    assert rendered[2] == {"role": "assistant", "content": None, "tool_calls": [CALL]}
+    assert rendered[3] == {"role": "tool", "content": "sunny", "tool_call_id": "call_1"}
+    assert hashlib.sha256(canonical_bytes(rendered)).hexdigest() == V1_TOOLS_SHA256
+
+
+def test_each_turn_extends_the_previous_rendering_across_tool_turns() -> None:
+    assert render(1, TOOL_TURNS, NEW)[:3] == render(1, TOOL_TURNS[:2], [])
+    assert render(1, [*TOOL_TURNS, *NEW], [])[:4] == render(1, TOOL_TURNS, [])
