@@ -12,7 +12,7 @@ error body or as an in-band SSE `error` event before `[DONE]`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,9 +48,22 @@ class Problem:
     param: str
 
 
-def check_request(request: ChatCompletionRequest) -> None:
-    """400 (with `param`) for a malformed tool request; nothing has been charged or changed yet."""
-    check_tool_request(request.tools, request.tool_choice, request.parallel_tool_calls, request.messages)
+def check_request(request: ChatCompletionRequest, server_tools: Sequence[str] = ()) -> None:
+    """400 (with `param`) for a malformed tool request; nothing has been charged or changed yet. `server_tools`: the
+    gateway's own tools the request asked for (their definitions are added later; `tool_choice` may name one)."""
+    check_tool_request(request.tools, request.tool_choice, request.parallel_tool_calls, request.messages, server_tools)
+
+
+def client_contract(request: ChatCompletionRequest, server_tools: Sequence[str] = ()) -> ChatCompletionRequest:
+    """The request whose `tool_choice` the answer the client gets must keep. With server tools the gateway's rounds
+    honour a `tool_choice` that requires a call (`required`, or naming a server tool) and then withdraw the tools
+    (functions/server_tools/loop.py), so the final answer may rightly be text."""
+    choice = request.tool_choice
+    if server_tools and (
+        choice == "required" or (isinstance(choice, NamedToolChoice) and choice.function.name in server_tools)
+    ):
+        return request.model_copy(update={"tool_choice": "auto"})
+    return request
 
 
 def prompt_messages(request: ChatCompletionRequest) -> list[ChatMessage]:

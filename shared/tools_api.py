@@ -9,6 +9,7 @@ model silently does not see. `parameters` must be a valid JSON Schema: checked a
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import jsonschema
@@ -84,9 +85,11 @@ def check_tool_request(
     tool_choice: ToolChoice | None,
     parallel_tool_calls: bool | None,
     messages: list[Any],
+    gateway_tools: Sequence[str] = (),
 ) -> None:
     """Refuse (400, with `param`) what no model could honour: a broken tool schema, duplicate names, a tool_choice
-    naming an unknown function or given without tools, a tool message answering no earlier tool call."""
+    naming an unknown function or given without tools, a tool message answering no earlier tool call.
+    `gateway_tools`: the server tools the gateway adds itself (functions/server_tools/); `tool_choice` may name one."""
     names: list[str] = []
     if tools is not None and len(tools) > MAX_TOOLS:
         raise InvalidRequestError(f"At most {MAX_TOOLS} tools are allowed.", param="tools")
@@ -102,14 +105,14 @@ def check_tool_request(
         names.append(fn.name)
         if fn.parameters is not None:
             check_json_schema(fn.parameters, f"tools[{i}].function.parameters")
-    if tool_choice is not None and tool_choice != "none" and not tools:
+    if tool_choice is not None and tool_choice != "none" and not (tools or gateway_tools):
         raise InvalidRequestError("tool_choice is only allowed when tools are specified.", param="tool_choice")
-    if isinstance(tool_choice, NamedToolChoice) and tool_choice.function.name not in names:
+    if isinstance(tool_choice, NamedToolChoice) and tool_choice.function.name not in [*names, *gateway_tools]:
         raise InvalidRequestError(
             f"tool_choice names the function '{tool_choice.function.name}', which is not in tools.",
             param="tool_choice",
         )
-    if parallel_tool_calls is not None and not tools:
+    if parallel_tool_calls is not None and not (tools or gateway_tools):
         raise InvalidRequestError("parallel_tool_calls is only allowed when tools are specified.", param="tools")
     _check_tool_turns(messages)
 

@@ -30,7 +30,7 @@ from functions.slo_observation import label_chat
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
-from functions.tool_arguments import ToolArguments, check_request, expects_calls
+from functions.tool_arguments import ToolArguments, check_request, client_contract, expects_calls
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.request_parameters import refuse_unknown_or_unhonoured
@@ -74,7 +74,7 @@ async def chat_completions(
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
-    check_request(body)  # a malformed tool request is a 400 before anything is charged
+    check_request(body, server_tools or ())  # a malformed tool request is a 400 before anything is charged
     pool = service.pool_for(caller.tenant, body)
     label_chat(caller.tenant, pool)  # this request's tier and pool in the SLO metrics
     asked_max_tokens = body.output_limit()
@@ -150,6 +150,7 @@ async def chat_completions(
             headers[FALLBACK_HEADER] = fallback_pool
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
     tool_args: ToolArguments = request.app.state.tool_arguments
+    contract = client_contract(body, server_tools or ())  # what the client's tool_choice asks of the final answer
 
     async def repair(retry: ChatCompletionRequest) -> dict[str, Any]:
         """functions/tool_arguments.py's one repair attempt, on the pool that answered."""
@@ -168,8 +169,8 @@ async def chat_completions(
         guard = safety.guard(caller)
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
         events = answer.events()
-        if expects_calls(body):  # tool-call deltas held until the calls are valid (functions/tool_arguments.py)
-            events = tool_args.held(account.model, body, events, repair)
+        if expects_calls(contract):  # tool-call deltas held until the calls are valid (functions/tool_arguments.py)
+            events = tool_args.held(account.model, contract, events, repair)
         # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
         # pool's place is held until the generation ends, not the connection.
         relayed = relay.run(events)
@@ -197,7 +198,7 @@ async def chat_completions(
         )
     slot.release()
     async with account.closed_if_raising():
-        completion = await tool_args.check_completion(account.model, body, answer, repair)
+        completion = await tool_args.check_completion(account.model, contract, answer, repair)
     text, finish_reason = answer_text(completion)
     usage, outcome = await _filter_answer(safety, account, completion, text)
     if outcome is Outcome.FILTERED:

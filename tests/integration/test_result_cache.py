@@ -131,6 +131,7 @@ def test_an_identical_deterministic_request_is_answered_from_the_cache(
         settings.meter_event_input: PROMPT_TOKENS + PROMPT_TOKENS,  # the two misses' prompts
         settings.meter_event_cached_input: 3 * (PROMPT_TOKENS + PIECES),
         settings.meter_event_output: 2 * PIECES,  # the two misses' completions
+        settings.meter_event_embedding_input: 0,  # embeddings have their own meter; none were asked for
     }
     assert (_lookups(gateway, "hit"), _lookups(gateway, "miss")) == (3.0, 2.0)
 

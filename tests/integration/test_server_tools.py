@@ -241,10 +241,12 @@ def test_the_round_bound_withdraws_the_tools_then_fails_a_worker_that_ignores_it
     last = stack.worker.state.bodies[-1]
     assert len(stack.worker.state.bodies) - seen == 3 and stack.worker.state.bodies[seen]["tool_choice"] == forced
     assert tool_names(last) == ["get_weather"] and last["tool_choice"] == "auto"
-    # A call to a tool the gateway did not offer is not the gateway's: it goes back to the client as it came.
+    # A call to a tool nobody offered (neither the gateway nor the client) is not run: after one repair attempt it is
+    # the client's clear error (functions/tool_arguments.py), never a call to a function the client does not have.
     _, key = stack.key()
-    unoffered = _ask(stack, key, "stubborn:", server_tools=["python"])
-    assert unoffered.choices[0].message.tool_calls[0].function.name == "calculator"
+    with pytest.raises(openai.UnprocessableEntityError) as unoffered:
+        _ask(stack, key, "stubborn:", server_tools=["python"])
+    assert unoffered.value.body["code"] == "invalid_tool_call"
     tenant, key = stack.key()
     seen = len(stack.worker.state.usages)
     with pytest.raises(openai.APIStatusError) as failed:
