@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -25,6 +25,8 @@ class SamplingParams(BaseModel):
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     seed: int | None = None
+    # constrain the output to this JSON schema ({"type": "object"} for json_object)
+    json_schema: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

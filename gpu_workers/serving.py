@@ -13,6 +13,7 @@ from gpu_workers.engine import Engine, EngineError, SamplingParams
 from gpu_workers.text_output import TextAssembler
 from gpu_workers.worker_metrics import WorkerMetrics
 from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
+from shared.output_schemas import OutputContract
 from shared.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -44,6 +45,7 @@ class ChatServing:
         """Everything that can fail with a 4xx fails here, before the engine sees the request."""
         if request.model != self.engine.model_name:
             raise ModelNotFoundError(f"The model `{request.model}` does not exist.", param="model")
+        contract = OutputContract.of(request.response_format)  # a bad schema is a 400 before any token is spent
         messages = [{"role": m.role, "content": m.text()} for m in request.messages]
         continuing = bool(request.continue_final_message)  # the schema refused it beside add_generation_prompt
         try:
@@ -74,6 +76,9 @@ class ChatServing:
             temperature=1.0 if request.temperature is None else request.temperature,
             top_p=1.0 if request.top_p is None else request.top_p,
             seed=request.seed,
+            # A continuation (another replica's half answer in the prompt) is not constrained: a grammar restarted
+            # mid-value would force a second value; the gateway validates the joined answer at its end instead.
+            json_schema=contract.schema if contract is not None and not continuing else None,
         )
         return PreparedRequest(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences())
 
