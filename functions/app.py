@@ -37,6 +37,7 @@ from functions.safety.pipeline import SafetyPipeline
 from functions.safety.prefilter import PreFilter
 from functions.sessions import SessionSigner, load_or_create_secret
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
+from functions.structured_output import StructuredOutputs
 from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.pools import POOLS
@@ -137,6 +138,7 @@ def create_app(
     # Registered at once (not at start-up), so the app's registry holds every metric the alert rules name.
     app.state.resume_metrics = ResumeMetrics(app.state.metrics.registry)
     app.state.canary_metrics = CanaryMetrics(app.state.metrics.registry)
+    app.state.structured_outputs = StructuredOutputs(app.state.metrics.registry)
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
     control_metrics = ControlMetrics(app.state.metrics.registry)
     app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)

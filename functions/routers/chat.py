@@ -25,6 +25,7 @@ from functions.slo_observation import label_chat
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
+from functions.structured_output import StructuredOutputs, contract_for
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.schemas import ChatCompletionRequest
@@ -50,6 +51,8 @@ async def chat_completions(
     safety: SafetyPipeline = request.app.state.safety
     # A judge's own call (this gateway serving as someone's judge) is never handed to the shadow judge.
     shadow: ShadowJudge | None = None if JUDGE_CALL_HEADER in request.headers else request.app.state.shadow_judge
+    structured: StructuredOutputs = request.app.state.structured_outputs
+    contract = contract_for(body)  # a bad response_format is a 400 before anything is stored or reserved
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
@@ -109,6 +112,10 @@ async def chat_completions(
             control.count_downgrade(tenant.tier, pool, fallback_pool, "unreachable")
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
+        if contract is not None and isinstance(answer, dict):  # valid (or asked once more) before it is billed
+            answer = await structured.settled(
+                answer, contract, lambda: _answer(service, canaries, pool, body, session), account.model, body
+            )
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
     if isinstance(answer, ContinuingStream):
         capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
@@ -125,7 +132,7 @@ async def chat_completions(
         # pool's place is held until the generation ends, not the connection.
         stream = request.app.state.resumable.start(
             caller.tenant.id,
-            slot.hold(relay.run(answer.events())),
+            slot.hold(relay.run(structured.checked(answer.events(), body, contract, account.model))),
             lambda: capture.completion_id,
             headers,
             on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
