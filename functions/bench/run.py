@@ -32,6 +32,7 @@ from functions.bench.results import BenchResult, GoodputStats, LevelStats, Overh
 from functions.bench.safety_phase import safety_phase
 from functions.bench.stack import LocalStack, gateway_reachable, start_local_stack, wait_healthy
 from functions.bench.store_append import store_append_phase
+from functions.bench.structured_phase import structured_phase
 from functions.bench.targets import evaluate
 from functions.evals.tenants import ensure_eval_keys
 from shared.tiers import Tier
@@ -405,6 +406,9 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                 result.safety = await asyncio.to_thread(safety_phase, runs, progress)
             except Exception as exc:  # as above
                 result.notes.append(f"safety phase failed: {type(exc).__name__}: {exc}")
+            result.notes.append(
+                await structured_phase(phases.client, cfg.model, cfg.out_dir, progress, quick=cfg.quick)
+            )
         finally:
             await phases.close()
 
