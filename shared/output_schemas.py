@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 import jsonschema
@@ -43,9 +44,14 @@ class GrammarError(ValueError):
 def compile_grammar(schema: dict[str, Any], *, lenient: bool) -> str:
     """The llguidance grammar for `schema`. `lenient` ignores keywords llguidance does not implement (the answer is
     still validated in full afterwards); strict refuses them, since the grammar could not guarantee them."""
+    return _compiled(json.dumps(schema), lenient)  # key order kept: it is the order properties are written in
+
+
+@lru_cache(maxsize=256)  # clients repeat their schemas; the gateway and the worker each check every request's
+def _compiled(schema_json: str, lenient: bool) -> str:
     try:
         grammar = llguidance.LLMatcher.grammar_from_json_schema(
-            schema, defaults=GRAMMAR_DEFAULTS, overrides={"lenient": lenient}
+            schema_json, defaults=GRAMMAR_DEFAULTS, overrides={"lenient": lenient}
         )
     except ValueError as exc:
         raise GrammarError(str(exc)) from exc
