@@ -58,15 +58,21 @@ class GrammarMasks:
                 self._ll_tokenizer = llguidance.hf.from_tokenizer(self._hf_tokenizer, eos_token=self._eos_ids)
             return self._ll_tokenizer
 
-    def register(self, request_id: str, schema: dict[str, Any], prompt_len: int) -> None:
-        """Compile `schema` for a request about to be added (call off the event loop: compiling can take ms).
-        Raises `GrammarError` for a schema llguidance cannot compile. Keywords it does not implement are ignored
-        here (lenient): a strict schema with such keywords was refused with a 400 before it got this far."""
-        grammar = compile_grammar(schema, lenient=True)
-        matcher = llguidance.LLMatcher(self._tokenizer(), grammar, log_level=0)
+    def matcher_for(self, schema: dict[str, Any]) -> llguidance.LLMatcher:
+        """A fresh matcher for `schema` (call off the event loop: compiling can take milliseconds). Raises
+        `GrammarError` for a schema llguidance cannot compile. Keywords it does not implement are ignored here
+        (lenient): a strict schema with such keywords was refused with a 400 before it got this far."""
+        matcher = llguidance.LLMatcher(self._tokenizer(), compile_grammar(schema, lenient=True), log_level=0)
         if matcher.is_error():
             raise GrammarError(matcher.get_error())
+        return matcher
+
+    def track(self, request_id: str, matcher: llguidance.LLMatcher, prompt_len: int) -> None:
+        """Constrain a request about to be added to the batch with `matcher`."""
         self._active[request_id] = _Constrained(matcher, prompt_len)
+
+    def register(self, request_id: str, schema: dict[str, Any], prompt_len: int) -> None:
+        self.track(request_id, self.matcher_for(schema), prompt_len)
 
     def discard(self, request_id: str) -> str | None:
         """Forget a request (finished, cancelled or failed); returns why its matcher failed, if it did."""

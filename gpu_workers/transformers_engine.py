@@ -139,21 +139,26 @@ class TransformersEngine:
         if not self._manager.is_running():
             raise EngineError("engine is not running")
         if params.json_schema is not None:
-            try:  # compiled off the event loop; the engine thread only ever reads the finished matcher
-                await asyncio.to_thread(self._grammar.register, request_id, params.json_schema, len(prompt_ids))
+            try:  # compiled off the event loop; tracked here, so a request cancelled meanwhile leaves nothing behind
+                matcher = await asyncio.to_thread(self._grammar.matcher_for, params.json_schema)
             except ValueError as exc:  # GrammarError: the worker checks schemas before this, so rarely reached
                 raise EngineError(f"cannot constrain to this JSON schema: {exc}") from exc
+            self._grammar.track(request_id, matcher, len(prompt_ids))
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._manager.register_result_handler(request_id, queue.put_nowait)
         temperature = params.temperature if params.temperature > 0 else GREEDY_TEMPERATURE
-        self._manager.add_request(
-            prompt_ids,
-            request_id=request_id,
-            max_new_tokens=params.max_tokens,
-            streaming=True,
-            temperature=float(temperature),
-            top_p=float(params.top_p),
-        )
+        try:
+            self._manager.add_request(
+                prompt_ids,
+                request_id=request_id,
+                max_new_tokens=params.max_tokens,
+                streaming=True,
+                temperature=float(temperature),
+                top_p=float(params.top_p),
+            )
+        except BaseException:
+            self._grammar.discard(request_id)
+            raise
         sent = 0
         finished = False
         try:
