@@ -44,6 +44,7 @@ from functions.server_tools.metrics import ServerToolMetrics
 from functions.server_tools.service import server_tools_for
 from functions.sessions import SessionSigner, load_or_create_secret
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
+from functions.structured_output import StructuredOutputs
 from functions.tool_arguments import ToolArguments
 from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
@@ -166,6 +167,7 @@ def create_app(
     app.state.result_cache_metrics = ResultCacheMetrics(app.state.metrics.registry)
     app.state.embedding_metrics = EmbeddingMetrics(app.state.metrics.registry)
     app.state.tool_arguments = ToolArguments(app.state.metrics.registry)
+    app.state.structured_outputs = StructuredOutputs(app.state.metrics.registry)
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
     control_metrics = ControlMetrics(app.state.metrics.registry)
     app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)

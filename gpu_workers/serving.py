@@ -8,12 +8,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from gpu_workers.engine import Engine, EngineError, SamplingParams
 from gpu_workers.text_output import TextAssembler
 from gpu_workers.tool_calls import ToolPlan, ToolStreamParser, parse_output, plan_for, render_messages
 from gpu_workers.worker_metrics import WorkerMetrics
 from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
+from shared.output_schemas import OutputContract
 from shared.request_parameters import refuse_unhonoured_by_local_engine
 from shared.schemas import (
     AssistantMessage,
@@ -50,6 +52,7 @@ class ChatServing:
             raise ModelNotFoundError(f"The model `{request.model}` does not exist.", param="model")
         refuse_unhonoured_by_local_engine(request)
         check_tool_request(request.tools, request.tool_choice, request.parallel_tool_calls, request.messages)
+        contract = OutputContract.of(request.response_format)  # a bad schema is a 400 before any token is spent
         plan = plan_for(request)
         # Tool definitions and tool turns in SmolLM2's own format (they count as prompt tokens: they are the prompt).
         messages = render_messages(request.messages, plan)
@@ -85,7 +88,10 @@ class ChatServing:
             temperature=1.0 if request.temperature is None else request.temperature,
             top_p=1.0 if request.top_p is None else request.top_p,
             seed=request.seed,
-            json_schema=plan.json_schema() if plan is not None and not continuing else None,
+            # A continuation (another replica's half answer in the prompt) is not constrained: a grammar restarted
+            # mid-value would force a second value; the gateway validates the joined answer at its end instead. A
+            # forced tool call's arguments schema wins over `response_format`, as in vLLM.
+            json_schema=None if continuing else _constraint(plan, contract),
         )
         return PreparedRequest(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences(), plan)
 
@@ -228,3 +234,11 @@ def completion_body(completion: ChatCompletion) -> dict[str, object]:
         if choice.message.tool_calls:
             dumped["message"]["content"] = choice.message.content
     return body
+
+
+def _constraint(plan: ToolPlan | None, contract: OutputContract | None) -> dict[str, Any] | None:
+    """The JSON schema the answer is decoded under: a forced tool call's, else the response format's, else none."""
+    forced = plan.json_schema() if plan is not None else None
+    if forced is not None:
+        return forced
+    return contract.schema if contract is not None else None

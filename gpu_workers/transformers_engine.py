@@ -12,6 +12,7 @@ from typing import Any
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
+from gpu_workers.structured_decoding import GrammarMasks
 
 # Temperature 0 means greedy; the CB sampler always samples, so a tiny temperature makes the argmax certain.
 GREEDY_TEMPERATURE = 1e-6
@@ -63,6 +64,9 @@ class TransformersEngine:
             max_batch_tokens=max_batch_tokens,
             allow_block_sharing=prefix_caching,
             per_request_processors=True,
+            # Grammar masks need each request's previous token before its next logits; async double-buffering
+            # (a CUDA-graph option, off on CPU anyway) would prepare a step before the last one's tokens are known.
+            use_async_batching=False,
         )
         with Progress(
             SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), disable=not show_progress
@@ -71,8 +75,12 @@ class TransformersEngine:
             self._manager = model.init_continuous_batching(
                 generation_config=generation_config, continuous_batching_config=cb_config
             )
+            processors = self._manager.logit_processor.logits_processor
             if skip_noop_top_p:
-                _skip_top_p_when_unused(self._manager.logit_processor.logits_processor)
+                _skip_top_p_when_unused(processors)
+            # First, so temperature and top-p only ever see the tokens the grammar allows.
+            self._grammar = GrammarMasks(tokenizer, self._eos_ids, self._rows_sampling)
+            processors.insert(0, self._grammar)
             self._manager.start()
             deadline = time.monotonic() + 120
             while self._manager.batch_processor is None:
@@ -87,6 +95,11 @@ class TransformersEngine:
         self._prefix_queries = 0
         self._prefix_hits = 0
         self._hook_prefix_matching()
+
+    def _rows_sampling(self) -> list[Any]:
+        """The current batch's request states that sample a token this step, in logits-row order (engine thread)."""
+        batch = self._manager.batch_processor.inputs_and_outputs.requests_in_batch
+        return [future.state for future in batch if future.has_new_token]
 
     def _hook_prefix_matching(self) -> None:
         """Record how many prompt tokens each request found in the prefix cache (vLLM's queries/hits counters)."""
@@ -125,17 +138,27 @@ class TransformersEngine:
             raise EngineError("prompt must be a non-empty list of token ids")
         if not self._manager.is_running():
             raise EngineError("engine is not running")
+        if params.json_schema is not None:
+            try:  # compiled off the event loop; tracked here, so a request cancelled meanwhile leaves nothing behind
+                matcher = await asyncio.to_thread(self._grammar.matcher_for, params.json_schema)
+            except ValueError as exc:  # GrammarError: the worker checks schemas before this, so rarely reached
+                raise EngineError(f"cannot constrain to this JSON schema: {exc}") from exc
+            self._grammar.track(request_id, matcher, len(prompt_ids))
         queue: asyncio.Queue[Any] = asyncio.Queue()
         self._manager.register_result_handler(request_id, queue.put_nowait)
         temperature = params.temperature if params.temperature > 0 else GREEDY_TEMPERATURE
-        self._manager.add_request(
-            prompt_ids,
-            request_id=request_id,
-            max_new_tokens=params.max_tokens,
-            streaming=True,
-            temperature=float(temperature),
-            top_p=float(params.top_p),
-        )
+        try:
+            self._manager.add_request(
+                prompt_ids,
+                request_id=request_id,
+                max_new_tokens=params.max_tokens,
+                streaming=True,
+                temperature=float(temperature),
+                top_p=float(params.top_p),
+            )
+        except BaseException:
+            self._grammar.discard(request_id)
+            raise
         sent = 0
         finished = False
         try:
@@ -147,6 +170,8 @@ class TransformersEngine:
                 new, sent = tokens[sent:], len(tokens)
                 finished = output.is_finished()
                 reason = None
+                if finished and (failure := self._grammar.discard(request_id)) is not None:
+                    raise EngineError(failure)
                 if finished:
                     reason = "stop" if tokens and tokens[-1] in self._eos_ids else "length"
                     new = [t for t in new if t not in self._eos_ids] if reason == "stop" else new
@@ -158,6 +183,7 @@ class TransformersEngine:
                     generated_total=len(tokens),
                 )
         finally:
+            self._grammar.discard(request_id)
             if not finished:
                 self._manager.cancel_request(request_id)
                 with self._manager.output_router._lock:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -43,6 +43,32 @@ class StreamOptions(BaseModel):
     continuous_usage_stats: bool = False
 
 
+class JsonSchemaFormat(BaseModel):
+    """`response_format.json_schema`: the schema the answer must validate against (`schema` is a reserved pydantic
+    name, hence the alias; the body is forwarded to workers by alias, so vLLM sees OpenAI's field names)."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+    description: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's `response_format`: `text`, `json_object` or `json_schema` (docs/structured-outputs.md). One model
+    rather than a tagged union so a bad field's `param` reads `response_format.json_schema.schema`."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_with_its_type(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("`json_schema` is required with type `json_schema` and allowed only with it")
+        return self
+
+
 class ChatCompletionRequest(BaseModel):
     """A chat-completions request. Unknown fields are kept so later layers (conversations) can read them."""
 
@@ -75,6 +101,7 @@ class ChatCompletionRequest(BaseModel):
     tools: list[ToolDefinition] | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
 
     @field_validator("n")
     @classmethod

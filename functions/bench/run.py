@@ -34,6 +34,7 @@ from functions.bench.results import BenchResult, GoodputStats, LevelStats, Overh
 from functions.bench.safety_phase import safety_phase
 from functions.bench.stack import LocalStack, gateway_reachable, start_local_stack, wait_healthy
 from functions.bench.store_append import store_append_phase
+from functions.bench.structured_phase import structured_phase
 from functions.bench.targets import evaluate
 from functions.evals.tenants import ensure_eval_keys
 from shared.tiers import Tier
@@ -419,6 +420,9 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                     result.embeddings = await embeddings_phase(targets.url, progress, quick=cfg.quick, **keys)
                 except Exception as exc:  # as above
                     result.notes.append(f"embeddings phase failed: {type(exc).__name__}: {exc}")
+            result.notes.append(
+                await structured_phase(phases.client, cfg.model, cfg.out_dir, progress, quick=cfg.quick)
+            )
         finally:
             await phases.close()
 

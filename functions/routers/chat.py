@@ -30,6 +30,7 @@ from functions.slo_observation import label_chat
 from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_continuation import ContinuingStream
 from functions.stream_relay import StreamRelay, answered_by, count_turn
+from functions.structured_output import StructuredOutputs, contract_for
 from functions.tool_arguments import ToolArguments, check_request, client_contract, expects_calls
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
@@ -71,6 +72,8 @@ async def chat_completions(
     shadow: ShadowJudge | None = None if JUDGE_CALL_HEADER in request.headers else request.app.state.shadow_judge
     refuse_unknown_or_unhonoured(body)  # before anything is reserved, stored or sent
     server_tools = request.app.state.server_tools.requested(body)  # a 400 before anything is charged
+    structured: StructuredOutputs = request.app.state.structured_outputs
+    contract = contract_for(body)  # a bad response_format is a 400 before anything is stored or reserved
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
@@ -148,9 +151,13 @@ async def chat_completions(
             control.count_downgrade(tenant.tier, pool, fallback_pool, "unreachable")
             account.model = fallback_pool  # billed as the model that answered
             headers[FALLBACK_HEADER] = fallback_pool
+        if contract is not None and isinstance(answer, dict):  # valid (or asked once more) before it is billed
+            answer = await structured.settled(
+                answer, contract, lambda: _answer(service, canaries, pool, body, session), account.model, body
+            )
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
     tool_args: ToolArguments = request.app.state.tool_arguments
-    contract = client_contract(body, server_tools or ())  # what the client's tool_choice asks of the final answer
+    tool_contract = client_contract(body, server_tools or ())  # what the client's tool_choice asks of the answer
 
     async def repair(retry: ChatCompletionRequest) -> dict[str, Any]:
         """functions/tool_arguments.py's one repair attempt, on the pool that answered."""
@@ -168,9 +175,11 @@ async def chat_completions(
 
         guard = safety.guard(caller)
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
-        events = answer.events()
-        if expects_calls(contract):  # tool-call deltas held until the calls are valid (functions/tool_arguments.py)
-            events = tool_args.held(account.model, contract, events, repair)
+        # Checked at its finish against the response format (functions/structured_output.py); tool-call deltas held
+        # until the calls are valid (functions/tool_arguments.py).
+        events = structured.checked(answer.events(), body, contract, account.model)
+        if expects_calls(tool_contract):
+            events = tool_args.held(account.model, tool_contract, events, repair)
         # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
         # pool's place is held until the generation ends, not the connection.
         relayed = relay.run(events)
@@ -198,7 +207,7 @@ async def chat_completions(
         )
     slot.release()
     async with account.closed_if_raising():
-        completion = await tool_args.check_completion(account.model, contract, answer, repair)
+        completion = await tool_args.check_completion(account.model, tool_contract, answer, repair)
     text, finish_reason = answer_text(completion)
     usage, outcome = await _filter_answer(safety, account, completion, text)
     if outcome is Outcome.FILTERED:
