@@ -92,6 +92,8 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
 
 # Valid bodies for the write routes whose 404 a driver sends (the body must pass before the lookup can fail).
 VALID_BODIES: dict[str, dict[str, object]] = {
+    "/v1/chat/completions": {"model": "no-such-model", "messages": [{"role": "user", "content": "Hi"}]},
+    "/v1/embeddings": {"model": "no-such-model", "input": "Hi"},
     "/admin/v1/tenants/{tenant_id}": {"name": "renamed"},
     "/admin/v1/tenants/{tenant_id}/users": {"email": "someone@example.com"},
     "/admin/v1/tenants/{tenant_id}/keys": {"label": "another key"},
