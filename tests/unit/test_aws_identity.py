@@ -104,7 +104,7 @@ def test_boto3_assumes_the_role_with_the_token_and_signs_with_its_credentials(
             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         )
-        assert ddb.list_tables()["TableNames"] == ["t"]
+        assert "t" in ddb.list_tables()["TableNames"]  # the moto server is shared with other tests' tables
 
 
 def _store_functions() -> dict[str, ast.FunctionDef]:
