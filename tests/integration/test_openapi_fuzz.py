@@ -135,6 +135,8 @@ def _fuzz(url: str, key: str, paths: str, report_dir: Path) -> subprocess.Comple
         str(SEED),
         "--workers",
         "1",
+        "--generation-database",
+        "none",  # no examples remembered between runs (none left in the checkout): every run is the same
         "--no-color",
         "--report",
         "ndjson",
