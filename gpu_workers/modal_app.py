@@ -296,12 +296,12 @@ class VllmServer:
             self._process.kill()
 
 
-def define_worker(app: modal.App, spec: WorkerSpec) -> modal.Server:
-    """Register the GPU Server serving `spec.pool` on `app`."""
+def define_worker(app: modal.App, spec: WorkerSpec, server: type = VllmServer) -> modal.Server:
+    """Register the GPU Server serving `spec.pool` on `app` (`server`: VllmEmbeddingServer for an embedding pool)."""
     # A module-level class named `spec.class_name`: Modal's container finds it again with getattr(module, name).
     user_cls = type(
         spec.class_name,
-        (VllmServer,),
+        (server,),
         {"__module__": __name__, "__qualname__": spec.class_name, "pool_name": spec.pool},
     )
     return app.server(
@@ -370,33 +370,9 @@ class VllmEmbeddingServer(VllmServer):
         wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
 
 
-def define_embedding_worker(app: modal.App, spec: WorkerSpec) -> modal.Server:
-    """Register the GPU Server serving the embedding pool `spec.pool` on `app` (the chat pools' knobs, without
-    session affinity: an embedding request has no state to stick to)."""
-    user_cls = type(
-        spec.class_name,
-        (VllmEmbeddingServer,),
-        {"__module__": __name__, "__qualname__": spec.class_name, "pool_name": spec.pool},
-    )
-    return app.server(
-        image=vllm_image,
-        gpu=spec.gpu,
-        volumes=dict(WORKER_VOLUMES),
-        port=VLLM_PORT,
-        routing_region=WORKER_ROUTING_REGION,
-        min_containers=spec.min_containers,
-        max_containers=spec.max_containers,  # the cost ceiling for the pool
-        scaledown_window=spec.scaledown_window,
-        target_concurrency=spec.max_concurrent_inputs,  # vLLM batches concurrent requests into one pass
-        startup_timeout=WORKER_STARTUP_TIMEOUT,
-        exit_grace_period=WORKER_EXIT_GRACE,
-        unauthenticated=True,
-    )(user_cls)
-
-
 EMBEDDING_SPECS: dict[str, WorkerSpec] = {name: worker_spec(p) for name, p in EMBEDDING_POOLS.items()}
 EMBEDDING_WORKERS: dict[str, modal.Server] = {
-    name: define_embedding_worker(app, spec) for name, spec in EMBEDDING_SPECS.items()
+    name: define_worker(app, spec, VllmEmbeddingServer) for name, spec in EMBEDDING_SPECS.items()
 }
 globals().update({EMBEDDING_SPECS[name].class_name: cls for name, cls in EMBEDDING_WORKERS.items()})
 

@@ -55,7 +55,7 @@ def test_the_autoscaling_knobs_come_from_the_pool_table() -> None:
 
     spec = modal_app.EMBEDDING_SPECS[POOL.name]
     recording = Recording()
-    modal_app.define_embedding_worker(recording, spec)  # type: ignore[arg-type]
+    modal_app.define_worker(recording, spec, modal_app.VllmEmbeddingServer)  # type: ignore[arg-type]
     deployed = POOL.deployed
     knobs = {k: recording.kwargs[k] for k in ("gpu", "min_containers", "max_containers", "scaledown_window")}
     assert knobs == {
