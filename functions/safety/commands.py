@@ -67,6 +67,19 @@ def safety_train(
     )
 
 
+@safety_app.command("recalibrate")
+def safety_recalibrate(
+    model_dir: Annotated[
+        Path | None, typer.Option(help="The trained models to recalibrate (default: the shipped model dir).")
+    ] = None,
+) -> None:
+    """Re-choose the second stage's block threshold and the screen's cut on the validation split (no retraining)."""
+    from functions.safety.token_table import MODEL_DIR
+    from functions.safety.training.recalibrate import recalibrate
+
+    recalibrate(model_dir or MODEL_DIR)
+
+
 @safety_app.command("train-output")
 def safety_train_output(
     out_dir: Annotated[Path | None, typer.Option(help="Write the model here (default: the shipped one).")] = None,

@@ -11,7 +11,7 @@ from functions.bench.safety_phase import long_conversation
 from functions.safety.classifier import SafetyClassifier, shipped_classifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.training.train_screen import MIN_KEPT_BLOCKS, _clear_below, _measure
-from tests.unit.test_safety_cascade import BURIED, TRAVEL, _CountingIntent, _one_turn, screened
+from tests.unit.test_safety_cascade import BURIED, BURIED_MISSED, TRAVEL, _CountingIntent, _one_turn, screened
 
 __all__ = ["screened"]  # the fixture, shared with the cascade tests
 
@@ -27,6 +27,7 @@ def test_the_screen_clears_a_long_benign_chat_without_the_second_stage(
     assert (verdict.stage, verdict.flagged, intent.calls) == ("screen", False, [])
 
 
+@BURIED_MISSED
 def test_the_second_stage_reads_only_what_the_screen_is_unsure_of(
     screened: tuple[SafetyClassifier, _CountingIntent],
 ) -> None:

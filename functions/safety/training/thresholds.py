@@ -6,6 +6,10 @@ import numpy as np
 
 # The block threshold is the lowest that refuses at most this share of the validation split's benign examples.
 MAX_VALIDATION_FALSE_POSITIVE = 0.02
+# The second stage (what blocks) is held to half that. At 2 % its fine-tunes on the public data refused 3.4 to 5.6 % of
+# the golden benign set (legal, security and mental-health questions); at 1 % the same r7 model refuses 1.3 % and
+# still blocks 97.4 % of the golden adversarial set. Chosen on the validation split; held-out sources never read.
+SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE = 0.01
 
 
 def choose_threshold(

@@ -27,7 +27,7 @@ from functions.safety.token_table import TokenTable
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.training.distill import minilm_dir
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample
-from functions.safety.training.thresholds import choose_threshold
+from functions.safety.training.thresholds import SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE, choose_threshold
 
 INTENT_METRICS_FILE = "intent_metrics.json"
 BATCH = 16
@@ -220,19 +220,17 @@ def train_intent(
     config: IntentConfig | None = None,
 ) -> IntentReport:
     """Fine-tune on `splits[0]`, choose thresholds on `splits[1]`, report `splits[1]` and the held-out `splits[2]`."""
-    import torch
-
     config = config or IntentConfig()
     fast = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), None)
-    conversations = [[neutral_conversation(item) for item in part] for part in splits]
-    labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits]
+    conversations = [neutral_conversation(item) for item in splits[0]]
+    labels = np.asarray([CLASSIFIER_LABELS.index(item.label) for item in splits[0]], np.int64)
     encoder = IntentEncoder.load(out_dir, config.max_tokens)
-    windows = benign_windows(fast, conversations[0], labels[0], seed)
+    windows = benign_windows(fast, conversations, labels, seed)
     hand_written = [i for i, item in enumerate(splits[0]) if not isinstance(item, PublicExample)]
     repeated = hand_written * (HAND_WRITTEN_REPEATS - 1)
     with Progress(console=console, transient=True) as progress:
-        texts = [c.whole for c in conversations[0]] + [conversations[0][i].whole for i in repeated] + windows
-        targets = np.concatenate([labels[0], labels[0][repeated], np.zeros(len(windows), np.int64)])
+        texts = [c.whole for c in conversations] + [conversations[i].whole for i in repeated] + windows
+        targets = np.concatenate([labels, labels[repeated], np.zeros(len(windows), np.int64)])
         harmful = (targets != 0).astype(np.float32)
         soup = [fine_tune(encoder, texts, harmful, targets, config, seed + k, progress) for k in range(config.soup)]
         net = average_weights(soup)
@@ -240,29 +238,45 @@ def train_intent(
     placeholder = IntentMeta(
         labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, threshold=1.0, escalate_at=0.0, version=version
     )
+    (out_dir / f"{INTENT}.json").write_text(placeholder.model_dump_json(indent=2) + "\n")
+    report = calibrate_intent(out_dir, splits, config)
+    console.print(_table(report))
+    return report
+
+
+def calibrate_intent(
+    out_dir: Path,
+    splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
+    config: IntentConfig,
+) -> IntentReport:
+    """Choose the shipped second stage's `escalate_at` and block threshold on `splits[1]` (its benign examples blocked
+    at most SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE), rewrite intent.json and intent_metrics.json, and report
+    `splits[1]` and the held-out `splits[2]`. Measured on the int8 model in `out_dir`, whose meta file it rewrites."""
+    import torch
+
     meta_file = out_dir / f"{INTENT}.json"
-    meta_file.write_text(placeholder.model_dump_json(indent=2) + "\n")
     shipped = load_intent(out_dir, threads=torch.get_num_threads())
-    cascade = SafetyClassifier(fast.table, fast.head, shipped)
-    first = [np.asarray([cascade.fast(c).score for c in part]) for part in conversations[1:]]
-    escalate_at = _escalate_at(first[0], labels[1] != 0)
+    cascade = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), shipped)
+    conversations = [[neutral_conversation(item) for item in part] for part in splits[1:]]
+    labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits[1:]]
+    first = [np.asarray([cascade.fast(c).score for c in part]) for part in conversations]
+    escalate_at = _escalate_at(first[0], labels[0] != 0)
     # What the second stage reads depends on escalate_at (only the regions the first stage is unsure of).
-    second = [np.asarray([cascade.intent_score(c, escalate_at) for c in part]) for part in conversations[1:]]
+    second = [np.asarray([cascade.intent_score(c, escalate_at) for c in part]) for part in conversations]
     gated = np.where(first[0] >= escalate_at, second[0], 0.0)
-    threshold = choose_threshold(gated, labels[1])
-    meta = placeholder.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
+    threshold = choose_threshold(gated, labels[0], SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE)
+    meta = shipped.meta.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     report = IntentReport(
-        version=version,
+        version=meta.version,
         threshold=threshold,
         escalate_at=escalate_at,
         config=config,
         sizes={name: len(part) for name, part in zip(("train", "validation", "test"), splits, strict=True)},
-        validation=_measure(first[0], second[0], labels[1], escalate_at, threshold),
-        test=_measure(first[1], second[1], labels[2], escalate_at, threshold),
+        validation=_measure(first[0], second[0], labels[0], escalate_at, threshold),
+        test=_measure(first[1], second[1], labels[1], escalate_at, threshold),
     )
     (out_dir / INTENT_METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
-    console.print(_table(report))
     return report
 
 

@@ -206,18 +206,38 @@ def train_screen(
         net = fine_tune(encoder, [r.text for r in regions], targets, categories, config, seed, progress)
         version = export_int8(net, encoder, out_dir, SCREEN)
     meta = ScreenMeta(labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, clear_below=0.0, version=version)
-    meta_file = out_dir / f"{SCREEN}.json"
-    meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
+    (out_dir / f"{SCREEN}.json").write_text(meta.model_dump_json(indent=2) + "\n")
+    report = calibrate_screen(out_dir, splits, seed=seed, console=console, config=config, transfer_spans=len(regions))
+    console.print(_table(report))
+    return report
+
+
+def calibrate_screen(
+    out_dir: Path,
+    splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
+    *,
+    seed: int,
+    console: Console,
+    config: IntentConfig,
+    transfer_spans: int,
+) -> ScreenReport:
+    """Choose the shipped screen's `clear_below` for the stages in `out_dir` as they are (after the second stage's
+    threshold changed too), rewrite screen.json and screen_metrics.json."""
+    import torch
+
+    threads = torch.get_num_threads()
+    cascade = SafetyClassifier(
+        TokenTable.load(out_dir), ClassifierHead.load(out_dir), load_intent(out_dir, threads=threads)
+    )
     cascade.screen = load_screen(out_dir, threads=threads)
     with Progress(console=console, transient=True) as progress:
         clear_below, measured = calibrate(cascade, splits, seed, progress)
-    meta = meta.model_copy(update={"clear_below": clear_below})
-    meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
+    meta = cascade.screen.meta.model_copy(update={"clear_below": clear_below})
+    (out_dir / f"{SCREEN}.json").write_text(meta.model_dump_json(indent=2) + "\n")
     report = ScreenReport(
-        version=version, clear_below=clear_below, config=config, transfer_spans=len(regions), **measured
+        version=meta.version, clear_below=clear_below, config=config, transfer_spans=transfer_spans, **measured
     )
     (out_dir / SCREEN_METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
-    console.print(_table(report))
     return report
 
 

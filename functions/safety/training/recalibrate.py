@@ -1,0 +1,43 @@
+"""Re-choose a trained cascade's thresholds on the validation split without retraining any weights.
+
+The second stage's block threshold (at SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE of the validation split's benign
+examples) and then the screen's `clear_below`, which depends on it. Run: `fleetchat safety recalibrate --model-dir
+DIR`, then `fleetchat eval safety --model-dir DIR`. The held-out public sources are never read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from functions.safety.training.labelled_data import training_set
+from functions.safety.training.public_sources import trained_request_sources
+from functions.safety.training.train import SEED, split
+from functions.safety.training.train_intent import INTENT_METRICS_FILE, IntentConfig, IntentReport, calibrate_intent
+from functions.safety.training.train_screen import SCREEN_METRICS_FILE, ScreenReport, calibrate_screen
+
+
+def recalibrate(
+    model_dir: Path, *, seed: int = SEED, console: Console | None = None
+) -> tuple[IntentReport, ScreenReport]:
+    """Rewrite the meta and metrics files of the second stage and the screen in `model_dir` (trained with `seed`:
+    the screen's long validation chats are composed with it)."""
+    console = console or Console()
+    splits = split(training_set(public_sources=trained_request_sources()))
+    intent_config = IntentConfig.model_validate(json.loads((model_dir / INTENT_METRICS_FILE).read_text())["config"])
+    intent = calibrate_intent(model_dir, splits, intent_config)
+    screen_metrics = json.loads((model_dir / SCREEN_METRICS_FILE).read_text())
+    screen = calibrate_screen(
+        model_dir,
+        splits,
+        seed=seed,
+        console=console,
+        config=IntentConfig.model_validate(screen_metrics["config"]),
+        transfer_spans=screen_metrics["transfer_spans"],
+    )
+    console.print(
+        f"second stage {intent.version}: block at {intent.threshold:.3f} (escalate at {intent.escalate_at:.3f}); "
+        f"screen {screen.version}: cleared below {screen.clear_below:.3f}"
+    )
+    return intent, screen
