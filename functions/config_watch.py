@@ -16,31 +16,44 @@ from pathlib import Path
 
 from watchfiles import Change, awatch
 
-from shared.operator_config import ConfigError, install_limits, load_config
+from shared.operator_config import ConfigError, OperatorConfig, install_limits, load_config
 
 log = logging.getLogger("fleetchat.config")
+# Read once at start into Settings and the services built from it: a change applies at the next restart.
+_START_ONLY = ("guard", "judge", "capacity", "server_tools")
 
 
-def reload(path: Path) -> bool:
-    """Apply the file's live-reloadable sections; False (and the problems logged) when it is refused."""
-    try:
-        config = load_config(path)
-    except ConfigError as exc:
-        for issue in exc.issues:
-            log.error("config reload refused, the last good config stays in force: %s", issue)
-        return False
-    restart = install_limits(config)
-    log.warning("config reloaded from %s: tiers and prices in force", path)
-    if restart:
-        log.warning("config sections %s changed: they apply at the next restart", ", ".join(restart))
-    return True
+class Reloader:
+    """The last good config of one file, and how a changed file is applied over it."""
+
+    def __init__(self, path: Path, last_good: OperatorConfig) -> None:
+        self.path = path
+        self.last_good = last_good
+
+    def reload(self) -> bool:
+        """Apply the file's live-reloadable sections; False (and the problems logged) when it is refused."""
+        try:
+            config = load_config(self.path)
+        except ConfigError as exc:
+            for issue in exc.issues:
+                log.error("config reload refused, the last good config stays in force: %s", issue)
+            return False
+        restart = install_limits(config)
+        restart += [name for name in _START_ONLY if getattr(config, name) != getattr(self.last_good, name)]
+        self.last_good = config
+        # At warning: the gateway logs warnings and up, and an operator wants to see the reload happen.
+        log.warning("config reloaded from %s: tiers and prices in force", self.path)
+        if restart:
+            log.warning("config sections %s changed: they apply at the next restart", ", ".join(restart))
+        return True
 
 
 @contextlib.asynccontextmanager
 async def watching(path: Path) -> AsyncIterator[None]:
-    """Reload `path` whenever it changes, for as long as the context is open."""
+    """Reload `path` whenever it changes, for as long as the context is open (the file as it is now: last good)."""
     stop = asyncio.Event()
-    task = asyncio.create_task(_watch(path.resolve(), stop), name="config-watch")
+    reloader = Reloader(path.resolve(), load_config(path))
+    task = asyncio.create_task(_watch(reloader, stop), name="config-watch")
     try:
         yield
     finally:
@@ -50,10 +63,10 @@ async def watching(path: Path) -> AsyncIterator[None]:
             await task
 
 
-async def _watch(path: Path, stop: asyncio.Event) -> None:
+async def _watch(reloader: Reloader, stop: asyncio.Event) -> None:
     def ours(change: Change, changed: str) -> bool:
-        return Path(changed) == path and change != Change.deleted
+        return Path(changed) == reloader.path and change != Change.deleted
 
     # debounce: an editor's write-then-rename is one change, not two reloads of a half-written file.
-    async for _ in awatch(path.parent, watch_filter=ours, debounce=300, stop_event=stop, recursive=False):
-        await asyncio.to_thread(reload, path)  # reads a file: off the event loop
+    async for _ in awatch(reloader.path.parent, watch_filter=ours, debounce=300, stop_event=stop, recursive=False):
+        await asyncio.to_thread(reloader.reload)  # reads a file: off the event loop

@@ -192,3 +192,22 @@ def _free_tier(key_rpm: int) -> str:
         "    pools: [mini]\n    default_pool: mini\n    retention_days: 30\n"
         "    slo: {ttft_p95_s: 3.0, inter_token_p95_s: 0.3}\n"
     )
+
+
+def test_an_external_pool_can_be_the_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_tables: None) -> None:
+    from functions.judging.client import judge_endpoint
+
+    monkeypatch.delenv("FLEETCHAT_JUDGE_URL", raising=False)
+    monkeypatch.delenv("FLEETCHAT_JUDGE_POOL", raising=False)
+    monkeypatch.setenv("JUDGE_KEY_FOR_TEST", "sk-judge")
+    path = shipped_with(
+        tmp_path,
+        "external_pools: {}\n",
+        "external_pools:\n  hosted-judge:\n    description: d\n"
+        "    external: {base_url: 'https://judge.example/v1', model: judge-large, api_key_env: JUDGE_KEY_FOR_TEST}\n"
+        "    max_model_len: 4096\n    price: {prompt_usd_per_mtok: 1, completion_usd_per_mtok: 1}\n",
+    )
+    path.write_text(path.read_text().replace("  pool: flagship\n", "  pool: hosted-judge\n"))
+    endpoint = judge_endpoint(configure(Settings(config_file=path, data_dir=tmp_path)))
+    assert (endpoint.base_url, endpoint.model) == ("https://judge.example/v1", "judge-large")
+    assert endpoint.api_key is not None and endpoint.api_key.get_secret_value() == "sk-judge"
