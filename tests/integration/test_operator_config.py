@@ -21,6 +21,7 @@ from functions.accounts import create_tenant_with_key
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier
 from tests.support.processes import REPO, ProcessGroup, free_port, wait_http_ok
+from tests.support.prom import labelled
 from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
 
@@ -138,6 +139,12 @@ def test_a_hosted_endpoint_serves_a_tier(stack: Stack) -> None:
         assert call["body"]["model"] == "provider-model-x"  # the provider's id, not the pool's name
         assert "modal-session-id" not in call["headers"]
     assert stack.hosted_calls[1]["body"]["stream_options"] == {"include_usage": True}  # no vLLM-only options
+    assert "hosted" in [model.id for model in client.models.list()]
+    # Its spend is counted at the provider's price (when each request's books close, just after its last byte).
+    deadline = time.monotonic() + DEADLINE_S
+    while labelled(stack.url, "fleetchat_gateway_spend_usd_total", tier="plus", pool="hosted") <= 0:
+        assert time.monotonic() < deadline, "no spend counted for the hosted pool"
+        time.sleep(0.1)
     # A free tenant's tier does not include the hosted pool.
     free = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=stack.key(Tier.FREE), max_retries=0)
     with pytest.raises(openai.NotFoundError):
