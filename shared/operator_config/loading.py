@@ -32,8 +32,15 @@ def load_config(path: Path, *, check_secrets: bool = True) -> OperatorConfig:
     if check_secrets:
         problems += _missing_secrets(config)
     if problems:
-        raise ConfigError([issue_at(path, loc, lines, reason) for loc, reason in problems])
+        raise ConfigError([_reference_issue(path, loc, lines, reason) for loc, reason in problems])
     return config
+
+
+def _reference_issue(path: Path, loc: Loc, lines: dict[Loc, int], reason: str) -> ConfigIssue:
+    """A problem between sections; one in an entry the file does not have is in a built-in default (no line)."""
+    if loc[:2] not in lines:
+        return ConfigIssue(file=str(path), line=None, field=".".join(map(str, loc)), reason=reason)
+    return issue_at(path, loc, lines, reason)
 
 
 def _loc(error: ErrorDetails) -> Loc:

@@ -211,3 +211,24 @@ def test_an_external_pool_can_be_the_judge(tmp_path: Path, monkeypatch: pytest.M
     endpoint = judge_endpoint(configure(Settings(config_file=path, data_dir=tmp_path)))
     assert (endpoint.base_url, endpoint.model) == ("https://judge.example/v1", "judge-large")
     assert endpoint.api_key is not None and endpoint.api_key.get_secret_value() == "sk-judge"
+
+
+def test_a_problem_in_a_builtin_default_has_no_line(tmp_path: Path) -> None:
+    """A file whose pools drop `flagship`, which the built-in plus tier (not in the file) still names."""
+    text = SHIPPED.read_text()
+    start, end = text.index("  flagship:\n    description"), text.index("# Guard models")
+    path = write(tmp_path, text[:start] + text[end:])
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    placed = {issue.field: issue.line for issue in refused.value.issues}
+    assert placed["tiers.plus.pools.0"] == line_of(path, "pools: [flagship, mini]")  # plus is in the file
+    assert placed["judge.pool"] == line_of(path, "  pool: flagship")
+    path = write(tmp_path, "pools:\n" + text[text.index("  mini:\n") : start])  # only `pools`: tiers are built in
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert {(issue.field, issue.line) for issue in refused.value.issues} == {
+        ("tiers.plus.pools.0", None),
+        ("tiers.enterprise.pools.0", None),
+        ("judge.pool", None),
+    }
+    assert "(built-in default)" in str(refused.value)
