@@ -13,6 +13,7 @@ from functions.account_data import AccountData
 from functions.admission import Admission
 from functions.canary import Canaries, CanaryMetrics, stable_versions
 from functions.chat_service import chat_service_for
+from functions.config_watch import watching
 from functions.control_metrics import ControlMetrics
 from functions.conversation_turns import ConversationTurns
 from functions.embedding_service import EmbeddingMetrics, embedding_service_for
@@ -47,7 +48,9 @@ from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
 from functions.structured_output import StructuredOutputs
 from functions.tool_arguments import ToolArguments
 from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
+from shared.external_pools import EXTERNAL_POOLS, external_worker_urls
 from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
+from shared.operator_config import configure
 from shared.pools import POOLS
 from shared.settings import Settings
 from shared.storage.base import TenantStore
@@ -69,7 +72,7 @@ def context_tokens(settings: Settings) -> dict[str, int]:
     return {
         name: pool.local.max_model_len if settings.environment == "local" else pool.deployed.max_model_len
         for name, pool in POOLS.items()
-    }
+    } | {name: pool.max_model_len for name, pool in EXTERNAL_POOLS.items()}
 
 
 def session_signer(settings: Settings) -> SessionSigner:
@@ -81,7 +84,8 @@ def session_signer(settings: Settings) -> SessionSigner:
 def create_app(
     settings: Settings, *, store: TenantStore | None = None, conversations: ConversationStore | None = None
 ) -> FastAPI:
-    worker_urls = settings.resolved_worker_urls()
+    settings = configure(settings)  # the operator config file, if any (docs/configuration.md)
+    worker_urls = {**settings.resolved_worker_urls(), **external_worker_urls()}  # hosted endpoints route like pools
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -154,6 +158,8 @@ def create_app(
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
             shadow = shadow_judge_for(settings, client, app.state.metrics)
             app.state.shadow_judge = await owned.enter_async_context(shadow)
+            if settings.config_file is not None:  # limits and tiers change without a restart
+                await owned.enter_async_context(watching(settings.config_file))
             yield
 
     app = FastAPI(title="fleetchat", version="0.1.0", lifespan=lifespan)

@@ -96,12 +96,13 @@ def gateway(
     import uvicorn
 
     from functions.app import create_app
+    from functions.config_cli import configured_or_exit
     from shared.settings import Settings
 
     overrides: dict[str, object] = {"port": port}
     if data_dir is not None:
         overrides["data_dir"] = data_dir
-    settings = Settings(**overrides)
+    settings = configured_or_exit(Settings(**overrides))  # a bad operator config file: its problems, exit 1
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
 
 
@@ -196,6 +197,7 @@ def bench(
 
 def _register_subcommands() -> None:
     from functions.admin_cli import register
+    from functions.config_cli import app as config_app
     from functions.doctor.command import doctor
     from functions.evals.commands import register as register_evals
     from functions.feedback.commands import register as register_feedback
@@ -210,6 +212,7 @@ def _register_subcommands() -> None:
     app.command("meter-flush")(meter_flush)
     app.command("meter-reconcile")(meter_reconcile)
     app.command("doctor")(doctor)
+    app.add_typer(config_app, name="config")  # `fleetchat config check FILE` / `config show`
 
 
 _register_subcommands()

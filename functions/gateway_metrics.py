@@ -13,6 +13,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from shared import metric_names as names
+from shared.external_pools import EXTERNAL_POOLS
 from shared.pools import POOLS
 from shared.storage.base import Tenant, TenantPurpose
 from shared.tiers import TIER_TABLE, Tier
@@ -231,7 +232,7 @@ class GatewayMetrics:
 
     def count_spend(self, tenant: Tenant, pool: str, prompt_tokens: int, completion_tokens: int) -> None:
         """Add what a closed request's tokens cost on `pool` (a pool without a price, e.g. a test's, costs nothing)."""
-        found = POOLS.get(pool)
+        found = POOLS.get(pool) or EXTERNAL_POOLS.get(pool)  # a hosted endpoint costs its provider's price
         if found is not None:
             self.spend.labels(tier_label(tenant), pool).inc(found.price.cost_usd(prompt_tokens, completion_tokens))
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from functions.app import create_app
+from functions.config_cli import configured_or_exit
 from functions.local_tenant import ensure_local_admin_key, ensure_local_key
 from functions.stack_lock import StackLock, StackStartRefused, clean_orphan_workers, new_state, refuse_busy_ports
 from functions.supervisor import WorkerSpec, WorkerSupervisor
@@ -83,6 +84,7 @@ def _raise_stop(signum: int, frame: FrameType | None) -> None:
 
 
 def run_local_stack(settings: Settings) -> None:
+    settings = configured_or_exit(settings)  # a bad operator config file stops here, before any worker starts
     # Python's default SIGTERM kills the process on the spot, skipping the `finally` below (and uvicorn re-raises the
     # signal after its own graceful shutdown): turned into an exception, SIGTERM unwinds like Ctrl-C does.
     for sig in (signal.SIGTERM, signal.SIGHUP):

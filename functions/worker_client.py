@@ -22,6 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 from functions.failover_metrics import FailoverMetrics
 from functions.replica_breakers import ReplicaBreaker, ReplicaBreakers
 from shared.errors import FleetchatError, ServiceUnavailableError, UpstreamError, error_from_upstream
+from shared.external_pools import upstream_request
 from shared.sse import DONE
 
 log = logging.getLogger("fleetchat.gateway")
@@ -196,7 +197,8 @@ class WorkerClient:
         # A stream's reads wait at most the inter-chunk timeout; a whole answer may take the worker timeout.
         read = policy.inter_chunk_timeout_s if stream else policy.timeout_s
         timeout = httpx.Timeout(policy.timeout_s, connect=policy.connect_timeout_s, read=read)
-        request = self._client.build_request("POST", f"{replica}{path}", json=body, headers=headers, timeout=timeout)
+        url, body, headers = upstream_request(pool, replica, path, body, headers)  # an external pool: its URL, key
+        request = self._client.build_request("POST", url, json=body, headers=headers, timeout=timeout)
         try:
             try:
                 # A worker that accepts and never answers must not hang the client: headers within the limit.

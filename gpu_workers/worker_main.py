@@ -6,9 +6,11 @@ import uvicorn
 
 from gpu_workers.registry import EngineOptions, build_engine
 from gpu_workers.server import create_worker_app
+from shared.operator_config import install_from_environment
 
 
 def run_worker(pool: str, host: str, port: int, options: EngineOptions, *, log_level: str = "warning") -> None:
+    install_from_environment()  # FLEETCHAT_CONFIG_FILE's pools, so a pool the file defines can be served
     engine = build_engine(pool, options)
     app = create_worker_app(engine)
     try:

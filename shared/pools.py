@@ -1,6 +1,7 @@
 """Model pools: what each pool serves locally (embedded engine) and deployed (vLLM on Modal GPUs).
 
-A pool's name is also the `model` id clients ask for and the name its workers serve under.
+A pool's name is also the `model` id clients ask for and the name its workers serve under. The tables below are the
+defaults: the operator config file (docs/configuration.md, FLEETCHAT_CONFIG_FILE) replaces them in place at start.
 """
 
 from __future__ import annotations

@@ -165,6 +165,9 @@ class Settings(BaseSettings):
     # Alert when reference minus candidate (mean overall score, 1-5 scale) exceeds this, with enough scores per pool.
     shadow_judge_alert_delta: float = Field(default=0.5, gt=0.0, le=4.0)
     shadow_judge_min_samples: int = Field(default=30, ge=1)
+    # The operator config file (docs/configuration.md): pools, tiers, guard, judge; None: the built-in tables. The
+    # gateway reloads its tiers (limits, SLOs, ...) when the file changes; a FLEETCHAT_* variable still wins over it.
+    config_file: Path | None = None
 
     @model_validator(mode="after")
     def _deployed_needs_workers(self) -> Settings:

@@ -1,4 +1,8 @@
-"""The tier table: which model pools each tier may use, its rate limits and message cap, and how long chats are kept."""
+"""The tier table: which model pools each tier may use, its rate limits and message cap, and how long chats are kept.
+
+TIER_TABLE holds the defaults; the operator config file (docs/configuration.md) replaces its entries in place, at
+start and on a hot reload, so `policy_for`/`limits_for`/`safety_for` always read the policy in force.
+"""
 
 from __future__ import annotations
 
@@ -65,7 +69,7 @@ class TierSlo(BaseModel):
     them; the reliability control loop will drive admission and brownout from them).
 
     The values in TIER_TABLE are sized for the embedded stack (SmolLM2-135M on a few CPU cores, short prompts): a
-    deployment on GPUs should hold far tighter ones, set through the operator config when it exists.
+    deployment on GPUs should hold far tighter ones, set in the operator config file (docs/configuration.md).
     """
 
     ttft_p95_s: float = Field(gt=0)  # time to the first content token, 95th percentile

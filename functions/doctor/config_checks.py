@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from functions.doctor.results import CheckResult, fail, ok, warn
+from shared.external_pools import EXTERNAL_POOLS
+from shared.operator_config import ConfigError, configure
 from shared.pools import POOLS
 from shared.settings import Settings
 from shared.tiers import TIER_TABLE
@@ -23,7 +25,15 @@ def load_settings(make: Callable[[], Settings]) -> tuple[Settings | None, list[C
             env = f"FLEETCHAT_{field.split('.')[0].upper()}" if error["loc"] else "the FLEETCHAT_* settings"
             results.append(fail("config", "settings", f"{field}: {error['msg']}", f"correct {env} (env or .env)"))
         return None, results
-    return settings, [ok("config", "settings", f"valid ({settings.environment})")]
+    results = [ok("config", "settings", f"valid ({settings.environment})")]
+    if settings.config_file is not None:  # the operator config file (docs/configuration.md), as the gateway reads it
+        try:
+            settings = configure(settings)
+        except ConfigError as exc:
+            hint = f"fix it (fleetchat config check {settings.config_file})"
+            return settings, results + [fail("config", "config file", str(issue), hint) for issue in exc.issues]
+        results.append(ok("config", "config file", f"{settings.config_file} valid"))
+    return settings, results
 
 
 def check_pools(settings: Settings) -> list[CheckResult]:
@@ -47,7 +57,8 @@ def check_pools(settings: Settings) -> list[CheckResult]:
     if bad_canaries:
         results.append(fail("config", "canaries", f"for unknown pool(s) {bad_canaries}", "key canaries by pool"))
     for field in ("judge_pool", "shadow_judge_candidate_pool", "shadow_judge_reference_pool"):
-        if getattr(settings, field) not in POOLS and not (field == "judge_pool" and settings.judge_url):
+        known = POOLS.keys() | EXTERNAL_POOLS.keys() if field == "judge_pool" else POOLS.keys()  # a hosted judge
+        if getattr(settings, field) not in known and not (field == "judge_pool" and settings.judge_url):
             value = getattr(settings, field)
             results.append(fail("config", field, f"{value!r} is not a pool", f"set FLEETCHAT_{field.upper()}"))
     return results
@@ -55,16 +66,16 @@ def check_pools(settings: Settings) -> list[CheckResult]:
 
 def check_tiers(settings: Settings) -> list[CheckResult]:
     """Every tier's pools exist and are served: a tier whose default pool has no worker would answer 503s only."""
-    served = set(settings.resolved_worker_urls())
+    served = set(settings.resolved_worker_urls()) | set(EXTERNAL_POOLS)  # hosted endpoints: served where they are
     results: list[CheckResult] = []
     for tier, policy in TIER_TABLE.items():
         name = f"tier {tier.value}"
-        unknown = [pool for pool in policy.pools if pool not in POOLS]
+        unknown = [pool for pool in policy.pools if pool not in POOLS and pool not in EXTERNAL_POOLS]
         if unknown or policy.default_pool not in policy.pools:
             detail = (
                 f"names unknown pool(s) {unknown}" if unknown else f"default {policy.default_pool} not in its pools"
             )
-            results.append(fail("config", name, detail, "correct TIER_TABLE in shared/tiers.py"))
+            results.append(fail("config", name, detail, "correct the tier in the config file (docs/configuration.md)"))
         elif policy.default_pool not in served:
             hint = f"add {policy.default_pool} to FLEETCHAT_POOLS (local) or FLEETCHAT_WORKER_URLS (deployed)"
             results.append(fail("config", name, f"default pool {policy.default_pool} has no workers", hint))

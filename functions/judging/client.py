@@ -24,6 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from functions.judging.rubric import messages_for, parse_scores
 from functions.judging.verdict import JudgeRequest, JudgeVerdict
+from shared.external_pools import EXTERNAL_POOLS
 from shared.settings import Settings
 
 _RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -46,6 +47,15 @@ def judge_endpoint(settings: Settings) -> JudgeEndpoint:
     that pool has no worker URL)."""
     if settings.judge_url:
         base_url = settings.judge_url
+    elif (hosted := EXTERNAL_POOLS.get(settings.judge_pool)) is not None:  # the operator file's hosted endpoint
+        key = hosted.external.api_key()
+        return JudgeEndpoint(
+            base_url=hosted.external.base_url,
+            model=settings.judge_model or hosted.external.model,
+            api_key=SecretStr(key) if key else None,
+            timeout_s=settings.judge_timeout_s,
+            attempts=settings.judge_attempts,
+        )
     else:
         replicas = settings.resolved_worker_urls().get(settings.judge_pool)
         if not replicas:

@@ -1,0 +1,114 @@
+"""The operator config document: its sections as pydantic models (the same models the Python tables use), and the
+checks between sections (a tier naming an unknown pool, one name used by two pools).
+
+Every section is optional. `pools`, `guard_pools`, `embedding_pools` and `external_pools` replace their built-in table
+when present (the file's set is the set); `tiers` replaces the tiers it names (a tier left out keeps its built-in
+policy); `guard`, `judge`, `capacity` and `server_tools` fill the matching FLEETCHAT_* settings that the environment
+does not set.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from shared.embedding_pools import EmbeddingPool
+from shared.external_pools import ExternalPool
+from shared.operator_config.issues import Loc
+from shared.pools import ModelPool
+from shared.server_tool_settings import ServerToolSettings
+from shared.settings import IgnorableHazard
+from shared.tiers import Tier, TierPolicy
+
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Sections keyed by name, and the field of each entry the key fills in (so the file does not repeat it).
+NAMED_SECTIONS = {
+    "pools": "name",
+    "guard_pools": "name",
+    "embedding_pools": "name",
+    "external_pools": "name",
+    "tiers": "tier",
+}
+
+
+class GuardConfig(BaseModel):
+    """The safety guard (docs/safety-guard.md); the FLEETCHAT_SAFETY_GUARD_* settings, by their short names."""
+
+    kind: Literal["embedded", "llama_guard", "moderation_api"] = "embedded"
+    url: str | None = None  # the remote guard's base URL (without /v1)
+    model: str | None = None
+    api_key_env: str | None = Field(default=None, pattern=ENV_NAME)  # the variable holding its key, never the key
+    band: tuple[float, float] | None = None
+    ignored_codes: list[IgnorableHazard] = ["S6", "S8"]
+    timeout_s: float = Field(default=5.0, gt=0, le=60)
+    attempts: int = Field(default=2, ge=1, le=5)
+    fail: Literal["closed", "open"] = "closed"
+
+
+class JudgeConfig(BaseModel):
+    """The LLM judge: a chat pool or an external pool (FLEETCHAT_JUDGE_URL, when set, still wins)."""
+
+    pool: str = "flagship"
+    model: str | None = None  # None: the pool's served name (an external pool: its provider model id)
+
+
+Capacity = dict[str, Annotated[int, Field(ge=1)]]
+
+
+class OperatorConfig(BaseModel):
+    pools: dict[str, ModelPool] | None = None
+    guard_pools: dict[str, ModelPool] | None = None
+    embedding_pools: dict[str, EmbeddingPool] | None = None
+    external_pools: dict[str, ExternalPool] | None = None
+    tiers: dict[Tier, TierPolicy] | None = None
+    guard: GuardConfig | None = None
+    judge: JudgeConfig | None = None
+    capacity: Capacity | None = None  # places per pool at this gateway (FLEETCHAT_POOL_CAPACITY)
+    server_tools: ServerToolSettings | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for section, field in NAMED_SECTIONS.items():
+            entries = data.get(section)
+            if isinstance(entries, dict):
+                data[section] = {k: {field: k, **v} if isinstance(v, dict) else v for k, v in entries.items()}
+        return data
+
+    def routable(self) -> set[str]:
+        """Names a tier, the judge or a capacity may use: chat pools and external pools."""
+        return set(self.pools or {}) | set(self.external_pools or {})
+
+    def reference_problems(self) -> list[tuple[Loc, str]]:
+        """Problems between sections, on a complete document (every section filled in)."""
+        problems: list[tuple[Loc, str]] = []
+        owners: dict[str, str] = {}
+        for section in ("pools", "guard_pools", "external_pools", "embedding_pools"):
+            for key, entry in (getattr(self, section) or {}).items():
+                if entry.name != key:
+                    problems.append(((section, key, "name"), f"must be the entry's key {key!r}"))
+                if key in owners:
+                    problems.append(((section, key), f"duplicate pool {key!r}: already defined in {owners[key]}"))
+                owners.setdefault(key, section)
+        routable = self.routable()
+        for tier, policy in (self.tiers or {}).items():
+            for index, pool in enumerate(policy.pools):
+                if pool not in routable:
+                    problems.append((("tiers", tier.value, "pools", index), _unknown(pool, routable)))
+            if policy.default_pool not in policy.pools:
+                reason = f"{policy.default_pool!r} is not one of this tier's pools {list(policy.pools)}"
+                problems.append((("tiers", tier.value, "default_pool"), reason))
+        if self.judge is not None and self.judge.pool not in routable:
+            problems.append((("judge", "pool"), _unknown(self.judge.pool, routable)))
+        for pool in self.capacity or {}:
+            if pool not in routable:
+                problems.append((("capacity", pool), _unknown(pool, routable)))
+        return problems
+
+
+def _unknown(pool: str, known: set[str]) -> str:
+    return f"unknown pool {pool!r}; defined: {sorted(known)}"

@@ -1,0 +1,62 @@
+"""The gateway's reload of a changed operator config file (functions/config_watch.py), on real files: tiers and prices
+apply, start-only sections are announced for the restart, a bad file leaves the last good config in force."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from functions.config_watch import Reloader
+from shared.operator_config import builtin_config, install, load_config
+from shared.pools import POOLS
+from shared.tiers import Tier, limits_for
+
+SHIPPED = Path(__file__).resolve().parents[2] / "config" / "fleetchat.yaml"
+
+
+@pytest.fixture
+def reloader(tmp_path: Path) -> Iterator[Reloader]:
+    path = tmp_path / "fleetchat.yaml"
+    path.write_text(SHIPPED.read_text())
+    yield Reloader(path, load_config(path))
+    install(builtin_config())
+
+
+def edit(reloader: Reloader, old: str, new: str) -> None:
+    text = reloader.path.read_text()
+    assert old in text
+    reloader.path.write_text(text.replace(old, new, 1))
+
+
+def test_limits_and_prices_apply(reloader: Reloader, caplog: pytest.LogCaptureFixture) -> None:
+    edit(reloader, "key_rpm: 300", "key_rpm: 42")
+    edit(reloader, "completion_usd_per_mtok: 0.88", "completion_usd_per_mtok: 0.5")
+    with caplog.at_level(logging.WARNING, "fleetchat.config"):
+        assert reloader.reload()
+    assert limits_for(Tier.PLUS).key_rpm == 42
+    assert POOLS["flagship"].price.completion_usd_per_mtok == 0.5
+    assert "apply at the next restart" not in caplog.text
+
+
+def test_start_only_sections_are_announced(reloader: Reloader, caplog: pytest.LogCaptureFixture) -> None:
+    edit(reloader, "  timeout_s: 5.0", "  timeout_s: 9.0")
+    edit(reloader, "      max_containers: 16", "      max_containers: 20")
+    with caplog.at_level(logging.WARNING, "fleetchat.config"):
+        assert reloader.reload()
+    assert "config sections pools, guard changed: they apply at the next restart" in caplog.text
+    assert POOLS["flagship"].deployed.max_containers == 16  # the running gateway keeps the pools it routes to
+
+
+def test_a_bad_file_keeps_the_last_good(reloader: Reloader, caplog: pytest.LogCaptureFixture) -> None:
+    edit(reloader, "key_rpm: 300", "key_rpm: 42")
+    assert reloader.reload()
+    edit(reloader, "key_rpm: 42", "key_rpm: 0")
+    with caplog.at_level(logging.ERROR, "fleetchat.config"):
+        assert not reloader.reload()
+    line = next(i for i, text in enumerate(reloader.path.read_text().splitlines(), 1) if "key_rpm: 0" in text)
+    expected = f"the last good config stays in force: {reloader.path}:{line}: tiers.plus.limits.key_rpm"
+    assert expected in caplog.text
+    assert limits_for(Tier.PLUS).key_rpm == 42
