@@ -42,7 +42,7 @@ class DeployedModel(BaseModel):
 class TokenPrice(BaseModel):
     """What serving a million tokens on the pool's deployed GPUs costs us, in USD: the gateway's spend-rate metric
     (`fleetchat_gateway_spend_usd_total`) multiplies each request's tokens by it. An internal cost, not what customers
-    are billed (Stripe meters tokens, docs: README "Accounts, rate limits and billing")."""
+    are billed (Stripe meters tokens, docs/accounts-and-billing.md)."""
 
     prompt_usd_per_mtok: float = Field(ge=0)  # every prompt token, cached ones included (prefill is the cheap part)
     completion_usd_per_mtok: float = Field(ge=0)
