@@ -44,6 +44,9 @@ class LimitOverrides(BaseModel):
     tenant_tpm: int | None = Field(default=None, ge=1)
     message_cap: int | None = Field(default=None, ge=1)
     max_output_tokens: int | None = Field(default=None, ge=1)
+    max_files: int | None = Field(default=None, ge=0)
+    max_file_bytes: int | None = Field(default=None, ge=1)
+    max_file_storage_bytes: int | None = Field(default=None, ge=1)
 
 
 class SafetyPolicy(BaseModel):

@@ -2,7 +2,7 @@
 metadata within the tenant's quota; list, read and delete a tenant's files (another tenant's id is a 404).
 
 Order of writes: the body first, then the metadata (the quota check is inside that write); a refused or failed
-metadata write deletes the body again, so a 4xx leaves nothing behind.
+metadata write deletes the body again, so a 4xx leaves nothing behind. Deletion: functions/files/deletion.py.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from starlette.datastructures import UploadFile
 
 from functions.auth import Caller
 from functions.files.backends import FileBackends
+from functions.files.deletion import delete_file
 from functions.files.sniff import checked_kind
 from shared.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError, QuotaExceededError
 from shared.files_api import FileDeleted, FileList, FileObject, FilePurpose
@@ -134,17 +135,8 @@ class FilesService:
 
     async def delete(self, caller: Caller, file_id: str) -> FileDeleted:
         record = await self.get(caller, file_id)
-        await to_thread.run_sync(self.erase_file, record.tenant_id, record.id)
+        await to_thread.run_sync(delete_file, self.backends, record.tenant_id, record.id)
         return FileDeleted(id=file_id)
-
-    def erase_file(self, tenant_id: str, file_id: str) -> None:
-        """Index entries first, then the metadata, then the body: a crash part-way leaves a file that a retried
-        delete (or the retention sweep) finishes, never vectors of a file that no longer exists."""
-        b = self.backends
-        for attachment in b.files.attachments_of_file(tenant_id, file_id):
-            b.index.remove_file(tenant_id, attachment.vector_store_id, file_id)
-        b.files.delete_file(tenant_id, file_id)
-        b.blobs.delete(tenant_id, file_id)
 
 
 def _size(upload: UploadFile) -> int:

@@ -11,6 +11,7 @@ from anyio import to_thread
 
 from functions.auth import Caller
 from functions.files.backends import FileBackends
+from functions.files.deletion import delete_store
 from functions.files.files_service import PURPOSES
 from functions.files.files_service import not_found as file_not_found
 from functions.files.ingestion import Ingestor
@@ -133,13 +134,8 @@ class VectorStoresService:
 
     async def delete(self, caller: Caller, store_id: str) -> VectorStoreDeleted:
         store = await self.owned(caller, store_id)
-        await to_thread.run_sync(self.erase_store, store.tenant_id, store.id)
+        await to_thread.run_sync(delete_store, self.backends, store.tenant_id, store.id)
         return VectorStoreDeleted(id=store_id)
-
-    def erase_store(self, tenant_id: str, store_id: str) -> None:
-        """Its vectors, then its metadata (the files themselves stay, as OpenAI's do)."""
-        self.backends.index.drop_store(tenant_id, store_id)
-        self.backends.files.delete_vector_store(tenant_id, store_id)
 
     async def _attachable(self, caller: Caller, file_id: str) -> None:
         record = await to_thread.run_sync(self.backends.files.get_file, caller.tenant.id, file_id)

@@ -18,6 +18,7 @@ from functions.files.embedder import Embedder
 from functions.files.files_service import FilesService
 from functions.files.ingestion import IngestionMetrics, Ingestor
 from functions.files.search import VectorStoreSearch
+from functions.files.tenant_data import TenantFiles
 from functions.files.vector_stores import VectorStoresService
 from shared.http_errors import BodySizeLimitMiddleware
 from shared.settings import Settings
@@ -60,6 +61,7 @@ async def install_files(
     state.files_service = FilesService(backends)
     state.vector_stores = VectorStoresService(backends, state.ingestor)
     state.vector_search = VectorStoreSearch(backends, embedder)
+    state.account_data.files = TenantFiles(backends)  # exported and erased with the account
     await state.ingestor.resume()
 
 
