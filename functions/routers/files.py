@@ -23,6 +23,9 @@ _MEDIA_TYPES = {
 }
 
 
+_CONTENT_TYPES = ("application/octet-stream", *(media.split(";")[0] for media in _MEDIA_TYPES.values()))
+
+
 def _service(request: Request) -> FilesService:
     return request.app.state.files_service
 
@@ -57,7 +60,7 @@ async def retrieve_file(file_id: str, caller: CurrentCaller, request: Request) -
 @router.get(
     "/{file_id}/content",
     response_class=StreamingResponse,
-    responses={**error_responses(404), 200: {"content": {"application/octet-stream": {}}}},
+    responses={**error_responses(404), 200: {"content": {media: {} for media in _CONTENT_TYPES}}},
 )
 async def retrieve_file_content(file_id: str, caller: CurrentCaller, request: Request) -> StreamingResponse:
     record, chunks = await _service(request).content(caller, file_id)

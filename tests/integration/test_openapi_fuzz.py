@@ -83,6 +83,27 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
         "integration/test_embeddings_api.py",
         "test_a_worker_that_is_down_is_a_503_and_bills_nothing",
     ),
+    # Files and vector stores (docs/files.md): a tier's file size and file quota; search embeds the query.
+    ("POST /v1/files", 413): (
+        "integration/test_files_api.py",
+        "test_over_the_size_limit_is_413_and_a_wrong_type_is_400_and_nothing_is_kept",
+    ),
+    ("POST /v1/files", 429): (
+        "integration/test_files_api.py",
+        "test_the_file_quota_refuses_with_429_and_keeps_nothing_more",
+    ),
+    ("POST /v1/vector_stores/{vector_store_id}/search", 429): (
+        "integration/test_files_api.py",
+        "test_search_is_rate_limited_like_any_embedding",
+    ),
+    ("POST /v1/vector_stores/{vector_store_id}/search", 502): (
+        "integration/test_files_api.py",
+        "test_search_with_a_broken_embedding_worker_is_a_502",
+    ),
+    ("POST /v1/vector_stores/{vector_store_id}/search", 503): (
+        "integration/test_files_api.py",
+        "test_search_without_an_embedding_worker_is_a_503",
+    ),
     # The replay buffer's bound, below HTTP (the router maps every FleetchatError to its status).
     ("GET /v1/chat/completions/{completion_id}/stream", 410): (
         "unit/test_resumable_streams.py",
@@ -99,6 +120,9 @@ VALID_BODIES: dict[str, dict[str, object]] = {
     "/admin/v1/tenants/{tenant_id}/keys": {"label": "another key"},
     "/v1/conversations/{conversation_id}": {"title": "A title"},
     "/v1/conversations/{conversation_id}/messages/{message_index}/feedback": {"rating": "up"},
+    "/v1/vector_stores": {"file_ids": ["file-" + "0" * 24]},
+    "/v1/vector_stores/{vector_store_id}/files": {"file_id": "file-" + "0" * 24},
+    "/v1/vector_stores/{vector_store_id}/search": {"query": "hello"},
 }
 
 
@@ -200,6 +224,8 @@ def _concrete(path: str) -> str:
         "{message_index}": "0",
         "{key_id}": "key_" + "0" * 32,
         "{pool}": "mini",
+        "{vector_store_id}": "vs_" + "0" * 24,
+        "{file_id}": "file-" + "0" * 24,
     }
     for template, value in ids.items():
         path = path.replace(template, value)

@@ -1,7 +1,7 @@
 """A stand-in embedding worker speaking `/v1/embeddings` (OpenAI's protocol) for tests where the model is not the
 point: each text's vector is its hashed bag of words (384 dimensions, L2-normalised), so texts sharing words are
 near and a keyword query finds its passage. `delay_s` holds each answer (ingestion caught mid-way); `calls` counts
-the requests answered, `inputs` the texts embedded."""
+the requests answered, `inputs` the texts embedded; `broken` answers without embeddings."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def bag_of_words(text: str) -> np.ndarray:
 @dataclass
 class EmbeddingStandIn:
     delay_s: float = 0.0
+    broken: bool = False  # answer without embeddings (the gateway must not accept it)
     calls: int = 0
     inputs: list[str] = field(default_factory=list)
 
@@ -41,6 +42,8 @@ class EmbeddingStandIn:
                 await asyncio.sleep(self.delay_s)
             texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
             self.calls += 1
+            if self.broken:
+                return {"object": "list", "data": [], "model": body["model"], "usage": {"prompt_tokens": 0}}
             self.inputs.extend(texts)
             data = []
             for i, text in enumerate(texts):
