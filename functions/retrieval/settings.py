@@ -25,6 +25,6 @@ class RetrievalSettings(BaseSettings):
     # MMR trade-off between relevance to the question (1.0) and novelty against passages already chosen (0.0).
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
     # Passages never take more than this share of the pool's context window, whatever room the request leaves.
-    max_context_share: float = Field(default=0.5, gt=0.0, le=1.0)
+    max_context_share: float = Field(default=0.75, gt=0.0, le=1.0)
     # BM25 indexes kept in memory, one per (tenant, store, revision); least recently used ones are dropped.
     keyword_cache_stores: int = Field(default=64, ge=1)
