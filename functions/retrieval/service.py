@@ -7,6 +7,7 @@ failing, the request is answered without passages and says so (`x-fleetchat-retr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -78,16 +79,21 @@ class Retrieved:
             completion["retrieval"] = self.report.model_dump(mode="json")
         return completion
 
-    async def annotated(self, events: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
-        """A stream's events with the `retrieval` object on its first chunk."""
-        pending = self.report is not None
-        async for event in events:
-            if pending and event.startswith(b"data: {"):
-                chunk = json.loads(event[len(b"data: ") :])
-                event = b"data: " + json.dumps({**chunk, "retrieval": self.report.model_dump(mode="json")}).encode()
-                event += b"\n\n"
-                pending = False
-            yield event
+    def annotated(self, events: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+        """A stream's events with the `retrieval` object on its first chunk (unchanged without retrieval)."""
+        return events if self.report is None else self._annotated(events, self.report)
+
+    @staticmethod
+    async def _annotated(events: AsyncGenerator[bytes, None], report: RetrievalReport) -> AsyncGenerator[bytes, None]:
+        pending = True
+        async with contextlib.aclosing(events):  # closing this stream closes the worker's (its connection goes back)
+            async for event in events:
+                if pending and event.startswith(b"data: {"):
+                    chunk = json.loads(event[len(b"data: ") :])
+                    chunk["retrieval"] = report.model_dump(mode="json")
+                    event = b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"
+                    pending = False
+                yield event
 
 
 class Retrieval:

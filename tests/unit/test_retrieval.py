@@ -169,3 +169,37 @@ def test_file_search_tools_are_lifted_out_of_tools() -> None:
 def test_malformed_retrieval_fields_are_refused(extra: dict) -> None:
     with pytest.raises(ValidationError):
         ChatCompletionRequest.model_validate({"model": "mini", "messages": [{"role": "user", "content": "q"}], **extra})
+
+
+async def test_a_streams_first_chunk_carries_the_report_and_closing_it_closes_the_worker_stream() -> None:
+    import json
+
+    from functions.retrieval.service import Retrieved
+    from shared.retrieval_api import RetrievalReport
+
+    closed: list[bool] = []
+
+    async def worker():
+        try:
+            yield b": keep-alive\n\n"
+            for n in range(3):
+                yield (
+                    b"data: " + json.dumps({"id": "c1", "choices": [{"delta": {"content": str(n)}}]}).encode() + b"\n\n"
+                )
+            yield b"data: [DONE]\n\n"
+        finally:
+            closed.append(True)
+
+    report = RetrievalReport(status="skipped", reason="latency_budget", vector_store_ids=["vs_1"], elapsed_ms=3,
+                             budget_ms=2)  # fmt: skip
+    plain = worker()
+    assert Retrieved().annotated(plain) is plain  # without retrieval the stream is untouched
+    await plain.aclose()  # never started: nothing to close
+    events = [e async for e in Retrieved(report).annotated(worker())]
+    chunks = [json.loads(e[6:]) for e in events if e.startswith(b"data: {")]
+    assert chunks[0]["retrieval"]["status"] == "skipped" and all("retrieval" not in c for c in chunks[1:])
+    assert events[0] == b": keep-alive\n\n" and events[-1] == b"data: [DONE]\n\n"
+    stream = Retrieved(report).annotated(worker())
+    await stream.__anext__()
+    await stream.aclose()
+    assert closed == [True, True]  # the stream run to its end, and the one closed after its first event
