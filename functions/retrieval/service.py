@@ -23,7 +23,7 @@ from functions.auth import Caller
 from functions.retrieval import context
 from functions.retrieval.hybrid import HybridSearch, StoreSearch
 from functions.retrieval.settings import RetrievalSettings
-from shared.errors import FleetchatError, NotFoundError, ServiceUnavailableError
+from shared.errors import NotFoundError, ServiceUnavailableError
 from shared.retrieval_api import RETRIEVAL_HEADER, Citation, RetrievalReport, RetrievalStatus
 from shared.schemas import ChatCompletionRequest
 from shared.tiers import limits_for
@@ -160,7 +160,9 @@ class Retrieval:
             try:
                 assert self.search is not None  # plan() refused the request otherwise
                 passages = await self.search.search(caller, plan.stores, question, plan.max_results)
-            except (FleetchatError, OSError) as exc:  # the embedding pool or the index failed: answer without
+            # The embedding pool or the index failed (or a store was deleted since `plan`): passages are an aid the
+            # answer can do without, so no failure of theirs fails the chat; it is logged, counted and reported.
+            except Exception as exc:
                 log.warning("retrieval failed (%s); answering without passages", type(exc).__name__)
                 reason = "search_failed"
         if passages is None:
