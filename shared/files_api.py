@@ -18,6 +18,9 @@ LastErrorCode = Literal["server_error", "unsupported_file", "invalid_file"]
 Metadata = dict[str, str]
 Attributes = dict[str, str | float | bool]
 MAX_SEARCH_RESULTS = 50  # OpenAI's bound on max_num_results
+# The ids the service hands out (`file-` / `vs_` and hex); a path id of another shape is a 400, not a lookup.
+FILE_ID_PATTERN = r"^file-[A-Za-z0-9]{1,64}$"
+VECTOR_STORE_ID_PATTERN = r"^vs_[A-Za-z0-9]{1,64}$"
 
 
 class FileObject(BaseModel):

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile
 from fastapi.responses import StreamingResponse
 
 from functions.auth import CurrentCaller
 from functions.files.files_service import FilesService, file_object
 from functions.openapi_description import error_responses
-from shared.files_api import FileDeleted, FileList, FileObject
+from shared.files_api import FILE_ID_PATTERN, FileDeleted, FileList, FileObject
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
+FileId = Annotated[str, Path(pattern=FILE_ID_PATTERN)]
 _MEDIA_TYPES = {
     "pdf": "application/pdf",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
@@ -53,7 +54,7 @@ async def list_files(
 
 
 @router.get("/{file_id}", response_model=FileObject, responses=error_responses(404))
-async def retrieve_file(file_id: str, caller: CurrentCaller, request: Request) -> FileObject:
+async def retrieve_file(file_id: FileId, caller: CurrentCaller, request: Request) -> FileObject:
     return file_object(await _service(request).get(caller, file_id))
 
 
@@ -62,11 +63,11 @@ async def retrieve_file(file_id: str, caller: CurrentCaller, request: Request) -
     response_class=StreamingResponse,
     responses={**error_responses(404), 200: {"content": {media: {} for media in _CONTENT_TYPES}}},
 )
-async def retrieve_file_content(file_id: str, caller: CurrentCaller, request: Request) -> StreamingResponse:
+async def retrieve_file_content(file_id: FileId, caller: CurrentCaller, request: Request) -> StreamingResponse:
     record, chunks = await _service(request).content(caller, file_id)
     return StreamingResponse(chunks, media_type=_MEDIA_TYPES.get(record.kind, "application/octet-stream"))
 
 
 @router.delete("/{file_id}", response_model=FileDeleted, responses=error_responses(404))
-async def delete_file(file_id: str, caller: CurrentCaller, request: Request) -> FileDeleted:
+async def delete_file(file_id: FileId, caller: CurrentCaller, request: Request) -> FileDeleted:
     return await _service(request).delete(caller, file_id)

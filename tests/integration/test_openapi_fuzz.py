@@ -31,6 +31,7 @@ from shared.api_keys import hash_api_key, new_api_key
 from shared.settings import Settings
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier
+from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
 
@@ -188,7 +189,8 @@ def _statuses_received(report_dir: Path) -> set[tuple[str, int]]:
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
     tmp = tmp_path_factory.mktemp("fuzz")
-    with serve(stand_in_worker("A short answer from the stand-in worker.")) as worker:
+    worker_app = stand_in_worker("A short answer from the stand-in worker.")
+    with serve(worker_app) as worker, serve(EmbeddingStandIn().app()) as embeddings:  # search embeds its query
         store = SQLiteStore(tmp / "fleetchat.db")
         tenant = store.create_tenant("fuzzed", Tier.PLUS)
         key, admin_key = new_api_key(), new_api_key()
@@ -199,6 +201,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
             worker_urls={"mini": [worker], "flagship": [worker]},
             pools=["mini", "flagship"],
             max_body_bytes=MAX_BODY_BYTES,
+            embedding_worker_urls={"text-embedding-minilm": [embeddings]},
         )
         with serve(create_app(settings, store=store)) as url:
             runs, seen = {}, set()
