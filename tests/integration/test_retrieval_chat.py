@@ -112,12 +112,9 @@ def test_a_chat_with_vector_stores_cites_the_supporting_passage_and_stores_it(
     assert report["status"] == "used" and report["vector_store_ids"] == [store_id]
     citations = report["citations"]
     assert [c["index"] for c in citations] == list(range(1, len(citations) + 1))
-    supporting = [
-        c
-        for c in citations
-        if files[c["file_id"]] == question.document_id and question.supported_by(c["start"], c["end"])
-    ]
-    assert supporting, citations  # the passage holding "Rollo" is among those given to the model
+    ours = [c for c in citations if files[c["file_id"]] == question.document_id]
+    assert ours and len(ours) >= len(citations) - 1, citations  # the Normans article, not Sky's
+    assert any(a.text in c["text"] for c in ours for a in question.answers)  # a passage that names Rollo
     for c in citations:  # each citation's text is the file's text at its offsets
         assert documents[files[c["file_id"]]].text[c["start"] : c["end"]] == c["text"]
         assert c["filename"] in {d.filename for d in documents.values()} and c["vector_store_id"] == store_id
@@ -130,7 +127,7 @@ def test_a_chat_with_vector_stores_cites_the_supporting_passage_and_stores_it(
     ).json()
     answer = stored["messages"][-1]
     assert [m["role"] for m in stored["messages"]] == ["user", "assistant"]  # the context message is not stored
-    assert answer["citations"] == [{k: v for k, v in c.items() if k != "text"} for c in citations]
+    assert answer["citations"] == [{**c, "text": None} for c in citations]  # stored without the passage text
 
 
 def test_a_streamed_chat_with_the_file_search_tool_carries_citations_on_its_first_chunk(
