@@ -10,11 +10,12 @@ Metrics: `retrieval.recall_at_5` (chat's hybrid retrieval, first 5 citations) an
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import openai
@@ -29,6 +30,7 @@ from functions.judging.client import JudgeClient
 from functions.judging.verdict import JudgeRequest
 from shared.tiers import Tier
 
+T = TypeVar("T")
 K = 5
 DEFAULT_QUESTIONS = 100  # of 705: recall within about +-0.08 (95 %), a run of minutes on the CPU stack
 RECALL_THRESHOLD = 0.6  # MiniLM + BM25 over five articles' ~200 chunks; a broken index or fusion falls far below
@@ -52,6 +54,20 @@ class Asked(BaseModel):
     with_score: float | None = None
     without_score: float | None = None
     error: str | None = None
+
+
+async def _patient(call: Callable[[], Awaitable[T]], attempts: int = 4) -> T:
+    """`call()`, again after the gateway's retry-after when it answers 429 (the suite's burst can pass the eval
+    tenant's RPM: each question is a search, two chats and the embeddings they bill)."""
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except (openai.RateLimitError, httpx.HTTPStatusError) as exc:
+            response = exc.response
+            if response.status_code != 429 or attempt == attempts - 1:
+                raise
+            await asyncio.sleep(min(float(response.headers.get("retry-after", "5")), 60.0))
+    raise AssertionError("unreachable")
 
 
 def contains_answer(answer: str | None, question: Question) -> bool:
@@ -121,10 +137,12 @@ class RetrievalSuite:
         http, client, model = target.http(self.tier), target.client(self.tier), default_model(self.tier)
         file_of = {doc: file_id for file_id, doc in corpus.documents.items()}
         try:
-            found = await http.post(
-                f"/v1/vector_stores/{corpus.store_id}/search", json={"query": question.question, "max_num_results": K}
-            )
-            found.raise_for_status()
+
+            async def search() -> httpx.Response:
+                body = {"query": question.question, "max_num_results": K}
+                return (await http.post(f"/v1/vector_stores/{corpus.store_id}/search", json=body)).raise_for_status()
+
+            found = await _patient(search)
             asked.vector_hit = any(
                 r["file_id"] == file_of[question.document_id]
                 and question.supported_by(r["start_offset"], r["end_offset"])
@@ -132,12 +150,14 @@ class RetrievalSuite:
             )
             messages: list[Any] = [{"role": "user", "content": question.question}]
             tool = {"type": "file_search", "vector_store_ids": [corpus.store_id], "max_num_results": K}
-            with_ = await client.chat.completions.create(
-                model=model,
-                messages=messages,
-                max_tokens=max_tokens,
-                temperature=0,
-                tools=[tool],  # type: ignore[list-item]
+            with_ = await _patient(
+                lambda: client.chat.completions.create(
+                    model=model,
+                    messages=messages,
+                    max_tokens=max_tokens,
+                    temperature=0,
+                    tools=[tool],  # type: ignore[list-item]
+                )
             )
             report = (with_.model_extra or {}).get("retrieval") or {}
             asked.status = report.get("status")
@@ -147,8 +167,10 @@ class RetrievalSuite:
                 for c in report.get("citations", [])[:K]
             )
             asked.with_answer = with_.choices[0].message.content or ""
-            without = await client.chat.completions.create(
-                model=model, messages=messages, max_tokens=max_tokens, temperature=0
+            without = await _patient(
+                lambda: client.chat.completions.create(
+                    model=model, messages=messages, max_tokens=max_tokens, temperature=0
+                )
             )
             asked.without_answer = without.choices[0].message.content or ""
         except (openai.APIError, httpx.HTTPError) as exc:
