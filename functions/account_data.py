@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from functions.conversation_export import account_export_json
+from functions.files.tenant_data import TenantFiles
 from shared.conversation_api import AccountDataDeleted
 from shared.feedback_api import FeedbackObject
 from shared.storage.conversations import AuditRecord, ConversationStore
@@ -27,6 +28,9 @@ class AccountData:
         self.conversations = conversations
         self.feedback = feedback
         self.result_cache = result_cache  # cached answers are the tenant's content too (docs/result-cache.md)
+        self.files: TenantFiles | None = (
+            None  # files, vector stores, chunks, vectors (set by functions/files/wiring.py)
+        )
 
     def erase(self, tenant_id: str) -> AccountDataDeleted:
         audit = AuditRecord(
@@ -36,10 +40,13 @@ class AccountData:
         feedback = self.feedback.erase_tenant(tenant_id)
         if self.result_cache is not None:
             self.result_cache.forget_tenant(tenant_id)
+        if self.files is not None:
+            self.files.erase(tenant_id)
         return AccountDataDeleted(deleted_conversations=conversations, deleted_feedback=feedback)
 
     def export(self, tenant_id: str) -> AsyncIterator[bytes]:
         """The account as one streamed JSON document: conversations, then every rating the service keeps for the
         tenant (those of replaced answers too), as the API shows them."""
         feedback = (FeedbackObject.of(record) for record in self.feedback.list_tenant(tenant_id))
-        return account_export_json(tenant_id, self.conversations.export_tenant(tenant_id), feedback)
+        sections = None if self.files is None else self.files.export_sections(tenant_id)
+        return account_export_json(tenant_id, self.conversations.export_tenant(tenant_id), feedback, sections)

@@ -18,6 +18,7 @@ from functions.control_metrics import ControlMetrics
 from functions.conversation_turns import ConversationTurns
 from functions.embedding_service import EmbeddingMetrics, embedding_service_for
 from functions.feedback.service import FeedbackService
+from functions.files.wiring import BodySizeLimits, ingestion_metrics, install_files, upload_limit_bytes
 from functions.gateway_metrics import GatewayMetrics
 from functions.http_metrics import ResponseMetricsMiddleware
 from functions.judging.shadow import shadow_judge_for
@@ -32,7 +33,9 @@ from functions.routers import account, admin, chat, feedback, health, models, mo
 from functions.routers import canary_admin as canary_admin  # issue 21: canary status and reset
 from functions.routers import conversations as conversation_routes
 from functions.routers import embeddings as embeddings  # issue 22: /v1/embeddings
+from functions.routers import files as files  # issue 23: /v1/files
 from functions.routers import streams as streams  # issue 21: resume and cancel a stream
+from functions.routers import vector_stores as vector_stores  # issue 23: /v1/vector_stores
 from functions.safety.classifier import shipped_classifier
 from functions.safety.embedded_guard import EmbeddedGuard
 from functions.safety.guards import open_guard
@@ -49,7 +52,7 @@ from functions.structured_output import StructuredOutputs
 from functions.tool_arguments import ToolArguments
 from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
 from shared.external_pools import EXTERNAL_POOLS, external_worker_urls
-from shared.http_errors import BodySizeLimitMiddleware, install_error_handlers
+from shared.http_errors import install_error_handlers
 from shared.operator_config import configure
 from shared.pools import POOLS
 from shared.settings import Settings
@@ -160,6 +163,8 @@ def create_app(
             app.state.shadow_judge = await owned.enter_async_context(shadow)
             if settings.config_file is not None:  # limits and tiers change without a restart
                 await owned.enter_async_context(watching(settings.config_file))
+            # Files and vector stores (docs/files.md): ingestion left in progress by a previous process resumes.
+            await install_files(app.state, settings, app.state.store, app.state.embeddings, owned)
             yield
 
     app = FastAPI(title="fleetchat", version="0.1.0", lifespan=lifespan)
@@ -172,6 +177,7 @@ def create_app(
     app.state.server_tool_metrics = ServerToolMetrics(app.state.metrics.registry)
     app.state.result_cache_metrics = ResultCacheMetrics(app.state.metrics.registry)
     app.state.embedding_metrics = EmbeddingMetrics(app.state.metrics.registry)
+    app.state.ingestion_metrics = ingestion_metrics(app.state.metrics.registry)
     app.state.tool_arguments = ToolArguments(app.state.metrics.registry)
     app.state.structured_outputs = StructuredOutputs(app.state.metrics.registry)
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
@@ -179,13 +185,14 @@ def create_app(
     app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)
     # Every stream's time to first token feeds its pool's brownout control (functions/slo_observation.py).
     app.state.metrics.first_token_listeners.append(app.state.pool_control.record_first_token)
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # Uploads to /v1/files have their own bound (the largest file a tier accepts); every other body, the setting's.
+    app.add_middleware(BodySizeLimits, max_bytes=settings.max_body_bytes, upload_max_bytes=upload_limit_bytes())
     app.add_middleware(SecurityHeadersMiddleware)
     # Outermost: counts every response as the client gets it (the body-size 413 included).
     app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
     routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
-    for module in (*routers, canary_admin, embeddings, health):
+    for module in (*routers, canary_admin, embeddings, files, vector_stores, health):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     install_method_not_allowed(app)

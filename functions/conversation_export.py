@@ -28,10 +28,13 @@ def to_markdown(conversation: Conversation) -> str:
 
 
 async def account_export_json(
-    tenant_id: str, conversations: Iterator[Conversation], feedback: Iterator[BaseModel] | None = None
+    tenant_id: str,
+    conversations: Iterator[Conversation],
+    feedback: Iterator[BaseModel] | None = None,
+    sections: dict[str, Iterator[BaseModel]] | None = None,
 ) -> AsyncIterator[bytes]:
     """`{"object": "account.export", ..., "conversations": [...], "feedback": [...]}`, one item at a time (constant
-    memory); `feedback` only when given."""
+    memory); `feedback` only when given; then each further section by its name (files, vector stores)."""
     head = {"object": "account.export", "tenant_id": tenant_id, "exported_at": int(utc_now().timestamp())}
     yield json.dumps(head)[:-1].encode() + b', "conversations": ['
     first = True
@@ -43,6 +46,13 @@ async def account_export_json(
         yield b', "feedback": ['
         first = True
         async for item in iterate_in_threadpool(feedback):
+            yield (b"" if first else b",") + item.model_dump_json().encode()
+            first = False
+        yield b"]"
+    for name, items in (sections or {}).items():
+        yield f", {json.dumps(name)}: [".encode()
+        first = True
+        async for item in iterate_in_threadpool(items):
             yield (b"" if first else b",") + item.model_dump_json().encode()
             first = False
         yield b"]"

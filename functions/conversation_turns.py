@@ -17,6 +17,7 @@ from anyio import to_thread
 from functions.retention import expiry_for
 from shared.errors import InvalidRequestError
 from shared.rendering import CURRENT_RENDER_VERSION, RenderedMessages, render
+from shared.retrieval_api import Citation
 from shared.schemas import ChatCompletionRequest, ChatMessage
 from shared.storage.base import Tenant
 from shared.storage.conversations import (
@@ -62,6 +63,7 @@ class Turn:
     title: str | None = None
     loaded: Conversation | None = None  # the stored conversation this turn continues, as read in `begin`
     keep: int | None = None  # an edit: how many stored messages stay before this turn (None: all of them)
+    citations: list[Citation] | None = None  # retrieval's citations, stored with the answer (functions/retrieval)
 
     def apply(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
         """The request as the worker must see it: the rendered conversation instead of the client's messages."""
@@ -246,6 +248,7 @@ class ConversationTurns:
             created_at=utc_now(),
             finish_reason=finish_reason,
             tool_calls=[ToolCall.model_validate(c) for c in tool_calls] if tool_calls else None,
+            citations=turn.citations,
             **who,
         )
         messages = [*turn.new_messages, answer]

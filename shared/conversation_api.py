@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shared.retrieval_api import Citation
 from shared.storage.conversations import MAX_TITLE_CHARS, Conversation, ConversationMeta
 from shared.tools_api import ToolCall
 
@@ -32,6 +33,9 @@ class MessageObject(BaseModel):
         default=None,
         description="The model version that answered (a canary's when the pool's canary did); null for other roles "
         "and older answers.",
+    )
+    citations: list[Citation] | None = Field(
+        default=None, description="An answer given with retrieval: the passages it was given (docs/files.md)."
     )
 
 
@@ -74,6 +78,7 @@ class ConversationDetail(ConversationObject):
                 model_version=m.model_version,
                 tool_calls=m.tool_calls,
                 tool_call_id=m.tool_call_id,
+                citations=m.citations,
             )
             for m in meta.messages
         ]

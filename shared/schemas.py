@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from shared.retrieval_api import MAX_VECTOR_STORES, FileSearchTool
 from shared.tools_api import ToolCall, ToolCallDelta, ToolChoice, ToolDefinition
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -102,6 +103,26 @@ class ChatCompletionRequest(BaseModel):
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     response_format: ResponseFormat | None = None
+    # Retrieval (docs/files.md): passages from these vector stores answer the question, with citations. OpenAI's
+    # `file_search` tools in `tools` are lifted out into `file_search` (the gateway runs the search; workers never see
+    # it as a tool).
+    vector_store_ids: list[str] | None = Field(default=None, min_length=1, max_length=MAX_VECTOR_STORES)
+    file_search: list[FileSearchTool] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_file_search(cls, data: Any) -> Any:
+        tools = data.get("tools") if isinstance(data, dict) else None
+        searches = [t for t in tools or [] if isinstance(t, dict) and t.get("type") == "file_search"]
+        if not isinstance(tools, list) or not searches:
+            return data
+        others = [t for t in tools if not (isinstance(t, dict) and t.get("type") == "file_search")]
+        lifted = {**data, "tools": others or None, "file_search": searches}
+        choice = data.get("tool_choice")
+        # "auto" over file_search alone, or a choice naming it: the search always runs, so nothing is left to choose.
+        if (not others and choice == "auto") or (isinstance(choice, dict) and choice.get("type") == "file_search"):
+            lifted["tool_choice"] = None
+        return lifted
 
     @field_validator("n")
     @classmethod

@@ -33,6 +33,10 @@ class TierLimits(BaseModel):
     max_output_tokens: int = Field(ge=1)
     # The cap while the fleet is overloaded (brownout).
     brownout_max_output_tokens: int = Field(ge=1)
+    # Files (docs/files.md): how many files a tenant may keep, the largest upload, and all its files' bytes together.
+    max_files: int = Field(default=1000, ge=0)
+    max_file_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
+    max_file_storage_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
 
 
 class LimitOverrides(BaseModel):
@@ -44,6 +48,9 @@ class LimitOverrides(BaseModel):
     tenant_tpm: int | None = Field(default=None, ge=1)
     message_cap: int | None = Field(default=None, ge=1)
     max_output_tokens: int | None = Field(default=None, ge=1)
+    max_files: int | None = Field(default=None, ge=0)
+    max_file_bytes: int | None = Field(default=None, ge=1)
+    max_file_storage_bytes: int | None = Field(default=None, ge=1)
 
 
 class SafetyPolicy(BaseModel):

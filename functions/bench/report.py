@@ -10,6 +10,7 @@ from functions.bench.embeddings_results import embeddings_lines
 from functions.bench.priority_results import priority_lines
 from functions.bench.result_cache_results import result_cache_lines
 from functions.bench.results import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
+from functions.bench.retrieval_results import retrieval_lines
 
 MISSING = "—"
 
@@ -215,6 +216,8 @@ def render_markdown(result: BenchResult) -> str:
         lines += result_cache_lines(result.result_cache)
     if result.embeddings is not None:  # issue 22
         lines += embeddings_lines(result.embeddings)
+    if result.retrieval is not None:  # issue 23
+        lines += retrieval_lines(result.retrieval)
 
     samples = [(level.label, e) for level in _all_levels(result) for e in level.error_samples]
     if result.prefix is not None:

@@ -10,6 +10,7 @@ from functions.bench.continuation_results import ContinuationStats
 from functions.bench.embeddings_results import EmbeddingStats
 from functions.bench.priority_results import PriorityStats
 from functions.bench.result_cache_results import ResultCacheStats
+from functions.bench.retrieval_results import RetrievalStats
 
 
 class LevelStats(BaseModel):
@@ -232,4 +233,5 @@ class BenchResult(BaseModel):
     goodput: GoodputStats | None = None
     result_cache: ResultCacheStats | None = None
     embeddings: EmbeddingStats | None = None  # issue 22: /v1/embeddings throughput
+    retrieval: RetrievalStats | None = None  # issue 23: ingestion pages/s, search latency
     checks: list[Check] = Field(default_factory=list)

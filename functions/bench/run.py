@@ -31,6 +31,7 @@ from functions.bench.prom import hit_rate, scrape_prefix_counters
 from functions.bench.report import fmt, mark, write_reports
 from functions.bench.result_cache_phase import result_cache_phase
 from functions.bench.results import BenchResult, GoodputStats, LevelStats, OverheadStats, PrefixStats
+from functions.bench.retrieval_phase import retrieval_phase
 from functions.bench.safety_phase import safety_phase
 from functions.bench.stack import LocalStack, gateway_reachable, start_local_stack, wait_healthy
 from functions.bench.store_append import store_append_phase
@@ -420,6 +421,11 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                     result.embeddings = await embeddings_phase(targets.url, progress, quick=cfg.quick, **keys)
                 except Exception as exc:  # as above
                     result.notes.append(f"embeddings phase failed: {type(exc).__name__}: {exc}")
+                try:  # issue 23: ingestion pages/s, search p50 (gateway, and in process on 10k chunks)
+                    phase = retrieval_phase(targets.url, progress, model=cfg.model, quick=cfg.quick, **keys)
+                    result.retrieval = await phase
+                except Exception as exc:  # as above
+                    result.notes.append(f"retrieval phase failed: {type(exc).__name__}: {exc}")
             result.notes.append(
                 await structured_phase(phases.client, cfg.model, cfg.out_dir, progress, quick=cfg.quick)
             )

@@ -14,6 +14,8 @@ from datetime import datetime
 from pydantic import BaseModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from functions.files.backends import open_file_backends
+from functions.files.tenant_data import TenantFiles
 from functions.retention import expiry_for
 from shared.settings import Settings
 from shared.storage.base import Tenant
@@ -52,6 +54,8 @@ class SweepReport(BaseModel):
     safety_audit_deleted: int = 0  # safety audit records past retention (a dry run: that would be deleted)
     feedback_deleted: int = 0  # ratings of the deleted conversations' answers (a dry run: that would be deleted)
     feedback_orphans_deleted: int = 0  # ratings whose conversation was already gone (DynamoDB's TTL backstop)
+    files_deleted: int = 0  # uploaded files past the tenant's retention, with their vectors (docs/files.md)
+    vector_stores_deleted: int = 0  # vector stores inactive past retention or their own expires_after
     dry_run: bool = False
 
     @property
@@ -147,6 +151,7 @@ def run_sweep(
     show_progress: bool = True,
     safety_audit: SafetyAuditStore | None = None,
     feedback: FeedbackStore | None = None,
+    files: TenantFiles | None = None,
 ) -> SweepReport:
     now = now or utc_now()
     report = SweepReport(dry_run=dry_run)
@@ -193,7 +198,22 @@ def run_sweep(
                     break
         if feedback is not None:
             _sweep_orphaned_feedback(feedback, store, tenants, report, progress)
+        if files is not None:
+            _sweep_files(files, tenants, now, report, progress)
     return report
+
+
+def _sweep_files(
+    files: TenantFiles, tenants: TenantLookup, now: datetime, report: SweepReport, progress: Progress
+) -> None:
+    task = progress.add_task("files and vector stores", total=None)
+    try:
+        swept = files.sweep(tenants, now, dry_run=report.dry_run)
+        report.files_deleted, report.vector_stores_deleted = swept.files_deleted, swept.vector_stores_deleted
+    except StoreUnavailableError:  # the next run resumes
+        report.failed += 1
+    finally:
+        progress.update(task, total=report.files_deleted, completed=report.files_deleted)
 
 
 def _feedback_of(feedback: FeedbackStore, candidate: SweepCandidate, report: SweepReport) -> int:
@@ -239,11 +259,14 @@ def sweep_from_settings(settings: Settings, *, now: datetime | None = None, dry_
     conversations = open_conversation_store(settings)
     safety_audit = open_safety_audit(settings)
     feedback = open_feedback_store(settings)
+    file_backends = open_file_backends(settings)
     try:
         return run_sweep(
-            conversations, tenants.get_tenant, now=now, dry_run=dry_run, safety_audit=safety_audit, feedback=feedback
-        )
+            conversations, tenants.get_tenant, now=now, dry_run=dry_run, safety_audit=safety_audit, feedback=feedback,
+            files=TenantFiles(file_backends),
+        )  # fmt: skip
     finally:
+        file_backends.close()
         feedback.close()
         safety_audit.close()
         conversations.close()

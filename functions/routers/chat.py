@@ -23,6 +23,7 @@ from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.result_cache import CACHE_HEADER, ResultCache, storing
 from functions.result_cache_replay import serve_hit
 from functions.resumable_streams import RESUMABLE_HEADER
+from functions.retrieval.service import retrieval_for
 from functions.safety.pipeline import SafetyPipeline
 from functions.server_tools.loop import ToolLoop
 from functions.server_tools.replay import ReplayedStream
@@ -74,6 +75,8 @@ async def chat_completions(
     server_tools = request.app.state.server_tools.requested(body)  # a 400 before anything is charged
     structured: StructuredOutputs = request.app.state.structured_outputs
     contract = contract_for(body)  # a bad response_format is a 400 before anything is stored or reserved
+    retrieval = retrieval_for(request.app)
+    asked = await retrieval.plan(caller, body)  # another tenant's vector store is a 404 before anything is charged
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
         body = turn.apply(body)
@@ -99,6 +102,12 @@ async def chat_completions(
     headers = {**(turn.headers() if turn else {}), **account.headers}
     if account.reservation.brownout:
         headers[BROWNOUT_HEADER] = "true"
+    # Passages from the named stores, after the ask itself was screened (functions/retrieval/context.py: as context).
+    async with account.closed_if_raising():
+        retrieved = await retrieval.retrieve(asked, caller, body, pool)
+    body, headers = retrieved.apply(body), {**headers, **retrieved.headers}
+    if turn is not None:
+        turn.citations = retrieved.stored
     canaries: Canaries = request.app.state.canaries
     contexts = accounting.admission.context_tokens
     tenant = caller.tenant
@@ -177,7 +186,7 @@ async def chat_completions(
         relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
         # Checked at its finish against the response format (functions/structured_output.py); tool-call deltas held
         # until the calls are valid (functions/tool_arguments.py).
-        events = structured.checked(answer.events(), body, contract, account.model)
+        events = structured.checked(retrieved.annotated(answer.events()), body, contract, account.model)
         if expects_calls(tool_contract):
             events = tool_args.held(account.model, tool_contract, events, repair)
         # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
@@ -226,7 +235,7 @@ async def chat_completions(
         headers[STORED_HEADER] = str(stored).lower()
     if outcome is Outcome.COMPLETED and shadow is not None:
         shadow.offer(caller.tenant, account.model, body.messages, text)
-    return JSONResponse(completion, headers=headers)
+    return JSONResponse(retrieved.annotate(completion), headers=headers)
 
 
 def _prompt_cache_key(body: ChatCompletionRequest) -> str | None:

@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailableError
+from shared.retrieval_api import Citation
 from shared.tools_api import ToolCall
 
 PURGE_AFTER = timedelta(days=30)
@@ -91,6 +92,9 @@ class StoredMessage(BaseModel):
     # `tool` message answers. Rendered, so kept byte for byte (arguments as the model wrote them).
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    # Assistant messages answered with retrieval: the passages the model was given (file, chunk, offsets, score; not
+    # their text, which stays with the file). Metadata: never rendered into a prompt.
+    citations: list[Citation] | None = None
 
 
 class ConversationMeta(BaseModel):

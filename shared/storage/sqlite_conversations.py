@@ -37,6 +37,13 @@ def _calls_json(message: StoredMessage) -> str | None:
     return json.dumps([c.model_dump() for c in message.tool_calls], ensure_ascii=False, separators=(",", ":"))
 
 
+def _citations_json(message: StoredMessage) -> str | None:
+    """An answer's retrieval citations as JSON text (functions/retrieval)."""
+    if not message.citations:
+        return None
+    return json.dumps([c.model_dump(exclude_none=True) for c in message.citations], separators=(",", ":"))
+
+
 def _meta(row: sqlite3.Row) -> ConversationMeta:
     fields = dict(row)
     fields.pop("sweep_at", None)
@@ -95,7 +102,8 @@ class SQLiteConversationStore:
                     start = keep
             db.executemany(
                 f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)},"
-                f" tool_calls, tool_call_id) VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?)",
+                f" tool_calls, tool_call_id, citations)"
+                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?)",
                 [
                     (
                         conversation_id,
@@ -106,6 +114,7 @@ class SQLiteConversationStore:
                         *(getattr(m, name) for name in _ANSWERED_BY),
                         _calls_json(m),
                         m.tool_call_id,
+                        _citations_json(m),
                     )
                     for i, m in enumerate(messages)
                 ],
@@ -127,7 +136,8 @@ class SQLiteConversationStore:
             if row is None:
                 return None
             rows = db.execute(
-                f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)}, tool_calls, tool_call_id FROM messages"
+                f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)}, tool_calls, tool_call_id, citations"
+                " FROM messages"
                 " WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
             ).fetchall()
@@ -139,6 +149,7 @@ class SQLiteConversationStore:
                 **{name: r[name] for name in _ANSWERED_BY},
                 tool_calls=json.loads(r["tool_calls"]) if r["tool_calls"] else None,
                 tool_call_id=r["tool_call_id"],
+                citations=json.loads(r["citations"]) if r["citations"] else None,
             )
             for r in rows
         ]

@@ -228,6 +228,70 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE messages ADD COLUMN tool_calls TEXT",
         "ALTER TABLE messages ADD COLUMN tool_call_id TEXT",
     ],
+    [
+        # Files and vector stores (issue 23, docs/files.md): metadata here, bodies in the data dir; the embedded
+        # vector index (shared/storage/vector_index_sqlite.py) keeps one row per chunk, its vector a float32 blob.
+        """CREATE TABLE files (
+            tenant_id TEXT NOT NULL,
+            id TEXT NOT NULL,
+            filename TEXT NOT NULL,
+            purpose TEXT NOT NULL,
+            bytes INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, id)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE vector_stores (
+            tenant_id TEXT NOT NULL,
+            id TEXT NOT NULL,
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            last_active_at TEXT NOT NULL,
+            embedding_model TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            expires_after_days INTEGER,
+            PRIMARY KEY (tenant_id, id)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE vector_store_files (
+            tenant_id TEXT NOT NULL,
+            vector_store_id TEXT NOT NULL,
+            file_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            status TEXT NOT NULL,
+            error_code TEXT,
+            error_message TEXT,
+            usage_bytes INTEGER NOT NULL,
+            chunks INTEGER NOT NULL,
+            key_id TEXT,
+            attributes TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, vector_store_id, file_id)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX vector_store_files_by_file ON vector_store_files(tenant_id, file_id)",
+        "CREATE INDEX vector_store_files_pending ON vector_store_files(status) WHERE status = 'in_progress'",
+        """CREATE TABLE vector_chunks (
+            tenant_id TEXT NOT NULL,
+            vector_store_id TEXT NOT NULL,
+            file_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            chunk_id TEXT NOT NULL,
+            text TEXT NOT NULL,
+            start_offset INTEGER NOT NULL,
+            end_offset INTEGER NOT NULL,
+            heading TEXT,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (tenant_id, vector_store_id, file_id, seq)
+        ) WITHOUT ROWID""",
+        # Bumped by every write to a store's chunks: a process's cached matrix is reloaded when it moved.
+        """CREATE TABLE vector_generations (
+            tenant_id TEXT NOT NULL,
+            vector_store_id TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            PRIMARY KEY (tenant_id, vector_store_id)
+        ) WITHOUT ROWID""",
+        # Retrieval in chat: the citations of an assistant message (JSON list; NULL: none).
+        "ALTER TABLE messages ADD COLUMN citations TEXT",
+    ],
 ]
 
 

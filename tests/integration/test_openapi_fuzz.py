@@ -31,6 +31,7 @@ from shared.api_keys import hash_api_key, new_api_key
 from shared.settings import Settings
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier
+from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
 
@@ -83,6 +84,27 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
         "integration/test_embeddings_api.py",
         "test_a_worker_that_is_down_is_a_503_and_bills_nothing",
     ),
+    # Files and vector stores (docs/files.md): a tier's file size and file quota; search embeds the query.
+    ("POST /v1/files", 413): (
+        "integration/test_files_api.py",
+        "test_over_the_size_limit_is_413_and_a_wrong_type_is_400_and_nothing_is_kept",
+    ),
+    ("POST /v1/files", 429): (
+        "integration/test_files_api.py",
+        "test_the_file_quota_refuses_with_429_and_keeps_nothing_more",
+    ),
+    ("POST /v1/vector_stores/{vector_store_id}/search", 429): (
+        "integration/test_files_api.py",
+        "test_search_is_rate_limited_like_any_embedding",
+    ),
+    ("POST /v1/vector_stores/{vector_store_id}/search", 502): (
+        "integration/test_files_api.py",
+        "test_search_with_a_broken_embedding_worker_is_a_502",
+    ),
+    ("POST /v1/vector_stores/{vector_store_id}/search", 503): (
+        "integration/test_files_api.py",
+        "test_search_without_an_embedding_worker_is_a_503",
+    ),
     # The replay buffer's bound, below HTTP (the router maps every FleetchatError to its status).
     ("GET /v1/chat/completions/{completion_id}/stream", 410): (
         "unit/test_resumable_streams.py",
@@ -99,6 +121,9 @@ VALID_BODIES: dict[str, dict[str, object]] = {
     "/admin/v1/tenants/{tenant_id}/keys": {"label": "another key"},
     "/v1/conversations/{conversation_id}": {"title": "A title"},
     "/v1/conversations/{conversation_id}/messages/{message_index}/feedback": {"rating": "up"},
+    "/v1/vector_stores": {"file_ids": ["file-" + "0" * 24]},
+    "/v1/vector_stores/{vector_store_id}/files": {"file_id": "file-" + "0" * 24},
+    "/v1/vector_stores/{vector_store_id}/search": {"query": "hello"},
 }
 
 
@@ -164,7 +189,8 @@ def _statuses_received(report_dir: Path) -> set[tuple[str, int]]:
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
     tmp = tmp_path_factory.mktemp("fuzz")
-    with serve(stand_in_worker("A short answer from the stand-in worker.")) as worker:
+    worker_app = stand_in_worker("A short answer from the stand-in worker.")
+    with serve(worker_app) as worker, serve(EmbeddingStandIn().app()) as embeddings:  # search embeds its query
         store = SQLiteStore(tmp / "fleetchat.db")
         tenant = store.create_tenant("fuzzed", Tier.PLUS)
         key, admin_key = new_api_key(), new_api_key()
@@ -175,6 +201,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
             worker_urls={"mini": [worker], "flagship": [worker]},
             pools=["mini", "flagship"],
             max_body_bytes=MAX_BODY_BYTES,
+            embedding_worker_urls={"text-embedding-minilm": [embeddings]},
         )
         with serve(create_app(settings, store=store)) as url:
             runs, seen = {}, set()
@@ -200,6 +227,8 @@ def _concrete(path: str) -> str:
         "{message_index}": "0",
         "{key_id}": "key_" + "0" * 32,
         "{pool}": "mini",
+        "{vector_store_id}": "vs_" + "0" * 24,
+        "{file_id}": "file-" + "0" * 24,
     }
     for template, value in ids.items():
         path = path.replace(template, value)

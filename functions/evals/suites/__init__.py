@@ -13,6 +13,7 @@ SUITES: dict[str, str] = {
     "multi_turn": "functions.evals.suites.multi_turn:MultiTurnSuite",
     "refusal": "functions.evals.suites.refusal:RefusalSuite",
     "latency": "functions.evals.suites.latency:LatencySuite",
+    "retrieval": "functions.evals.suites.retrieval:RetrievalSuite",
 }
 
 

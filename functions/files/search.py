@@ -1,0 +1,129 @@
+"""Search of one vector store (the call H4's retrieval builds on): embed the query through the embedding service,
+ask the store's index for the nearest chunks, keep those of files still attached and completed, name their files.
+
+    hits = await app.state.vector_search.search(caller, "vs_…", "how do I reset my password?", k=10)
+    hits[0].file_id, hits[0].filename, hits[0].chunk_id, hits[0].text, hits[0].start, hits[0].end, hits[0].score
+
+`embed_query` embeds once for several stores; `chunk_texts` lists a store's chunks (no vectors) for a lexical index.
+Another tenant's store is a 404 (NotFoundError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+from anyio import to_thread
+from pydantic import BaseModel
+
+from functions.auth import Caller
+from functions.files.backends import FileBackends
+from functions.files.embedder import Embedder
+from functions.files.vector_stores import DEFAULT_EMBEDDING_MODEL, store_not_found
+from shared.errors import InvalidRequestError
+from shared.files_api import SearchContent, SearchPage, SearchRequest, SearchResult
+from shared.storage.files import StoredVectorStore
+from shared.storage.timestamps import utc_now
+from shared.storage.vector_index import ChunkHit
+
+
+class SearchHit(ChunkHit):
+    vector_store_id: str
+    filename: str
+
+
+class StoreRef(BaseModel):
+    """A vector store the caller may search, and the revision of its chunks (changes when they change)."""
+
+    id: str
+    name: str | None
+    revision: str
+
+
+class VectorStoreSearch:
+    def __init__(self, backends: FileBackends, embedder: Embedder) -> None:
+        self.backends = backends
+        self.embedder = embedder
+
+    async def _store(self, tenant_id: str, store_id: str) -> StoredVectorStore:
+        store = await to_thread.run_sync(self.backends.files.get_vector_store, tenant_id, store_id)
+        if store is None:
+            raise store_not_found(store_id)
+        return store
+
+    async def embed_query(self, caller: Caller, text: str, model: str = DEFAULT_EMBEDDING_MODEL) -> np.ndarray:
+        return (await self.embedder.embed(caller, model, [text]))[0]
+
+    async def search(
+        self, caller: Caller, vector_store_id: str, query_text: str, k: int = 10,
+        query_vector: np.ndarray | None = None,
+    ) -> list[SearchHit]:  # fmt: skip
+        store = await self._store(caller.tenant.id, vector_store_id)
+        vector = query_vector if query_vector is not None else await self.embed_query(caller, query_text)
+        return await to_thread.run_sync(self._search, store, vector, k)
+
+    def _search(self, store: StoredVectorStore, vector: np.ndarray, k: int) -> list[SearchHit]:
+        b = self.backends
+        live = {a.file_id for a in b.files.list_attachments(store.tenant_id, store.id) if a.status == "completed"}
+        # Asked for more than k: a hit of a file detached a moment ago (its vectors going) is dropped, not counted.
+        found = [h for h in b.index.search(store.tenant_id, store.id, vector, k + 8) if h.file_id in live][:k]
+        names: dict[str, str] = {}
+        for hit in found:
+            if hit.file_id not in names:
+                record = b.files.get_file(store.tenant_id, hit.file_id)
+                names[hit.file_id] = "" if record is None else record.filename
+        b.files.touch_vector_store(store.tenant_id, store.id, utc_now())
+        return [SearchHit(**hit.model_dump(), vector_store_id=store.id, filename=names[hit.file_id]) for hit in found]
+
+    async def require(self, caller: Caller, vector_store_id: str) -> StoreRef:
+        """The caller's store, or the 404 (before any retrieval budget is spent)."""
+        store = await self._store(caller.tenant.id, vector_store_id)
+        revision = await to_thread.run_sync(self.backends.index.revision, store.tenant_id, store.id)
+        return StoreRef(id=store.id, name=store.name or None, revision=revision)
+
+    def chunk_texts(self, tenant_id: str, vector_store_id: str) -> Iterator[SearchHit]:
+        """Every chunk of the store's completed files, by file and position, with their file names (sync: call it
+        in a worker thread). Raises NotFoundError for a store that is not the tenant's."""
+        b = self.backends
+        if b.files.get_vector_store(tenant_id, vector_store_id) is None:
+            raise store_not_found(vector_store_id)
+        live = {a.file_id for a in b.files.list_attachments(tenant_id, vector_store_id) if a.status == "completed"}
+        names: dict[str, str] = {}
+        for hit in b.index.chunks(tenant_id, vector_store_id):
+            if hit.file_id not in live:
+                continue
+            if hit.file_id not in names:
+                record = b.files.get_file(tenant_id, hit.file_id)
+                names[hit.file_id] = "" if record is None else record.filename
+            yield SearchHit(**hit.model_dump(), vector_store_id=vector_store_id, filename=names[hit.file_id])
+
+    def vectors(self, tenant_id: str, vector_store_id: str, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """The normalised vectors of the named chunks of the store (sync); unknown ids are absent."""
+        return self.backends.index.vectors(tenant_id, vector_store_id, chunk_ids)
+
+    async def search_page(self, caller: Caller, vector_store_id: str, request: SearchRequest) -> SearchPage:
+        """`POST /v1/vector_stores/{id}/search`: each query searched, a chunk kept once at its best score."""
+        queries = request.queries()
+        store = await self._store(caller.tenant.id, vector_store_id)
+        if not queries:
+            raise InvalidRequestError("'query' must contain text.", param="query", code="invalid_value")
+        best: dict[str, SearchHit] = {}
+        vectors = await self.embedder.embed(caller, store.embedding_model, queries)
+        for vector in vectors:
+            for hit in await to_thread.run_sync(self._search, store, vector, request.max_num_results):
+                if hit.chunk_id not in best or best[hit.chunk_id].score < hit.score:
+                    best[hit.chunk_id] = hit
+        ranked = sorted(best.values(), key=lambda h: -h.score)[: request.max_num_results]
+        data = [
+            SearchResult(
+                file_id=h.file_id,
+                filename=h.filename,
+                score=h.score,
+                content=[SearchContent(text=h.text)],
+                chunk_id=h.chunk_id,
+                start_offset=h.start,
+                end_offset=h.end,
+            )
+            for h in ranked
+        ]
+        return SearchPage(search_query=queries, data=data)

@@ -1,0 +1,94 @@
+"""Passages into the prompt: how much room they get (the context budget), how they are rendered (byte-stably: the same
+passages give the same bytes), where the context message goes, and which passages the safety screen withholds.
+
+Budget: the pool's context window, less the request's own prompt (its whole rendered conversation) and the answer's
+budget (the request's `max_tokens` as admission set it, else the tier's `max_output_tokens`), never more than
+`max_context_share` of the window. Sizes use admission's bound (`prompt_token_bound`: one token per byte at most),
+so a prompt with its passages still fits the context the worker enforces.
+
+Placement: a system message right before the latest user message. The stored history is never changed, so it renders
+byte-stably and a conversation's next turn still finds its history in the prefix cache; only the latest exchange and
+the new passages are computed again.
+
+Safety: the user's ask is judged by the pre-filter as always, before retrieval (functions/routers/chat.py). Passages
+are the documents' words, not the user's intent, so they are never judged as the ask (a manual that mentions poisons
+must not refuse the user's question). They pass the pre-filter's deny rules as context: a passage that matches one
+(an injected instruction override, a weapon recipe) is withheld from the prompt and counted, not a refusal. The answer
+goes through the post-filter as every answer does."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from functions.admission import MESSAGE_OVERHEAD_TOKENS, prompt_token_bound
+from functions.retrieval.hybrid import Passage
+from functions.safety.rules import first_deny
+from shared.retrieval_api import Citation
+from shared.schemas import ChatMessage
+
+CONTEXT_INSTRUCTION = (
+    "Answer the user's next question from the numbered passages of their files below. Cite the passages you use as "
+    "[1], [2], ... If the passages do not contain the answer, say so."
+)
+MIN_ROOM_TOKENS = 64  # less than this left for passages: retrieval is not worth a search
+
+
+def room_for_passages(
+    context_tokens: int, messages: Sequence[ChatMessage], max_tokens: int | None, tier_output: int, share: float
+) -> int:
+    """Tokens (admission's bound) the passages may take in this request's prompt."""
+    answer = max_tokens if max_tokens is not None else tier_output
+    left = context_tokens - prompt_token_bound(list(messages)) - answer - 2 * MESSAGE_OVERHEAD_TOKENS
+    return max(0, min(left, int(context_tokens * share)))
+
+
+def _entry(number: int, passage: Passage) -> str:
+    hit = passage.hit
+    return f"[{number}] {hit.filename}\n{hit.text.strip()}"
+
+
+def screened(passages: Sequence[Passage]) -> tuple[list[Passage], int]:
+    """The passages the deny rules let into the context, and how many they withheld."""
+    kept = [p for p in passages if first_deny(p.hit.text) is None]
+    return kept, len(passages) - len(kept)
+
+
+def packed(passages: Sequence[Passage], room: int) -> list[Passage]:
+    """The passages, best first, that fit `room` tokens with the instruction (a passage that does not fit is skipped,
+    a shorter later one may still fit)."""
+    used = len(CONTEXT_INSTRUCTION.encode())
+    kept: list[Passage] = []
+    for passage in passages:
+        size = len(_entry(len(kept) + 1, passage).encode()) + 2
+        if used + size <= room:
+            kept.append(passage)
+            used += size
+    return kept
+
+
+def context_message(passages: Sequence[Passage]) -> ChatMessage:
+    body = "\n\n".join(_entry(n, p) for n, p in enumerate(passages, start=1))
+    return ChatMessage(role="system", content=f"{CONTEXT_INSTRUCTION}\n\n{body}")
+
+
+def with_context(messages: Sequence[ChatMessage], context: ChatMessage) -> list[ChatMessage]:
+    """`messages` with `context` just before the latest user message (at the end if there is none)."""
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=len(messages))
+    return [*messages[:last_user], context, *messages[last_user:]]
+
+
+def citations(passages: Sequence[Passage]) -> list[Citation]:
+    return [
+        Citation(
+            index=n,
+            vector_store_id=p.hit.vector_store_id,
+            file_id=p.hit.file_id,
+            filename=p.hit.filename,
+            chunk_id=p.hit.chunk_id,
+            start=p.hit.start,
+            end=p.hit.end,
+            score=round(p.score, 4),
+            text=p.hit.text,
+        )
+        for n, p in enumerate(passages, start=1)
+    ]

@@ -1,0 +1,133 @@
+"""Hybrid search over one or more vector stores: the question embedded once, each store searched by vector (the
+index, functions/files) and by BM25 (functions/retrieval/keyword.py), the rankings fused by reciprocal rank, then
+re-ranked by the passages' similarity to the question with MMR diversity (functions/retrieval/fusion.py).
+
+The stores are reached through `StoreSearch`, the files service's search (`app.state.vector_search`); this module
+never reads an index itself, so it works the same over the embedded and the deployed index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import anyio
+import numpy as np
+from anyio import to_thread
+
+from functions.auth import Caller
+from functions.retrieval.fusion import maximal_marginal_relevance, normalised, reciprocal_rank_fusion
+from functions.retrieval.keyword import KeywordHit, KeywordIndexes
+from functions.retrieval.settings import RetrievalSettings
+
+# What the eval compares: each ranking alone, their fusion, and the fusion re-ranked (what chat uses).
+Mode = Literal["vector", "keyword", "fused", "hybrid"]
+# Share of the re-rank's relevance that comes from the fused rank (the rest: cosine similarity to the question), so
+# a passage found by its exact words is not lost to the embedding's blind spots (names, numbers, codes).
+FUSION_WEIGHT = 0.5
+
+
+class StoreSearch(Protocol):
+    """What retrieval needs of the files service (functions/files/search.py: VectorStoreSearch)."""
+
+    async def require(self, caller: Caller, vector_store_id: str) -> Any:
+        """The caller's store (with `id` and `revision`), or a 404 for any other tenant's or unknown id."""
+        ...
+
+    async def embed_query(self, caller: Caller, text: str) -> np.ndarray: ...
+
+    async def search(
+        self, caller: Caller, vector_store_id: str, query_text: str, k: int = 10, query_vector: np.ndarray | None = None
+    ) -> list[Any]: ...
+
+    def chunk_texts(self, tenant_id: str, vector_store_id: str) -> Iterator[Any]: ...
+
+    def vectors(self, tenant_id: str, vector_store_id: str, chunk_ids: list[str]) -> dict[str, np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class Passage:
+    hit: Any  # the store's hit: vector_store_id, file_id, filename, chunk_id, text, start, end
+    score: float  # cosine similarity of passage and question (the fused score where no vector was found)
+
+
+class HybridSearch:
+    def __init__(self, stores: StoreSearch, settings: RetrievalSettings) -> None:
+        self.stores = stores
+        self.settings = settings
+        self.keyword = KeywordIndexes(settings.keyword_cache_stores)
+
+    async def search(
+        self, caller: Caller, refs: list[Any], question: str, count: int, mode: Mode = "hybrid"
+    ) -> list[Passage]:
+        """The `count` best passages of the stores `refs` (as `require` returned them) for `question`."""
+        k = max(self.settings.candidates, count)
+        vector = None if mode == "keyword" else await self.stores.embed_query(caller, question)
+        by_vector: list[Any] = []
+        by_keyword: list[list[KeywordHit]] = []
+
+        async def one_store(ref: Any) -> None:
+            if vector is not None:
+                by_vector.extend(await self.stores.search(caller, ref.id, question, k, query_vector=vector))
+            if mode != "vector":
+                by_keyword.append(
+                    await to_thread.run_sync(self._keyword, caller.tenant.id, ref, question, k, abandon_on_cancel=True)
+                )
+
+        async with anyio.create_task_group() as group:
+            for ref in refs:
+                group.start_soon(one_store, ref)
+        # Cosine scores are comparable across stores (one model); BM25 scores are not (each store its own IDF), so
+        # each store's keyword ranking enters the fusion as a ranking of its own.
+        by_vector.sort(key=lambda hit: -hit.score)
+        chunks = {hit.chunk_id: hit for hit in by_vector}
+        for ranking in by_keyword:
+            chunks.update({h.chunk.chunk_id: h.chunk for h in ranking if h.chunk.chunk_id not in chunks})
+        rankings = [[hit.chunk_id for hit in by_vector]] + [[h.chunk.chunk_id for h in r] for r in by_keyword]
+        fused = reciprocal_rank_fusion([r for r in rankings if r], self.settings.rrf_k)
+        if mode == "vector":
+            return [Passage(hit, float(hit.score)) for hit in _unique(by_vector)[:count]]
+        if mode in ("keyword", "fused"):
+            return [Passage(chunks[c], score) for c, score in list(fused.items())[:count]]
+        candidates = [chunks[c] for c in list(fused)[: max(3 * count, 10)]]
+        assert vector is not None
+        return await self._reranked(caller, candidates, fused, vector, count)
+
+    def _keyword(self, tenant_id: str, ref: Any, question: str, k: int) -> list[KeywordHit]:
+        index = self.keyword.get(
+            tenant_id, ref.id, str(ref.revision), lambda: self.stores.chunk_texts(tenant_id, ref.id)
+        )
+        return index.search(question, k)
+
+    async def _reranked(
+        self, caller: Caller, candidates: list[Any], fused: dict[str, float], question: np.ndarray, count: int
+    ) -> list[Passage]:
+        if not candidates:
+            return []
+        vectors = await to_thread.run_sync(self._vectors, caller.tenant.id, candidates, abandon_on_cancel=True)
+        dims = len(question)
+        matrix = np.stack([vectors.get(c.chunk_id, np.zeros(dims, dtype=np.float32)) for c in candidates])
+        cosine = matrix @ np.asarray(question, dtype=np.float32)
+        rank_scores = np.array([fused[c.chunk_id] for c in candidates])
+        relevance = (1 - FUSION_WEIGHT) * normalised(cosine) + FUSION_WEIGHT * normalised(rank_scores)
+        order = maximal_marginal_relevance(relevance, matrix, count, self.settings.mmr_lambda)
+        chosen = [candidates[i] for i in order]
+        return [
+            Passage(hit, float(cosine[i]) if hit.chunk_id in vectors else fused[hit.chunk_id])
+            for i, hit in zip(order, chosen, strict=True)
+        ]
+
+    def _vectors(self, tenant_id: str, candidates: Iterable[Any]) -> dict[str, np.ndarray]:
+        wanted: dict[str, list[str]] = {}
+        for hit in candidates:
+            wanted.setdefault(hit.vector_store_id, []).append(hit.chunk_id)
+        found: dict[str, np.ndarray] = {}
+        for store_id, ids in wanted.items():
+            found.update(self.stores.vectors(tenant_id, store_id, ids))
+        return {k: np.asarray(v, dtype=np.float32) for k, v in found.items()}
+
+
+def _unique(hits: list[Any]) -> list[Any]:
+    """One hit per chunk (a file attached to two stores is found in both)."""
+    seen: set[str] = set()
+    return [h for h in hits if not (h.chunk_id in seen or seen.add(h.chunk_id))]

@@ -1,0 +1,94 @@
+"""Crash safety of ingestion with a real gateway process (`fleetchat gateway`) killed with SIGKILL mid-ingestion:
+nothing of the file is indexed (a file's chunks are written all at once), the file stays `in_progress`, and the next
+gateway on the same data dir resumes it to `completed` with every chunk exactly once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import openai
+
+from shared.api_keys import hash_api_key, new_api_key
+from shared.storage.sqlite import SQLiteStore
+from shared.storage.sqlite_files import SQLiteFileStore
+from shared.storage.vector_index_sqlite import SQLiteVectorIndex
+from shared.tiers import Tier
+from tests.support.embedding_stand_in import EmbeddingStandIn
+from tests.support.processes import ProcessGroup, free_port, start_gateway
+from tests.support.servers import serve
+from tests.support.stand_in import stand_in_worker
+
+MODEL = "text-embedding-minilm"
+
+
+def _document(sections: int = 40, paragraphs: int = 8) -> bytes:
+    """Enough text for several embedding batches (64 chunks each)."""
+    parts = []
+    for s in range(sections):
+        parts.append(f"## Section {s}")
+        parts += [" ".join(f"topic{s} detail{p} word{w}" for w in range(30)) for p in range(paragraphs)]
+    return "\n\n".join(parts).encode()
+
+
+def _wait(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(what)
+
+
+def test_a_gateway_killed_mid_ingestion_leaves_nothing_half_indexed_and_the_next_one_resumes(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    tenants = SQLiteStore(data / "fleetchat.db")
+    tenant = tenants.create_tenant("owner", Tier.PLUS)
+    key = new_api_key()
+    tenants.add_api_key(tenant.id, hash_api_key(key), "owner")
+    tenants.close()
+    embedder = EmbeddingStandIn(delay_s=1.0)  # a batch a second: the kill lands between batches
+    group = ProcessGroup(tmp_path / "logs")
+    with serve(stand_in_worker("ok")) as chat, serve(embedder.app()) as embeddings:
+        env = {"FLEETCHAT_EMBEDDING_WORKER_URLS": json.dumps({MODEL: [embeddings]})}
+        try:
+            url = start_gateway(group, data, {"mini": [chat]}, free_port(), extra_env=env)
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+            file = client.files.create(file=("manual.md", _document()), purpose="assistants")
+            store = client.vector_stores.create(name="manual", file_ids=[file.id])
+            _wait(lambda: embedder.calls >= 2, 120, "ingestion never reached its second batch")
+            group.procs[-1].send_signal(signal.SIGKILL)
+            group.procs[-1].wait(timeout=30)
+            embedded_before_kill = embedder.calls
+
+            index, files = SQLiteVectorIndex(data / "fleetchat.db"), SQLiteFileStore(data / "fleetchat.db")
+            try:
+                assert index.count(tenant.id, store.id, file.id) == 0  # none of it: not half
+                assert files.get_attachment(tenant.id, store.id, file.id).status == "in_progress"
+
+                embedder.delay_s = 0.0
+                url = start_gateway(group, data, {"mini": [chat]}, free_port(), extra_env=env)
+                client = openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+                _wait(
+                    lambda: (
+                        client.vector_stores.files.retrieve(file.id, vector_store_id=store.id).status != "in_progress"
+                    ),
+                    120,
+                    "the restarted gateway did not finish the ingestion",
+                )
+                attached = client.vector_stores.files.retrieve(file.id, vector_store_id=store.id)
+                assert attached.status == "completed" and attached.last_error is None
+                chunks = list(index.chunks(tenant.id, store.id))
+                stored = files.get_attachment(tenant.id, store.id, file.id)
+                assert len(chunks) == stored.chunks > 64 * 2
+                assert [c.seq for c in chunks] == list(range(len(chunks)))  # every chunk exactly once
+                assert embedder.calls > embedded_before_kill  # resumed, not left behind
+                hit = client.vector_stores.search(store.id, query="topic17 detail3").data[0]
+                assert "topic17 detail3" in hit.content[0].text
+            finally:
+                index.close()
+                files.close()
+        finally:
+            group.stop()
