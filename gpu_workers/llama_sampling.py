@@ -70,7 +70,8 @@ class RequestSampler:
         allowed = self._allowed(logits.shape[0])
         logits[~allowed] = -np.inf
         token = _draw(logits, self._temperature, self._top_p, self._rng)
-        if self.failure is None and not self._matcher.consume_token(token):
+        # End-of-sequence ends the request; the matcher never consumes it (as in structured_decoding.py).
+        if self.failure is None and token not in self._eos_ids and not self._matcher.consume_tokens([token]):
             self.failure = f"grammar rejected a sampled token: {self._matcher.get_error()}"
         return token
 

@@ -149,6 +149,8 @@ class Scheduler:
 
     def _admit(self) -> None:
         while self._waiting and len(self._running) < self._max_running:
+            if not self._fits(self._waiting[0]):
+                return  # it waits for running requests to finish (instead of being preempted over and over)
             seq = self._take_id()
             if seq is None:
                 return
@@ -179,6 +181,14 @@ class Scheduler:
                     eos_ids=self._eos_ids,
                 )
             self._running[job.request_id] = job
+
+    def _fits(self, job: Job) -> bool:
+        """Whether the cells its uncached tokens need are free (after evicting cache entries); always, when alone."""
+        cached = self._blocks.match(job.tokens)[1] if self._prefix_caching else 0
+        need = len(job.tokens) - cached
+        while self._blocks.free_tokens() < need and self._cached:
+            self._evict_one()
+        return self._blocks.free_tokens() >= need or not self._running
 
     def _take_id(self) -> int | None:
         if not self._free_ids and self._cached:

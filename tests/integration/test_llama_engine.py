@@ -114,13 +114,24 @@ async def test_a_json_schema_constrains_the_answer(engine: LlamaEngine) -> None:
 async def test_requests_beyond_the_kv_cache_are_preempted_and_still_complete() -> None:
     small = LlamaEngine(gguf(), model_name="mini", kv_cache_tokens=1024, max_running=4, show_progress=False)
     try:
-        prompts = [small.tokenize_chat(chat(f"Describe station number {i} at length.")) for i in range(4)]
-        assert sum(len(p) for p in prompts) > 1024 - 4 * 48  # they cannot all stay in the cache at once
+        rules = " ".join(f"Rule {i}: answer politely and only about trains." for i in range(25))
+        prompts = [
+            small.tokenize_chat(
+                [
+                    {"role": "system", "content": f"Station {i}. {rules}"},
+                    {"role": "user", "content": "Describe your station at length."},
+                ]
+            )
+            for i in range(4)
+        ]
+        # Three prompts fit at once, their answers do not: the youngest is preempted and recomputed later.
+        assert 3 * max(len(p) for p in prompts) < 1024 < 3 * (min(len(p) for p in prompts) + 64)
         results = await asyncio.gather(
-            *(run(small, ids, SamplingParams(max_tokens=48, temperature=0.5, seed=i)) for i, ids in enumerate(prompts))
+            *(run(small, ids, SamplingParams(max_tokens=64, temperature=0.5, seed=i)) for i, ids in enumerate(prompts))
         )
         for tokens, last in results:
             assert last.finished and last.generated_total == len(tokens) + (last.finish_reason == "stop")
+        assert small.stats().running == 0
     finally:
         small.shutdown()
 
@@ -129,7 +140,9 @@ async def test_bad_prompt_ids_are_refused_before_the_batch(engine: LlamaEngine) 
     with pytest.raises(EngineError):
         await run(engine, [1, 2, 10**9], SamplingParams(max_tokens=2))
     tokens, _ = await run(
-        engine, engine.tokenize_chat([{"role": "user", "content": "Hi"}]), SamplingParams(max_tokens=2)
+        engine,
+        engine.tokenize_chat([{"role": "user", "content": "Describe your station at length."}]),
+        SamplingParams(max_tokens=2),
     )
     assert tokens is not None  # the engine still serves
 
