@@ -31,9 +31,9 @@ class GrammarCompiler:
         """Call off the event loop. Raises `GrammarError` for a schema llguidance cannot compile."""
         with self._lock:
             if self._ll_tokenizer is None:
-                import llguidance.hf
+                from llguidance.hf import from_tokenizer
 
-                self._ll_tokenizer = llguidance.hf.from_tokenizer(self._hf_tokenizer, eos_token=self._eos_ids)
+                self._ll_tokenizer = from_tokenizer(self._hf_tokenizer, eos_token=self._eos_ids)
         matcher = llguidance.LLMatcher(self._ll_tokenizer, compile_grammar(schema, lenient=True), log_level=0)
         if matcher.is_error():
             raise GrammarError(matcher.get_error())
