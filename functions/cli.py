@@ -37,15 +37,20 @@ def worker(
     pool: Annotated[str, typer.Option(help="Model pool to serve (mini or flagship); also the served model name.")],
     port: Annotated[int, typer.Option(help="Port on the host.")] = 8100,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    kv_cache_tokens: Annotated[int, typer.Option(help="Paged KV-cache capacity in tokens.")] = 32_768,
+    kv_cache_tokens: Annotated[
+        int | None, typer.Option(help="KV-cache capacity in tokens (default: the engine's, docs/engine.md).")
+    ] = None,
     max_model_len: Annotated[int | None, typer.Option(help="Cap on prompt + completion tokens.")] = None,
     no_prefix_caching: Annotated[bool, typer.Option("--no-prefix-caching", help="Disable block sharing.")] = False,
     from_hub: Annotated[
         bool, typer.Option("--from-hub", help="Load the pool's hub model, not the packaged GGUF.")
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="Only warnings in the log.")] = False,
+    engine: Annotated[
+        str | None, typer.Option(help="llama_cpp or transformers (default: the pool table's local engine).")
+    ] = None,
 ) -> None:
-    """Serve one model pool with the embedded transformers engine (OpenAI protocol, /health, /metrics)."""
+    """Serve one model pool with the embedded engine (OpenAI protocol, /health, /metrics)."""
     from gpu_workers.parent_death import die_with_supervisor
 
     die_with_supervisor()  # first, before the slow imports: under `fleetchat up`, never outlive it
@@ -57,6 +62,7 @@ def worker(
         max_model_len=max_model_len,
         prefix_caching=not no_prefix_caching,
         from_hub=from_hub,
+        engine=engine,
     )
     run_worker(pool, host, port, options, log_level="warning" if quiet else "info")
 

@@ -209,6 +209,7 @@ def vllm_serve_command(pool: ModelPool) -> list[str]:
         "--generation-config",
         "vllm",
         *tool_call_flags(deployed.tool_call_parser),
+        *deployed.vllm.flags(),  # speculative decoding, quantisation, batch tokens: the pool table's (docs/engine.md)
     ]
 
 

@@ -1,22 +1,32 @@
-"""Model registry: turn a pool name into a running engine (the local, embedded one)."""
+"""Model registry: turn a pool name into a running engine (the local, embedded one the pool table names)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
-from gpu_workers.model_loader import ModelSource, load_model_and_tokenizer, packaged_gguf_source
-from gpu_workers.transformers_engine import TransformersEngine
+from gpu_workers.engine import Engine
+from gpu_workers.model_loader import ModelSource, packaged_gguf_source
 from shared.pools import get_pool
+
+EngineKind = Literal["llama_cpp", "transformers"]
+# KV capacity when none is given: llama.cpp allocates its whole cell pool up front (23 KB a token for SmolLM2-135M
+# in f16), so it gets half of what the transformers engine's paged blocks get (those are fp32 and grown lazily).
+DEFAULT_KV_CACHE_TOKENS: dict[str, int] = {"llama_cpp": 16_384, "transformers": 32_768}
 
 
 class EngineOptions(BaseModel):
     max_model_len: int | None = Field(default=None, ge=256)
-    kv_cache_tokens: int = Field(default=32_768, ge=1024)
+    kv_cache_tokens: int | None = Field(default=None, ge=1024)  # None: the engine's default above
     page_size: int = Field(default=16, ge=8)
     max_batch_tokens: int = Field(default=512, ge=64)
     prefix_caching: bool = True
     # Load from the hub (the pool's deployed model) instead of the packaged GGUF; needs network access.
     from_hub: bool = False
+    # Overrides the pool table's `local.engine` (the bench runs both side by side).
+    engine: EngineKind | None = None
 
 
 def model_source_for(pool_name: str, *, from_hub: bool = False) -> ModelSource:
@@ -28,15 +38,43 @@ def model_source_for(pool_name: str, *, from_hub: bool = False) -> ModelSource:
     return packaged_gguf_source(pool.local)
 
 
-def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool = True) -> TransformersEngine:
+def engine_kind_for(pool_name: str, options: EngineOptions) -> EngineKind:
+    """The engine that serves a pool: the options' override, else the pool table's; hub models need transformers."""
+    pool = get_pool(pool_name)
+    if pool is None:
+        raise KeyError(f"unknown pool {pool_name!r}")
+    if options.from_hub:
+        return "transformers"
+    return options.engine or pool.local.engine
+
+
+def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool = True) -> Engine:
+    kind = engine_kind_for(pool_name, options)
     source = model_source_for(pool_name, from_hub=options.from_hub)
+    kv_cache_tokens = options.kv_cache_tokens or DEFAULT_KV_CACHE_TOKENS[kind]
+    if kind == "llama_cpp":
+        from gpu_workers.llama_engine import LlamaEngine
+
+        return LlamaEngine(
+            Path(source.path_or_repo) / str(source.gguf_file),
+            model_name=pool_name,
+            max_model_len=options.max_model_len,
+            kv_cache_tokens=kv_cache_tokens,
+            page_size=options.page_size,
+            max_batch_tokens=options.max_batch_tokens,
+            prefix_caching=options.prefix_caching,
+            show_progress=show_progress,
+        )
+    from gpu_workers.model_loader import load_model_and_tokenizer
+    from gpu_workers.transformers_engine import TransformersEngine
+
     model, tokenizer = load_model_and_tokenizer(source, show_progress=show_progress)
     return TransformersEngine(
         model,
         tokenizer,
         model_name=pool_name,
         max_model_len=options.max_model_len,
-        kv_cache_tokens=options.kv_cache_tokens,
+        kv_cache_tokens=kv_cache_tokens,
         page_size=options.page_size,
         max_batch_tokens=options.max_batch_tokens,
         prefix_caching=options.prefix_caching,

@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from gpu_workers.chat_template import chat_prompt_ids
 from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
 from gpu_workers.structured_decoding import GrammarMasks
 
@@ -214,18 +215,6 @@ class TransformersEngine:
     def shutdown(self) -> None:
         with contextlib.suppress(Exception):
             self._manager.stop(block=True, timeout=10)
-
-
-def chat_prompt_ids(
-    tokenizer: Any, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool, continue_final: bool
-) -> list[int]:
-    """The chat template's token ids. Continuing, transformers cuts the rendered chat right after the final
-    message's text (its spacing kept): no end-of-turn marker, so the model goes on with that message."""
-    encoded = tokenizer.apply_chat_template(
-        list(messages), add_generation_prompt=add_generation_prompt, continue_final_message=continue_final
-    )
-    ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
-    return [int(i) for i in ids]
 
 
 def _skip_top_p_when_unused(processors: list[Any]) -> None:

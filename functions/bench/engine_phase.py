@@ -1,0 +1,164 @@
+"""Benchmark phase: the embedded engines side by side in one run, in-process (no HTTP): the llama.cpp peer's
+single-stream decode, ours (llama.cpp batched) and today's (transformers continuous batching): single-stream tokens/s,
+8-stream aggregate, warm-prefix vs cold TTFT on a ~1,000-token shared system prompt, a real worker's resident memory,
+and greedy parity with the transformers engine on a fixed prompt set. Targets are issue 25's, checked as ratios.
+
+Writes `engine.json` and `engine.md` into the output folder and returns one line for the report's notes.
+Run alone: `python -m functions.bench.engine_phase [--quick]`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from functions.bench import engine_measure as measure
+from functions.bench.engine_peer import peer_single_stream
+from functions.bench.engine_rss import worker_rss_mb
+from functions.bench.machine import machine_info
+from functions.bench.prompts import generation_messages
+from gpu_workers.engine import Engine
+from gpu_workers.model_loader import packaged_gguf_source
+from gpu_workers.registry import EngineOptions, build_engine
+from shared.pools import POOLS
+
+RESULT_FILE = "engine.json"
+REPORT_FILE = "engine.md"
+console = Console(stderr=True)
+
+
+async def _engine_numbers(engine: Engine, *, max_tokens: int, streams: int, parity_tokens: int) -> dict[str, Any]:
+    await measure.timed_stream(engine, engine.tokenize_chat([{"role": "user", "content": "Hi."}]), _warm())
+    numbers: dict[str, Any] = {"single_tok_s": await measure.single_stream_tok_s(engine, max_tokens)}
+    numbers[f"aggregate_{streams}_tok_s"] = await measure.aggregate_tok_s(engine, streams, max_tokens)
+    numbers["prefix"] = await measure.prefix_ttft(engine)
+    numbers["greedy"] = await measure.greedy_tokens(engine, parity_tokens)
+    return numbers
+
+
+def _warm() -> Any:
+    from gpu_workers.engine import SamplingParams
+
+    return SamplingParams(max_tokens=2, temperature=0.0)
+
+
+def _run_engine(pool: str, kind: str, **sizes: int) -> tuple[dict[str, Any], Any]:
+    engine = build_engine(pool, EngineOptions(engine=kind), show_progress=False)  # type: ignore[arg-type]
+    try:
+        return asyncio.run(_engine_numbers(engine, **sizes)), engine.decode
+    finally:
+        engine.shutdown()
+
+
+def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, streams: int = 8) -> str:
+    max_tokens = 48 if quick else 128
+    sizes = {"max_tokens": max_tokens, "streams": streams, "parity_tokens": 16 if quick else 32}
+    gguf_source = packaged_gguf_source(POOLS[pool].local)
+    gguf = Path(gguf_source.path_or_repo) / str(gguf_source.gguf_file)
+    result: dict[str, Any] = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "pool": pool}
+    result["machine"] = machine_info()
+    console.print("engine phase: llama.cpp batched engine")
+    ours, decode = _run_engine(pool, "llama_cpp", **sizes)
+    console.print("engine phase: transformers engine (today's)")
+    today, _ = _run_engine(pool, "transformers", **sizes)
+    console.print("engine phase: llama.cpp peer")
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    from gpu_workers.chat_template import chat_prompt_ids
+    from gpu_workers.gguf_tokenizer import load_tokenizer
+
+    prompt = chat_prompt_ids(
+        load_tokenizer(gguf), generation_messages(0), add_generation_prompt=True, continue_final=False
+    )
+    peer_tok_s, peer_name = peer_single_stream(gguf, prompt, max_tokens, threads)
+    result["peer"] = {"name": peer_name, "single_tok_s": peer_tok_s, "threads": threads}
+    console.print("engine phase: worker resident memory")
+    rss: dict[str, Any] = {}
+    for kind in ("llama_cpp", "transformers"):
+        try:
+            rss[kind] = worker_rss_mb(pool, kind, streams=streams)
+        except Exception as exc:  # a worker that cannot start is a finding, not a reason to lose the rest
+            rss[kind] = {"error": f"{type(exc).__name__}: {exc}"}
+    result["rss"] = rss
+    result["parity"] = measure.parity(today.pop("greedy"), ours.pop("greedy"), decode)
+    result["llama_cpp"], result["transformers"] = ours, today
+    result["checks"] = checks(result, streams)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
+    (out_dir / REPORT_FILE).write_text(render(result))
+    passed = sum(c["passed"] is True for c in result["checks"])
+    return f"engine phase: {passed}/{len(result['checks'])} issue-25 targets met ({out_dir / REPORT_FILE})"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def checks(result: dict[str, Any], streams: int) -> list[dict[str, Any]]:
+    """Issue 25's targets: (name, value, target text, lowest allowed, highest allowed)."""
+    ours, today, peer = result["llama_cpp"], result["transformers"], result["peer"]
+    agg = f"aggregate_{streams}_tok_s"
+    prefix = ours["prefix"]
+    rows = [
+        ("single-stream vs llama.cpp peer", _ratio(ours["single_tok_s"], peer["single_tok_s"]), ">= 1.0x", 1.0, None),
+        ("single-stream tokens/s", ours["single_tok_s"], ">= 30", 30.0, None),
+        (f"{streams}-stream aggregate vs single", _ratio(ours[agg], ours["single_tok_s"]), ">= 4x", 4.0, None),
+        (f"{streams}-stream aggregate vs today's", _ratio(ours[agg], today[agg]), ">= 2x", 2.0, None),
+        ("warm-prefix TTFT / cold", _ratio(prefix["warm_ttft_s"], prefix["cold_ttft_s"]), "<= 0.10", None, 0.10),
+        ("worker peak RSS (MiB)", result["rss"].get("llama_cpp", {}).get("peak_mb"), "<= 1024", None, 1024.0),
+    ]
+    out = []
+    for name, value, target, low, high in rows:
+        passed = None if value is None else (low is None or value >= low) and (high is None or value <= high)
+        out.append({"name": name, "value": value, "target": target, "passed": passed})
+    return out
+
+
+def render(result: dict[str, Any]) -> str:
+    def f(v: Any, d: int = 2) -> str:
+        return "n/a" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
+
+    lines = [f"# Engine bench ({result['measured_at']}, pool {result['pool']})", ""]
+    lines += ["| check | value | target | met |", "|---|---|---|---|"]
+    for c in result["checks"]:
+        lines.append(f"| {c['name']} | {f(c['value'])} | {c['target']} | {f(c['passed'])} |")
+    lines += ["", "| | llama.cpp engine | transformers engine |", "|---|---|---|"]
+    for key in result["llama_cpp"]:
+        if key == "prefix":
+            for sub in ("prompt_tokens", "cold_ttft_s", "warm_ttft_s", "cached_tokens"):
+                lines.append(
+                    f"| {sub} | {f(result['llama_cpp']['prefix'][sub], 3)} | "
+                    f"{f(result['transformers']['prefix'][sub], 3)} |"
+                )
+        else:
+            lines.append(f"| {key} | {f(result['llama_cpp'][key])} | {f(result['transformers'][key])} |")
+    for kind, rss in result["rss"].items():
+        lines.append(
+            f"| worker RSS now / peak MiB ({kind}) | {f(rss.get('rss_mb'), 0)} / {f(rss.get('peak_mb'), 0)} | |"
+        )
+    peer = result["peer"]
+    lines += ["", f"Peer: {peer['name']}, {peer['threads']} threads: {f(peer['single_tok_s'])} tokens/s single-stream."]
+    parity = result["parity"]
+    lines += [
+        "",
+        f"Greedy parity vs the transformers engine: {parity['identical_prompts']}/{parity['prompts']} prompts "
+        f"identical, {parity['matching_token_share']:.0%} of tokens before the first difference.",
+        "",
+    ]
+    for row in parity["rows"]:
+        if not row["identical"]:
+            lines.append(
+                f"- {row['prompt']!r}: differs at token {row['first_difference']}: "
+                f"{row['reference']!r} vs {row['candidate']!r}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(engine_phase(Path("bench-results"), quick="--quick" in sys.argv))

@@ -1,0 +1,126 @@
+"""The embedded engine on llama.cpp's batched API behind `Engine`: many sequences in one context (per-sequence KV in
+a shared cell pool), continuous batching with chunked prefill in one `llama_decode` per step, block-hash prefix reuse
+by copying cached sequence state, per-request sampling (seeded), llguidance grammar masks, abort on disconnect.
+
+Tokenization and the chat template are the Hugging Face tokenizer's (gpu_workers/gguf_tokenizer.py), exactly what
+the transformers engine uses, so prompts, tool-call rendering and `continue_final_message` are the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from gpu_workers.chat_template import chat_prompt_ids
+from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
+from gpu_workers.gguf_tokenizer import load_tokenizer
+from gpu_workers.llama_runtime import LlamaRuntime
+from gpu_workers.llama_sampling import GrammarCompiler
+from gpu_workers.llama_scheduler import Job, Scheduler
+
+
+class LlamaEngine:
+    def __init__(
+        self,
+        gguf: Path,
+        *,
+        model_name: str,
+        max_model_len: int | None = None,
+        kv_cache_tokens: int = 16_384,
+        page_size: int = 16,
+        max_batch_tokens: int = 512,
+        max_running: int = 16,
+        max_cached: int = 32,
+        prefix_caching: bool = True,
+        threads: int | None = None,
+        show_progress: bool = True,
+    ) -> None:
+        self.model_name = model_name
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), disable=not show_progress
+        ) as p:
+            task = p.add_task(f"loading tokenizer for {gguf.name}", total=3)
+            self._tokenizer = load_tokenizer(gguf)
+            p.update(task, advance=1, description="loading weights and allocating the KV cache (llama.cpp)")
+            self._runtime = LlamaRuntime(
+                gguf,
+                kv_cache_tokens=kv_cache_tokens,
+                max_batch_tokens=max_batch_tokens,
+                max_sequences=max_running + max_cached,
+                threads=threads,
+            )
+            context = min(self._runtime.n_ctx_train, self._runtime.kv_cache_tokens)
+            self.max_model_len = min(context, max_model_len) if max_model_len else context
+            eos = {self._tokenizer.eos_token_id, self._runtime.eos_id}
+            self._eos_ids = {int(e) for e in eos if e is not None}
+            self._grammar = GrammarCompiler(self._tokenizer, self._eos_ids)
+            p.update(task, advance=1, description="starting the batching thread")
+            self._scheduler = Scheduler(
+                self._runtime,
+                max_running=max_running,
+                max_cached=max_cached,
+                eos_ids=self._eos_ids,
+                max_model_len=self.max_model_len,
+                page_size=page_size,
+                prefix_caching=prefix_caching,
+            )
+            p.update(task, advance=1, description="engine ready")
+
+    # -- tokenization -----------------------------------------------------------------------------------------------
+
+    def tokenize_chat(
+        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
+    ) -> list[int]:
+        return chat_prompt_ids(
+            self._tokenizer, messages, add_generation_prompt=add_generation_prompt, continue_final=continue_final
+        )
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self._tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    # -- generation -------------------------------------------------------------------------------------------------
+
+    async def generate(
+        self, request_id: str, prompt_ids: list[int], params: SamplingParams
+    ) -> AsyncIterator[EngineOutput]:
+        if not prompt_ids or not all(isinstance(t, int) and 0 <= t < self._runtime.n_vocab for t in prompt_ids):
+            raise EngineError("prompt must be a non-empty list of token ids from the model's vocabulary")
+        if not self._scheduler.is_running():
+            raise EngineError("engine is not running")
+        matcher: Any = None
+        if params.json_schema is not None:
+            try:  # compiled off the event loop
+                matcher = await asyncio.to_thread(self._grammar.matcher_for, params.json_schema)
+            except ValueError as exc:  # GrammarError: the worker checks schemas before this, so rarely reached
+                raise EngineError(f"cannot constrain to this JSON schema: {exc}") from exc
+        loop = asyncio.get_running_loop()
+        outputs: asyncio.Queue[EngineOutput | BaseException] = asyncio.Queue()
+
+        def emit(item: EngineOutput | BaseException) -> None:  # engine thread
+            loop.call_soon_threadsafe(outputs.put_nowait, item)
+
+        self._scheduler.submit(Job(request_id, list(prompt_ids), params, emit, matcher=matcher))
+        finished = False
+        try:
+            while not finished:
+                item = await outputs.get()
+                if isinstance(item, BaseException):
+                    finished = True
+                    raise item
+                finished = item.finished
+                yield item
+        finally:
+            if not finished:  # client gone or stop string matched: free the sequence now
+                self._scheduler.cancel(request_id)
+
+    # -- observability ----------------------------------------------------------------------------------------------
+
+    def stats(self) -> EngineStats:
+        return self._scheduler.stats()
+
+    def shutdown(self) -> None:
+        self._scheduler.stop()
