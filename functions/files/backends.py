@@ -24,7 +24,6 @@ class FileBackends:
 def open_file_backends(settings: Settings) -> FileBackends:
     if settings.conversation_store == "aws":
         from shared.storage.aws_files import AwsFileStore, aws_clients
-
         from shared.storage.file_blobs import S3BlobStore
         from shared.storage.vector_index_s3 import S3VectorIndex
 
