@@ -16,3 +16,20 @@ def chat_prompt_ids(
     )
     ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
     return [int(i) for i in ids]
+
+
+class ChatTokenizing:
+    """`tokenize_chat` and `decode` of the Engine protocol, for an engine that holds its model's tokenizer as
+    `_tokenizer` (the same template and the same text for every embedded engine)."""
+
+    _tokenizer: Any
+
+    def tokenize_chat(
+        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
+    ) -> list[int]:
+        return chat_prompt_ids(
+            self._tokenizer, messages, add_generation_prompt=add_generation_prompt, continue_final=continue_final
+        )
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self._tokenizer.decode(list(token_ids), skip_special_tokens=True)

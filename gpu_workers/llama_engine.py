@@ -9,13 +9,13 @@ the transformers engine uses, so prompts, tool-call rendering and `continue_fina
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from gpu_workers.chat_template import chat_prompt_ids
+from gpu_workers.chat_template import ChatTokenizing
 from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
 from gpu_workers.gguf_tokenizer import load_tokenizer
 from gpu_workers.llama_runtime import LlamaRuntime
@@ -23,7 +23,7 @@ from gpu_workers.llama_sampling import GrammarCompiler
 from gpu_workers.llama_scheduler import Job, Scheduler
 
 
-class LlamaEngine:
+class LlamaEngine(ChatTokenizing):
     def __init__(
         self,
         gguf: Path,
@@ -69,18 +69,6 @@ class LlamaEngine:
                 prefix_caching=prefix_caching,
             )
             p.update(task, advance=1, description="engine ready")
-
-    # -- tokenization -----------------------------------------------------------------------------------------------
-
-    def tokenize_chat(
-        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
-    ) -> list[int]:
-        return chat_prompt_ids(
-            self._tokenizer, messages, add_generation_prompt=add_generation_prompt, continue_final=continue_final
-        )
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self._tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     # -- generation -------------------------------------------------------------------------------------------------
 

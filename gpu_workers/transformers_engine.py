@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from gpu_workers.chat_template import chat_prompt_ids
+from gpu_workers.chat_template import ChatTokenizing
 from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
 from gpu_workers.structured_decoding import GrammarMasks
 
@@ -19,7 +19,7 @@ from gpu_workers.structured_decoding import GrammarMasks
 GREEDY_TEMPERATURE = 1e-6
 
 
-class TransformersEngine:
+class TransformersEngine(ChatTokenizing):
     """Owns a `ContinuousBatchingManager` running in its background thread.
 
     Outputs come back on the engine thread; `register_result_handler` hops them onto our event loop.
@@ -114,18 +114,6 @@ class TransformersEngine:
             return matched
 
         self._cache.search_prefix_match = search_prefix_match
-
-    # -- tokenization -------------------------------------------------------------------------------------------
-
-    def tokenize_chat(
-        self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
-    ) -> list[int]:
-        return chat_prompt_ids(
-            self._tokenizer, messages, add_generation_prompt=add_generation_prompt, continue_final=continue_final
-        )
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self._tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
     # -- generation ---------------------------------------------------------------------------------------------
 

