@@ -58,6 +58,7 @@ from shared.storage.conversations import (
     check_conversation_id,
     check_keep,
 )
+from shared.storage.s3_encryption import s3_encryption
 from shared.storage.timestamps import utc_now
 
 __all__ = ["AwsConversationStore", "AwsStoreConfig", "ensure_resources"]
@@ -74,11 +75,7 @@ class AwsConversationStore:
         self.config = config
         self._ddb, self._s3 = clients(config)
         self._call = Retrier(config.max_attempts, config.retry_budget_s)
-        self._sse: dict[str, str] = (
-            {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": config.kms_key_id}
-            if config.kms_key_id
-            else {"ServerSideEncryption": "AES256"}
-        )
+        self._sse = s3_encryption(config.kms_key_id)
 
     # -- writes ---------------------------------------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from shared.storage.s3_encryption import s3_encryption
+
 _CHUNK = 1 << 20
 
 
@@ -63,11 +65,7 @@ class S3BlobStore:
     def __init__(self, s3: Any, bucket: str, *, kms_key_id: str | None = None) -> None:
         self._s3 = s3
         self._bucket = bucket
-        self._sse: dict[str, str] = (
-            {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key_id}
-            if kms_key_id
-            else {"ServerSideEncryption": "AES256"}
-        )
+        self._sse = s3_encryption(kms_key_id)
 
     @staticmethod
     def key(tenant_id: str, file_id: str) -> str:

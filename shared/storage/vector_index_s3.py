@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.storage.s3_encryption import s3_encryption
 from shared.storage.vector_index import ChunkHit, IndexedChunk, normalised, top_k
 
 PREFIX = "vectors/"
@@ -62,11 +63,7 @@ class S3VectorIndex:
     def __init__(self, s3: Any, bucket: str, *, kms_key_id: str | None = None) -> None:
         self._s3 = s3
         self._bucket = bucket
-        self._sse: dict[str, str] = (
-            {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": kms_key_id}
-            if kms_key_id
-            else {"ServerSideEncryption": "AES256"}
-        )
+        self._sse = s3_encryption(kms_key_id)
         self._cache: dict[str, _FileEntry] = {}
         self._lock = threading.Lock()
 
