@@ -3,13 +3,14 @@ classifier, before routing — a blocked request never reaches a worker."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from functions.safety.classifier import ClassifierVerdict, SafetyClassifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.deobfuscate import deobfuscate
 from functions.safety.findings import SafetyFinding
+from functions.safety.pii import pii_detector
 from functions.safety.rules import RULES_VERSION, first_deny, neutralise_idioms
 from shared.schemas import ChatMessage
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer
@@ -22,9 +23,18 @@ class Assessment:
 
 
 class PreFilter:
-    def __init__(self, classifier: SafetyClassifier, *, escalate_at: float | None = None) -> None:
+    def __init__(
+        self,
+        classifier: SafetyClassifier,
+        *,
+        escalate_at: float | None = None,
+        redact_pii: Callable[[str], str] | None = None,
+    ) -> None:
         self.classifier = classifier
         self.escalate_at = escalate_at  # None: the trained threshold (0.0 sends everything to the second stage)
+        # The classifier reads the conversation with PII replaced by placeholders ("[CARD]"): it judges the ask, and
+        # a support message holding a card number and a phone number read as carding ("illicit", 0.80) when raw.
+        self.redact_pii = redact_pii or pii_detector().redact
 
     @property
     def policy_version(self) -> str:
@@ -51,7 +61,7 @@ class PreFilter:
                     excerpt=turn,
                 )
                 return Assessment(finding, None)
-        verdict = self.classifier.judge(neutral, escalate_at=self.escalate_at)
+        verdict = self.classifier.judge(neutral.map(self.redact_pii), escalate_at=self.escalate_at)
         if not verdict.flagged:
             return Assessment(None, verdict)
         finding = SafetyFinding(
