@@ -29,6 +29,7 @@ from functions.pool_overflow import PoolControl
 from functions.request_accounting import Accounting
 from functions.result_cache import ResultCacheMetrics, result_cache_for
 from functions.resumable_streams import ResumableStreams, ResumeMetrics, limits_from
+from functions.retrieval.service import retrieval_for
 from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
 from functions.routers import canary_admin as canary_admin  # issue 21: canary status and reset
 from functions.routers import conversations as conversation_routes
@@ -165,6 +166,7 @@ def create_app(
                 await owned.enter_async_context(watching(settings.config_file))
             # Files and vector stores (docs/files.md): ingestion left in progress by a previous process resumes.
             await install_files(app.state, settings, app.state.store, app.state.embeddings, owned)
+            app.state.retrieval = retrieval_for(app.state)  # chat's retrieval over the stores just installed
             yield
 
     app = FastAPI(title="fleetchat", version="0.1.0", lifespan=lifespan)

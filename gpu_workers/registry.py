@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -51,32 +51,21 @@ def engine_kind_for(pool_name: str, options: EngineOptions) -> EngineKind:
 def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool = True) -> Engine:
     kind = engine_kind_for(pool_name, options)
     source = model_source_for(pool_name, from_hub=options.from_hub)
-    kv_cache_tokens = options.kv_cache_tokens or DEFAULT_KV_CACHE_TOKENS[kind]
+    common: dict[str, Any] = {  # what both engines take alike
+        "model_name": pool_name,
+        "max_model_len": options.max_model_len,
+        "kv_cache_tokens": options.kv_cache_tokens or DEFAULT_KV_CACHE_TOKENS[kind],
+        "page_size": options.page_size,
+        "max_batch_tokens": options.max_batch_tokens,
+        "prefix_caching": options.prefix_caching,
+        "show_progress": show_progress,
+    }
     if kind == "llama_cpp":
         from gpu_workers.llama_engine import LlamaEngine
 
-        return LlamaEngine(
-            Path(source.path_or_repo) / str(source.gguf_file),
-            model_name=pool_name,
-            max_model_len=options.max_model_len,
-            kv_cache_tokens=kv_cache_tokens,
-            page_size=options.page_size,
-            max_batch_tokens=options.max_batch_tokens,
-            prefix_caching=options.prefix_caching,
-            show_progress=show_progress,
-        )
+        return LlamaEngine(Path(source.path_or_repo) / str(source.gguf_file), **common)
     from gpu_workers.model_loader import load_model_and_tokenizer
     from gpu_workers.transformers_engine import TransformersEngine
 
     model, tokenizer = load_model_and_tokenizer(source, show_progress=show_progress)
-    return TransformersEngine(
-        model,
-        tokenizer,
-        model_name=pool_name,
-        max_model_len=options.max_model_len,
-        kv_cache_tokens=kv_cache_tokens,
-        page_size=options.page_size,
-        max_batch_tokens=options.max_batch_tokens,
-        prefix_caching=options.prefix_caching,
-        show_progress=show_progress,
-    )
+    return TransformersEngine(model, tokenizer, **common)

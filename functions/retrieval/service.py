@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from functions.auth import Caller
@@ -179,13 +178,8 @@ class Retrieval:
         return Retrieved(report("used", withheld=withheld, citations=cited, context_tokens=used), message, cited)
 
 
-def retrieval_for(app: FastAPI) -> Retrieval:
-    """The app's retrieval, made on first use from the files service's search (`app.state.vector_search`) and the
-    pools' context lengths (admission's)."""
-    retrieval = getattr(app.state, "retrieval", None)
-    if retrieval is None:
-        metrics = RetrievalMetrics(app.state.metrics.registry)
-        contexts = app.state.accounting.admission.context_tokens
-        retrieval = Retrieval(getattr(app.state, "vector_search", None), contexts, RetrievalSettings(), metrics)
-        app.state.retrieval = retrieval
-    return retrieval
+def retrieval_for(state: Any) -> Retrieval:
+    """The app's retrieval, from the files service's search (`state.vector_search`) and the pools' context lengths
+    (admission's); made once at start-up, after both are installed."""
+    metrics = RetrievalMetrics(state.metrics.registry)
+    return Retrieval(state.vector_search, state.accounting.admission.context_tokens, RetrievalSettings(), metrics)

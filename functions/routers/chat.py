@@ -23,7 +23,7 @@ from functions.request_accounting import Accounting, RequestAccount, TokenUsage
 from functions.result_cache import CACHE_HEADER, ResultCache, storing
 from functions.result_cache_replay import serve_hit
 from functions.resumable_streams import RESUMABLE_HEADER
-from functions.retrieval.service import retrieval_for
+from functions.retrieval.service import Retrieval
 from functions.safety.pipeline import SafetyPipeline
 from functions.server_tools.loop import ToolLoop
 from functions.server_tools.replay import ReplayedStream
@@ -75,7 +75,7 @@ async def chat_completions(
     server_tools = request.app.state.server_tools.requested(body)  # a 400 before anything is charged
     structured: StructuredOutputs = request.app.state.structured_outputs
     contract = contract_for(body)  # a bad response_format is a 400 before anything is stored or reserved
-    retrieval = retrieval_for(request.app)
+    retrieval: Retrieval = request.app.state.retrieval
     asked = await retrieval.plan(caller, body)  # another tenant's vector store is a 404 before anything is charged
     turn = await turns.begin(caller.tenant, body, x_conversation_id)
     if turn is not None:
