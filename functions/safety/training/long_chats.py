@@ -6,6 +6,7 @@ composed from the training split, and its `clear_below` is chosen on those compo
 from __future__ import annotations
 
 import random
+from typing import NamedTuple
 
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation
 
@@ -17,9 +18,19 @@ MAX_CHARS = 3_600
 HARMFUL_EVERY = 3
 
 
+class ComposedChat(NamedTuple):
+    chat: LabelledConversation
+    placed: list[DataMessage] | None  # the harmful conversation placed among the benign ones, if any
+
+
 def compose_long_chats(items: list[LabelledConversation], count: int, seed: int) -> list[LabelledConversation]:
     """`count` long chats, each benign conversations of `items` one after another (a system prompt only first),
     every HARMFUL_EVERY-th with one harmful conversation of `items` among them (and its label)."""
+    return [composed.chat for composed in composed_long_chats(items, count, seed)]
+
+
+def composed_long_chats(items: list[LabelledConversation], count: int, seed: int) -> list[ComposedChat]:
+    """`compose_long_chats`, each chat with the harmful conversation placed in it (to find where it lies)."""
     rng = random.Random(seed)
     benign = [item for item in items if item.label == "benign"]
     harmful = [item for item in items if item.label != "benign"]
@@ -29,12 +40,12 @@ def compose_long_chats(items: list[LabelledConversation], count: int, seed: int)
         parts: list[list[DataMessage]] = []
         while sum(_judged_chars(part) for part in parts) < target:
             parts.append(rng.choice(benign).messages)
-        label = "benign"
+        label, placed = "benign", None
         if harmful and number % HARMFUL_EVERY == 0:
-            placed = rng.choice(harmful)
-            parts.insert(rng.randint(0, len(parts)), placed.messages)
-            label = placed.label
-        chats.append(LabelledConversation(messages=_join(parts), label=label))
+            chosen = rng.choice(harmful)
+            parts.insert(rng.randint(0, len(parts)), chosen.messages)
+            label, placed = chosen.label, chosen.messages
+        chats.append(ComposedChat(LabelledConversation(messages=_join(parts), label=label), placed))
     return chats
 
 

@@ -27,6 +27,7 @@ from functions.safety.token_table import TokenTable
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.training.distill import minilm_dir
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample
+from functions.safety.training.long_chats import composed_long_chats
 from functions.safety.training.thresholds import SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE, choose_threshold
 
 INTENT_METRICS_FILE = "intent_metrics.json"
@@ -50,6 +51,10 @@ HAND_WRITTEN_REPEATS = 2
 # A long benign training example also teaches this many of its first-stage windows as benign: at run time the second
 # stage reads the worst window of a long text (a news article's paragraph about a shooting), not only its end.
 BENIGN_WINDOWS_PER_EXAMPLE = 2
+# Long chats composed from the training split (`long_chats.py`): the windows holding the harmful request placed in
+# every HARMFUL_EVERY-th of them are learnt as harmful, and windows of the same chats that hold none of it as benign
+# (`buried_requests.py`).
+BURIED_CHATS = 1_500
 
 
 class IntentConfig(BaseModel):
@@ -226,11 +231,15 @@ def train_intent(
     labels = np.asarray([CLASSIFIER_LABELS.index(item.label) for item in splits[0]], np.int64)
     encoder = IntentEncoder.load(out_dir, config.max_tokens)
     windows = benign_windows(fast, conversations, labels, seed)
+    # Imported here: buried_requests reads what the gate judges through this module's neutral_messages.
+    from functions.safety.training.buried_requests import buried_windows
+
+    buried, buried_labels = buried_windows(fast, composed_long_chats(splits[0], BURIED_CHATS, seed + 1), seed)
     hand_written = [i for i, item in enumerate(splits[0]) if not isinstance(item, PublicExample)]
     repeated = hand_written * (HAND_WRITTEN_REPEATS - 1)
     with Progress(console=console, transient=True) as progress:
-        texts = [c.whole for c in conversations] + [conversations[i].whole for i in repeated] + windows
-        targets = np.concatenate([labels, labels[repeated], np.zeros(len(windows), np.int64)])
+        texts = [c.whole for c in conversations] + [conversations[i].whole for i in repeated] + windows + buried
+        targets = np.concatenate([labels, labels[repeated], np.zeros(len(windows), np.int64), buried_labels])
         harmful = (targets != 0).astype(np.float32)
         soup = [fine_tune(encoder, texts, harmful, targets, config, seed + k, progress) for k in range(config.soup)]
         net = average_weights(soup)
