@@ -240,7 +240,9 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
         )}
       </main>
       {usageOpen && <UsagePanel onClose={() => setUsageOpen(false)} />}
-      {filesOpen && <FilesPanel onClose={() => setFilesOpen(false)} onDeleted={attachments.fileDeleted} />}
+      {filesOpen && (
+        <FilesPanel onClose={() => setFilesOpen(false)} onDeleted={attachments.fileDeleted} attached={attachments.attachments} />
+      )}
       {passage && <PassageDialog citation={passage} onClose={() => setPassage(null)} />}
       {deleting && <ConfirmDelete conversation={deleting} onConfirm={confirmDelete} onCancel={() => setDeleting(null)} />}
     </div>

@@ -1,7 +1,7 @@
 /** The tenant's files (GET /v1/files): name, size, status, date; upload; delete with a confirmation in the row. The
  * API's own error messages are shown (413 too large, 400 not the declared type, 429 quota). */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ACCEPT, formatBytes } from "../attachments";
+import { ACCEPT, formatBytes, STATUS_LABEL, type Attachment } from "../attachments";
 import { filesApi } from "../filesApi";
 import type { FileObject } from "../types";
 import { CloseIcon, TrashIcon } from "./icons";
@@ -11,6 +11,8 @@ interface Props {
   onClose(): void;
   /** A file was deleted (its chips and cached passages go). */
   onDeleted(fileId: string): void;
+  /** The open chat's attached files: their indexing status is shown for the files among them. */
+  attached: Attachment[];
 }
 
 function day(seconds: number): string {
@@ -20,11 +22,18 @@ function day(seconds: number): string {
 
 const STATUS: Record<string, string> = { processed: "Uploaded", uploaded: "Uploaded", error: "Error" };
 
+/** The file's indexing status in the open chat when it is attached there, else the file's own status. */
+function statusOf(file: FileObject, attached: Attachment[]): string {
+  const chip = attached.find((a) => a.fileId === file.id);
+  if (chip) return `${STATUS_LABEL[chip.status].replace("…", "")} in this chat`;
+  return STATUS[file.status ?? "processed"] ?? file.status ?? "";
+}
+
 function message(err: unknown, fallback: string): string {
   return err instanceof Error && err.message ? err.message : fallback;
 }
 
-export function FilesPanel({ onClose, onDeleted }: Props) {
+export function FilesPanel({ onClose, onDeleted, attached }: Props) {
   const [files, setFiles] = useState<FileObject[] | null>(null);
   const [more, setMore] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -163,7 +172,7 @@ export function FilesPanel({ onClose, onDeleted }: Props) {
                     {file.filename}
                   </th>
                   <td data-testid="file-size">{formatBytes(file.bytes)}</td>
-                  <td data-testid="file-status">{STATUS[file.status ?? "processed"] ?? file.status}</td>
+                  <td data-testid="file-status">{statusOf(file, attached)}</td>
                   <td>{day(file.created_at)}</td>
                   <td>
                     <button
