@@ -28,7 +28,7 @@ export function AttachmentChips({ attachments, onRemove }: Props) {
               <span class="chip-name" title={a.filename}>
                 {a.filename}
               </span>
-              <span class="chip-status" data-testid="attachment-status">
+              <span class="chip-status" data-testid="attachment-status" aria-live="polite">
                 {STATUS_LABEL[a.status]}
                 {a.bytes > 0 && !bad ? ` · ${formatBytes(a.bytes)}` : ""}
               </span>
@@ -44,7 +44,11 @@ export function AttachmentChips({ attachments, onRemove }: Props) {
               data-testid="attachment-remove"
               aria-label={`Remove ${a.filename}`}
               title="Remove"
-              onClick={() => onRemove(a.key)}
+              onClick={() => {
+                onRemove(a.key);
+                // The button goes with its chip: the focus goes back to the message box, not to the page.
+                document.getElementById("composer-input")?.focus();
+              }}
             >
               <CloseIcon />
             </button>

@@ -77,6 +77,7 @@ export function FilesPanel({ onClose, onDeleted, attached }: Props) {
   };
 
   const remove = async (file: FileObject) => {
+    if (busy) return;
     setBusy(true);
     setError(null);
     try {
@@ -84,6 +85,8 @@ export function FilesPanel({ onClose, onDeleted, attached }: Props) {
       setFiles((current) => (current ?? []).filter((f) => f.id !== file.id));
       setConfirming(null);
       onDeleted(file.id);
+      // The row (and the focused button) is gone: keep the focus in the dialog.
+      document.querySelector<HTMLElement>('[data-testid="files-upload"]')?.focus();
     } catch (err) {
       setError(message(err, "Could not delete the file."));
     } finally {
@@ -100,7 +103,13 @@ export function FilesPanel({ onClose, onDeleted, attached }: Props) {
         </button>
       </div>
       <div class="files-toolbar">
-        <button type="button" class="btn btn-small" data-testid="files-upload" disabled={uploading} onClick={() => picker.current?.click()}>
+        <button
+          type="button"
+          class="btn btn-small"
+          data-testid="files-upload"
+          aria-disabled={uploading ? "true" : undefined}
+          onClick={() => !uploading && picker.current?.click()}
+        >
           {uploading ? "Uploading…" : "Upload files"}
         </button>
         <input
@@ -151,14 +160,20 @@ export function FilesPanel({ onClose, onDeleted, attached }: Props) {
                       <span>
                         Delete “<span class="confirm-title">{file.filename}</span>”? It is removed from every chat.
                       </span>
-                      <button type="button" class="btn btn-small" data-testid="file-delete-cancel" disabled={busy} onClick={() => setConfirming(null)}>
+                      <button
+                        type="button"
+                        class="btn btn-small"
+                        data-testid="file-delete-cancel"
+                        aria-disabled={busy ? "true" : undefined}
+                        onClick={() => !busy && setConfirming(null)}
+                      >
                         Cancel
                       </button>
                       <button
                         type="button"
                         class="btn btn-small btn-danger"
                         data-testid="file-delete-confirm"
-                        disabled={busy}
+                        aria-disabled={busy ? "true" : undefined}
                         onClick={() => void remove(file)}
                       >
                         {busy ? "Deleting…" : "Delete"}
