@@ -196,6 +196,14 @@ def test_a_file_that_is_not_its_declared_type_is_refused_and_nothing_is_attached
     page.wait_for_selector('[data-testid="attachment"][data-status="rejected"]')
     assert page.get_by_test_id("attachment-error").inner_text() == message
     screenshot(page, "34-file-refused")
+    # At a phone's width the chip, the paperclip and Send still fit the screen.
+    page.set_viewport_size({"width": 375, "height": 740})
+    page.wait_for_function("() => document.querySelector('.sidebar').getBoundingClientRect().right <= 0")  # slid out
+    for test_id in ("attachment", "attach", "send"):
+        box = page.get_by_test_id(test_id).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 375, (test_id, box)
+    screenshot(page, "35-file-refused-phone")
+    page.set_viewport_size({"width": 1280, "height": 860})
     assert _get(gateway, "/v1/files")["data"] == []
     assert _get(gateway, "/v1/vector_stores")["data"] == []  # no store was made for a file that was refused
 

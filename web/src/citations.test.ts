@@ -112,7 +112,7 @@ describe("notes and previews", () => {
     expect(retrievalNote(undefined)).toBeNull();
     expect(retrievalNote({ status: "skipped", reason: "latency_budget" })).toMatch(/not searched in time/);
     expect(retrievalNote({ status: "skipped", reason: "search_failed" })).toMatch(/could not be searched/);
-    expect(retrievalNote({ status: "empty" })).toMatch(/Nothing in your files/);
+    expect(retrievalNote({ status: "empty" })).toMatch(/No passage from your files/);
   });
 
   it("shortens a passage at a word", () => {

@@ -62,7 +62,7 @@ export function retrievalNote(report: Pick<RetrievalReport, "status" | "reason">
         ? "Your files were not searched in time: answered without them."
         : "Your files could not be searched: answered without them.";
     case "empty":
-      return "Nothing in your files matched this question.";
+      return "No passage from your files was used for this answer.";
     case "no_room":
       return "No room left for passages from your files in this conversation.";
     default:

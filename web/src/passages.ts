@@ -1,6 +1,7 @@
 /**
  * Cited files' indexed chunks, read once per (vector store, file) and kept for the page's life: a stored citation
- * has only offsets, so its passage (and the text around it) is read back from here. A failed read is not kept.
+ * has only offsets, so its passage (and the text around it) is read back from here. A failed or empty read is not
+ * kept.
  */
 import { passageWindow, type PassageView } from "./citations";
 import { filesApi } from "./filesApi";
@@ -14,7 +15,8 @@ export function fileChunks(storeId: string, fileId: string): Promise<FileContent
   if (!pending) {
     pending = filesApi.content(storeId, fileId);
     cache.set(key, pending);
-    pending.catch(() => cache.delete(key));
+    // Nothing indexed (yet) or a failed read: asked again next time.
+    pending.then((parts) => parts.length === 0 && cache.delete(key)).catch(() => cache.delete(key));
   }
   return pending;
 }

@@ -1,4 +1,5 @@
-/** Drag and drop of files onto an area: whether files are being dragged over it, and the dropped files. */
+/** Drag and drop of files onto an area: whether files are being dragged over it, and the dropped files. A file
+ * dragged over it while attaching is off is refused, never opened by the browser in place of the chat. */
 import { useCallback, useRef, useState } from "preact/hooks";
 
 function hasFiles(event: DragEvent): boolean {
@@ -11,18 +12,18 @@ export function useFileDrop(onFiles: (files: File[]) => void, enabled: boolean) 
   const depth = useRef(0);
   const onDragEnter = useCallback(
     (event: DragEvent) => {
-      if (!enabled || !hasFiles(event)) return;
+      if (!hasFiles(event)) return;
       event.preventDefault();
       depth.current += 1;
-      setDragging(true);
+      if (enabled) setDragging(true);
     },
     [enabled],
   );
   const onDragOver = useCallback(
     (event: DragEvent) => {
-      if (!enabled || !hasFiles(event)) return;
-      event.preventDefault(); // allows the drop
-      if (event.dataTransfer) event.dataTransfer.dropEffect = "copy";
+      if (!hasFiles(event)) return;
+      event.preventDefault(); // the drop comes here (the browser would otherwise open the file)
+      if (event.dataTransfer) event.dataTransfer.dropEffect = enabled ? "copy" : "none";
     },
     [enabled],
   );
@@ -34,10 +35,10 @@ export function useFileDrop(onFiles: (files: File[]) => void, enabled: boolean) 
     (event: DragEvent) => {
       depth.current = 0;
       setDragging(false);
-      if (!enabled || !hasFiles(event)) return;
-      event.preventDefault(); // never let the browser open the file instead
+      if (!hasFiles(event)) return;
+      event.preventDefault();
       const files = Array.from(event.dataTransfer?.files ?? []);
-      if (files.length > 0) onFiles(files);
+      if (enabled && files.length > 0) onFiles(files);
     },
     [enabled, onFiles],
   );
