@@ -70,6 +70,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
     onTurnSettled: () => void conversations.refresh(),
     onConversationSeen: (conversation) => conversations.upsert(conversation),
     onConversationGone: (id) => {
+      attachments.conversationGone(id);
       conversations.remove(id);
       if (conversationFromHash() === id) setConversationHash(null, true);
     },

@@ -114,6 +114,29 @@ describe("attaching files to a new chat", () => {
     expect(storeFor("conv_1")).toBe("vs_1");
   });
 
+  it("a new chat whose first turn was never saved keeps its files when it starts again", async () => {
+    show(null);
+    act(() => controller.add([file("a.md")]));
+    await flush();
+    act(() => controller.adopt("conv_lost"));
+    show("conv_lost");
+    act(() => controller.conversationGone("conv_lost"));
+    show(null);
+    expect(controller.attachments.map((a) => a.filename)).toEqual(["a.md"]);
+    expect(controller.vectorStoreIds()).toEqual(["vs_1"]);
+    expect(storeFor("conv_lost")).toBeNull();
+    act(() => controller.adopt("conv_new"));
+    show("conv_new");
+    expect(storeFor("conv_new")).toBe("vs_1");
+    // A conversation opened from the list that turns out to be gone is a switch: its files do not follow.
+    localStorage.setItem("fleetchat.chatStores", JSON.stringify({ conv_old: "vs_old" }));
+    api.storeFiles.mockResolvedValue({ object: "list", data: [], has_more: false });
+    show("conv_old");
+    act(() => controller.conversationGone("conv_old"));
+    show(null);
+    expect(controller.attachments).toEqual([]);
+  });
+
   it("a rejected upload shows the API's message and creates or attaches nothing", async () => {
     const message = "The content of `scan.pdf` is not PDF: by its content it is text.";
     api.upload.mockRejectedValue(new ApiError(message, { status: 400, code: "invalid_file" }));

@@ -32,6 +32,9 @@ export interface AttachmentsController {
   remove(key: string): void;
   /** A new chat got its id: its store (if any) is now that conversation's. */
   adopt(conversationId: string): void;
+  /** The open conversation is gone; one this view started (its first turn never saved) keeps its files for the
+   * new chat that starts again in its place. */
+  conversationGone(conversationId: string): void;
   /** The file was deleted (files panel). */
   fileDeleted(fileId: string): void;
   /** The conversation was deleted: its store goes too (its files stay). */
@@ -172,10 +175,21 @@ export function useAttachments(conversationId: string | null, hintStoreId: strin
     [dispatch],
   );
 
+  /** The id a new chat of this view got (its files came with it). */
+  const adopted = useRef<string | null>(null);
   const adopt = useCallback((id: string) => {
     if (convRef.current !== null) return;
     convRef.current = id;
+    adopted.current = id;
     if (storeRef.current) rememberStore(id, storeRef.current);
+  }, []);
+
+  const conversationGone = useCallback((id: string) => {
+    if (adopted.current !== id || convRef.current !== id) return;
+    // The chat starts again as a new one (no switch): its files stay, and go to the id it gets next.
+    convRef.current = null;
+    adopted.current = null;
+    forgetStore(id);
   }, []);
 
   const fileDeleted = useCallback(
@@ -231,5 +245,5 @@ export function useAttachments(conversationId: string | null, hintStoreId: strin
     };
   }, [pollKey, dispatch]);
 
-  return { attachments, add, remove, adopt, fileDeleted, conversationDeleted, vectorStoreIds };
+  return { attachments, add, remove, adopt, conversationGone, fileDeleted, conversationDeleted, vectorStoreIds };
 }
