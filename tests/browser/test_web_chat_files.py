@@ -7,7 +7,7 @@ completes; the next question names the store (the worker gets the passages); the
 opens the cited passage highlighted in its context, also after a reload (stored citations carry no text: the page
 reads the chunk back); the files panel lists the file with its size and deletes it after a confirmation. A file whose
 content is not its declared type shows the API's 400 message and nothing is attached; a file over the tenant's size
-limit shows the 413 message."""
+limit shows the 413 message; a PDF that cannot be read is attached and fails indexing with ingestion's message."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from shared.tiers import LimitOverrides
 from tests.browser.conftest import screenshot
 from tests.browser.test_web_chat import assistant, sign_in, wait_status
 from tests.integration.conftest import Gateway, GatewayFactory, gateway_for  # noqa: F401 (a fixture)
+from tests.support.documents import malformed_pdf
 from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
@@ -213,13 +214,26 @@ def test_a_file_that_is_not_its_declared_type_is_refused_and_nothing_is_attached
     wait_status(page, ("done",), timeout_ms=60_000)
     assert _context_message(worker.state.bodies[-1]) is None  # nothing attached: nothing searched
 
+    # A PDF that passes the type check but cannot be read: attached, then its indexing fails with ingestion's message.
+    page.get_by_test_id("attachment-remove").click()
+    page.get_by_test_id("attach-input").set_input_files(
+        files=[{"name": "broken.pdf", "mimeType": "application/pdf", "buffer": malformed_pdf()}]
+    )
+    failed = page.locator('[data-testid="attachment"][data-status="failed"]')
+    failed.wait_for(timeout=INGESTION_WAIT_MS)
+    store_id = _get(gateway, "/v1/vector_stores")["data"][0]["id"]
+    file_id = failed.get_attribute("data-file-id")
+    last_error = _get(gateway, f"/v1/vector_stores/{store_id}/files/{file_id}")["last_error"]
+    assert last_error["message"] and failed.get_by_test_id("attachment-error").inner_text() == last_error["message"]
+    screenshot(page, "36-file-failed")
+
     # A file over the tenant's size limit: the files panel shows the 413's message.
     page.get_by_test_id("files-open").click()
-    page.get_by_test_id("files-empty").wait_for()
+    page.get_by_test_id("file-row").wait_for()  # broken.pdf
     page.get_by_test_id("files-upload-input").set_input_files(
         files=[{"name": "big.txt", "mimeType": "text/plain", "buffer": b"x" * 3000}]
     )
     error = page.get_by_test_id("files-error")
     error.wait_for()
     assert error.inner_text() == "big.txt: The file is 3000 bytes; your tier accepts files of at most 2000 bytes."
-    assert _get(gateway, "/v1/files")["data"] == []
+    assert [f["filename"] for f in _get(gateway, "/v1/files")["data"]] == ["broken.pdf"]
