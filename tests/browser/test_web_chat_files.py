@@ -149,6 +149,10 @@ def test_attach_a_document_ask_about_it_and_open_the_cited_passage(page: Any, st
     page.keyboard.press("Escape")
     page.wait_for_selector('[data-testid="attachment"][data-status="completed"]')
     screenshot(page, "32-citation-after-reload")
+    page.get_by_test_id("theme-toggle").click()
+    assert _open_cited_passage(page) == expected
+    screenshot(page, "32-cited-passage-dark")
+    page.keyboard.press("Escape")
 
     # The files panel lists the file (size, status, date) and deletes it after a confirmation.
     page.get_by_test_id("files-open").click()
