@@ -1,5 +1,6 @@
 """`GET /v1/vector_stores/{id}/files/{file_id}/content` end to end: the real openai SDK (`vector_stores.files.content`)
--> the real gateway (uvicorn, SQLite) -> a stand-in embedding worker over loopback. Each part is one indexed chunk in
+-> the real gateway on both storages (embedded: SQLite; deployed: DynamoDB and S3 on moto's server over HTTP) -> a
+stand-in embedding worker over loopback. Each part is one indexed chunk in
 reading order, its text the file's text at its offsets (what the web chat shows for a stored citation); another
 tenant's store and a file not attached to the store are 404s."""
 
@@ -12,18 +13,37 @@ import openai
 import pytest
 
 from functions.evals.rag.items import load_documents
+from shared.storage.aws_conversations import AwsStoreConfig, ensure_resources
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.embedding_stand_in import EmbeddingStandIn
+from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
 
 MODEL = "text-embedding-minilm"
 
 
-@pytest.fixture
-def gateway(gateway_for: GatewayFactory) -> Iterator[Gateway]:
+@pytest.fixture(params=["embedded", "deployed"])
+def gateway(
+    request: pytest.FixtureRequest, gateway_for: GatewayFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Gateway]:
     with serve(stand_in_worker("ok")) as chat, serve(EmbeddingStandIn().app()) as embeddings:
-        yield gateway_for({"mini": [chat]}, embedding_worker_urls={MODEL: [embeddings]})
+        workers = {"worker_urls": {"mini": [chat]}, "embedding_worker_urls": {MODEL: [embeddings]}}
+        if request.param == "embedded":
+            yield gateway_for(**workers)
+            return
+        for name, value in DUMMY_CREDENTIALS.items():
+            monkeypatch.setenv(name, value)
+        with moto_server() as endpoint:
+            table, bucket = unique_names()
+            ensure_resources(AwsStoreConfig(table_name=table, bucket=bucket, endpoint_url=endpoint))
+            yield gateway_for(
+                **workers,
+                conversation_store="aws",
+                conversations_table=table,
+                conversations_bucket=bucket,
+                aws_endpoint_url=endpoint,
+            )
 
 
 def _client(gateway: Gateway, key: str | None = None) -> openai.OpenAI:
