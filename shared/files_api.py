@@ -172,3 +172,25 @@ class SearchPage(BaseModel):
     data: list[SearchResult]
     has_more: bool = False
     next_page: str | None = None
+
+
+class FileContentPart(BaseModel):
+    """One indexed chunk of a vector store file: its text and (extension fields) where it is in the file's extracted
+    text, the same `chunk_id` / offsets a search result and a citation name."""
+
+    type: Literal["text"] = "text"
+    text: str
+    chunk_id: str
+    start_offset: int
+    end_offset: int
+
+
+class FileContentPage(BaseModel):
+    """`GET /v1/vector_stores/{id}/files/{file_id}/content` (OpenAI's shape): the file's parsed content, chunk by chunk
+    in reading order; how the web chat shows a cited passage in its context after a reload (citations are stored
+    without their text)."""
+
+    object: Literal["vector_store.file_content.page"] = "vector_store.file_content.page"
+    data: list[FileContentPart]
+    has_more: bool = False
+    next_page: str | None = None

@@ -8,12 +8,14 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Query, Request
 
 from functions.auth import CurrentCaller
+from functions.files.file_content import file_content
 from functions.files.search import VectorStoreSearch
 from functions.files.vector_stores import VectorStoresService
 from functions.openapi_description import error_responses
 from shared.files_api import (
     FILE_ID_PATTERN,
     VECTOR_STORE_ID_PATTERN,
+    FileContentPage,
     SearchPage,
     SearchRequest,
     VectorStoreCreate,
@@ -102,3 +104,12 @@ async def search_vector_store(
 ) -> SearchPage:
     search: VectorStoreSearch = request.app.state.vector_search
     return await search.search_page(caller, vector_store_id, body)
+
+
+@router.get(
+    "/{vector_store_id}/files/{file_id}/content", response_model=FileContentPage, responses=error_responses(404)
+)
+async def retrieve_vector_store_file_content(
+    vector_store_id: StoreId, file_id: FileId, caller: CurrentCaller, request: Request
+) -> FileContentPage:
+    return await file_content(_service(request).backends, caller, vector_store_id, file_id)

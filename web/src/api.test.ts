@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { api, ApiError, setUnauthorizedHandler } from "./api";
+import { filesApi } from "./filesApi";
 
 type Call = { url: string; init: RequestInit };
 
@@ -58,5 +59,27 @@ describe("api", () => {
   it("sign-out handles 204", async () => {
     mockFetch(204);
     await expect(api.signOut()).resolves.toBeUndefined();
+  });
+
+  it("uploads a file as multipart (purpose assistants) with the CSRF header; a 413 is the API's message", async () => {
+    const calls = mockFetch(200, { id: "file-1", object: "file", bytes: 5, created_at: 1, filename: "a.md", purpose: "assistants" });
+    await filesApi.upload(new Blob(["hello"]), "a.md");
+    const init = calls[0]!.init;
+    expect(calls[0]!.url).toBe("/v1/files");
+    expect(init.method).toBe("POST");
+    const headers = init.headers as Record<string, string>;
+    expect(headers["X-Requested-With"]).toBe("fleetchat");
+    expect(headers["Content-Type"]).toBeUndefined(); // the browser sets multipart/form-data with its boundary
+    const form = init.body as FormData;
+    expect(form.get("purpose")).toBe("assistants");
+    expect((form.get("file") as File).name).toBe("a.md");
+
+    const message = "The file is 40 bytes; your tier accepts files of at most 10 bytes.";
+    mockFetch(413, { error: { message, type: "invalid_request_error", param: "file", code: "file_too_large" } });
+    await expect(filesApi.upload(new Blob(["x".repeat(40)]), "big.txt")).rejects.toMatchObject({
+      status: 413,
+      message,
+      code: "file_too_large",
+    });
   });
 });

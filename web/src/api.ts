@@ -119,6 +119,8 @@ export function setUnauthorizedHandler(handler: UnauthorizedHandler | null): voi
 export interface ApiFetchOptions {
   method?: "GET" | "POST" | "PATCH" | "DELETE";
   body?: unknown;
+  /** A multipart body (an upload); the browser sets its Content-Type with the boundary. */
+  form?: FormData;
   signal?: AbortSignal;
   headers?: Record<string, string>;
   /** Whether a 401 means "session expired" (false for sign-in and the initial session probe). */
@@ -130,8 +132,10 @@ export async function apiFetch(path: string, options: ApiFetchOptions = {}): Pro
   const method = options.method ?? "GET";
   const headers: Record<string, string> = { Accept: "application/json", ...(options.headers ?? {}) };
   if (method !== "GET") headers[CSRF_HEADER] = CSRF_VALUE;
-  let body: string | undefined;
-  if (options.body !== undefined) {
+  let body: string | FormData | undefined;
+  if (options.form !== undefined) {
+    body = options.form;
+  } else if (options.body !== undefined) {
     headers["Content-Type"] = "application/json";
     body = JSON.stringify(options.body);
   }
@@ -150,7 +154,7 @@ export async function apiFetch(path: string, options: ApiFetchOptions = {}): Pro
   return response;
 }
 
-async function json<T>(path: string, options: ApiFetchOptions = {}): Promise<T> {
+export async function json<T>(path: string, options: ApiFetchOptions = {}): Promise<T> {
   const response = await apiFetch(path, options);
   if (response.status === 204) return undefined as T;
   return (await response.json()) as T;

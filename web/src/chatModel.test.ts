@@ -39,6 +39,40 @@ describe("fromStored", () => {
   });
 });
 
+describe("citations in the view", () => {
+  const cite = (text: string | null) => ({
+    index: 1, vector_store_id: "vs_1", file_id: "file-1", filename: "n.md", chunk_id: "file-1:0", start: 0, end: 5, text,
+  });
+
+  it("a stored answer brings its citations (stored without text); other messages have none", () => {
+    const view = fromStored([
+      { role: "user", content: "who?" },
+      { role: "assistant", content: "Rollo [1]", finish_reason: "stop", citations: [cite(null)] },
+      { role: "assistant", content: "no sources", finish_reason: "stop", citations: [] },
+    ]);
+    expect(view[1]!.citations).toEqual([cite(null)]);
+    expect(view[2]!.citations).toBeUndefined();
+  });
+
+  it("reconciling keeps the streamed passage text on the server's citations", () => {
+    const local: UiMessage[] = [
+      { key: "u", role: "user", content: "who?" },
+      { key: "a", role: "assistant", content: "Rollo [1]", status: "done", citations: [cite("Rollo")], retrieval: { status: "used" } },
+    ];
+    const merged = reconcile(local, [
+      { role: "user", content: "who?" },
+      { role: "assistant", content: "Rollo [1]", finish_reason: "stop", citations: [cite(null)] },
+    ]);
+    expect(merged[1]).toMatchObject({ key: "a", storedIndex: 1, citations: [cite("Rollo")], retrieval: { status: "used" } });
+    // An answer the view holds without citations (its first chunk was never read) gets the server's.
+    const bare = reconcile([local[0]!, { ...local[1]!, citations: undefined }], [
+      { role: "user", content: "who?" },
+      { role: "assistant", content: "Rollo [1]", finish_reason: "stop", citations: [cite(null)] },
+    ]);
+    expect(bare[1]!.citations).toEqual([cite(null)]);
+  });
+});
+
 describe("reconcile", () => {
   const local = (): UiMessage[] => [
     { key: "a", role: "user", content: "hi" },

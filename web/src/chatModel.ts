@@ -2,7 +2,8 @@
  * The chat view's messages, and how they line up with the server's stored list (whose indices `replace_from` uses:
  * system messages count even though the view hides them).
  */
-import type { FinishReason, StoredMessage } from "./types";
+import { mergeCitations } from "./citations";
+import type { Citation, FinishReason, RetrievalReport, StoredMessage } from "./types";
 
 export type AnswerStatus = "streaming" | "done" | "stopped" | "filtered" | "error";
 
@@ -26,6 +27,10 @@ export interface UiMessage {
    * retry or an edit sends `replace_from` with this index again.
    */
   replaceFrom?: number;
+  /** Assistant messages only: the passages the answer was given (retrieval), stored with the turn. */
+  citations?: Citation[];
+  /** Assistant messages only: what retrieval did for this answer (not stored: shown for the live turn). */
+  retrieval?: Pick<RetrievalReport, "status" | "reason">;
 }
 
 /** What the server held before a turn (for telling whether it has saved the turn since). */
@@ -62,6 +67,7 @@ export function fromStored(messages: StoredMessage[]): UiMessage[] {
     if (message.role === "assistant") {
       ui.status = statusFromFinish(message.finish_reason);
       ui.finishReason = message.finish_reason ?? null;
+      if (message.citations && message.citations.length > 0) ui.citations = message.citations;
     }
     out.push(ui);
   });
@@ -102,6 +108,7 @@ export function reconcile(local: UiMessage[], stored: StoredMessage[]): UiMessag
     const merged: UiMessage = { ...mine, storedIndex: index, notSaved: false, replaceFrom: undefined };
     if (mine.role === "assistant") {
       merged.content = message.content ?? mine.content;
+      merged.citations = mergeCitations(message.citations, mine.citations);
       if (mine.status !== "streaming") {
         if (message.finish_reason !== undefined && message.finish_reason !== null) {
           merged.finishReason = message.finish_reason;

@@ -115,6 +115,22 @@ describe("readChatEvents", () => {
     expect(events).toEqual([{ type: "delta", content: "before stop" }]);
   });
 
+  it("yields the retrieval report (with its citations) of the first chunk before its delta", async () => {
+    const citation = {
+      index: 1, vector_store_id: "vs_1", file_id: "file-1", filename: "n.md", chunk_id: "file-1:0",
+      start: 0, end: 5, score: 0.4, text: "Rollo",
+    };
+    const first = `data: ${JSON.stringify({
+      choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }],
+      retrieval: { status: "used", vector_store_ids: ["vs_1"], elapsed_ms: 3, budget_ms: 1500, citations: [citation] },
+    })}\n\n`;
+    const skipped = `data: ${JSON.stringify({ choices: [], retrieval: { status: "skipped", reason: "latency_budget" } })}\n\n`;
+    const events = await collect(body([first, skipped, "data: [DONE]\n\n"]));
+    expect(events.map((e) => e.type)).toEqual(["retrieval", "role", "retrieval", "done"]);
+    expect(events[0]).toMatchObject({ type: "retrieval", report: { status: "used", citations: [citation] } });
+    expect(events[2]).toMatchObject({ type: "retrieval", report: { status: "skipped", reason: "latency_budget", citations: [] } });
+  });
+
   it("ignores events after [DONE] and non-JSON data", async () => {
     const events = await collect(body(["data: not json\n\n", chunk({ content: "a" }), "data: [DONE]\n\n", chunk({ content: "b" })]));
     expect(events).toEqual([{ type: "delta", content: "a" }, { type: "done" }]);

@@ -5,7 +5,7 @@
 import { apiFetch, ApiError } from "./api";
 import { resumableEvents, resumeFrom, type StreamCursor } from "./resume";
 import { SSEParser } from "./sse";
-import type { ChatRequestBody, ConversationExtension, ErrorBody, Usage } from "./types";
+import type { ChatRequestBody, ConversationExtension, ErrorBody, RetrievalReport, Usage } from "./types";
 
 export type ChatEvent =
   | { type: "role"; role: string }
@@ -13,6 +13,8 @@ export type ChatEvent =
   | { type: "finish"; reason: string }
   | { type: "usage"; usage: Usage }
   | { type: "conversation"; conversation: ConversationExtension }
+  /** What retrieval did for this answer, with its citations (the first chunk of a request that named files). */
+  | { type: "retrieval"; report: RetrievalReport }
   /** An in-band `event: error` (or a chunk carrying `error`): the answer so far is kept. */
   | { type: "error"; error: ApiError }
   /** `data: [DONE]`: the stream ended properly. */
@@ -96,6 +98,7 @@ interface ChunkJson {
   choices?: Array<{ delta?: { role?: string; content?: string | null }; finish_reason?: string | null }>;
   usage?: Usage | null;
   conversation?: ConversationExtension;
+  retrieval?: RetrievalReport;
   error?: ErrorBody;
 }
 
@@ -103,6 +106,10 @@ function* chunkEvents(chunk: ChunkJson): Generator<ChatEvent> {
   if (chunk.error && typeof chunk.error === "object") {
     yield { type: "error", error: ApiError.fromBody(chunk.error, "stream") };
     return;
+  }
+  if (chunk.retrieval && typeof chunk.retrieval === "object" && typeof chunk.retrieval.status === "string") {
+    const citations = Array.isArray(chunk.retrieval.citations) ? chunk.retrieval.citations : [];
+    yield { type: "retrieval", report: { ...chunk.retrieval, citations } };
   }
   for (const choice of chunk.choices ?? []) {
     const delta = choice.delta ?? {};

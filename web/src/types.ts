@@ -38,6 +38,8 @@ export interface StoredMessage {
   content: string;
   created_at?: number;
   finish_reason?: FinishReason;
+  /** An answer given with retrieval: the passages it was given (stored without their text). */
+  citations?: Citation[] | null;
 }
 
 export interface Conversation extends ConversationSummary {
@@ -87,6 +89,8 @@ export interface ChatRequestBody {
   store?: true;
   conversation_id?: string;
   replace_from?: number;
+  /** Extension: answer from these vector stores' passages, with citations (docs/files.md). */
+  vector_store_ids?: string[];
 }
 
 export interface Usage {
@@ -94,4 +98,71 @@ export interface Usage {
   completion_tokens?: number;
   total_tokens?: number;
   prompt_tokens_details?: { cached_tokens?: number } | null;
+}
+
+/** One passage an answer was given (`retrieval.citations`); `index` is its `[n]` in the context the model read. */
+export interface Citation {
+  index: number;
+  vector_store_id: string;
+  file_id: string;
+  filename: string;
+  chunk_id: string;
+  /** Character offsets of the passage in the file's extracted text. */
+  start: number;
+  end: number;
+  score?: number;
+  /** The passage: in responses; stored turns keep it out (null). */
+  text?: string | null;
+}
+
+export type RetrievalStatus = "used" | "empty" | "skipped" | "no_room" | string;
+
+export interface RetrievalReport {
+  status: RetrievalStatus;
+  reason?: string | null;
+  vector_store_ids?: string[];
+  citations?: Citation[];
+}
+
+export interface FileObject {
+  id: string;
+  object: "file";
+  bytes: number;
+  created_at: number;
+  filename: string;
+  purpose: string;
+  status?: string;
+}
+
+export interface ListPage<T> {
+  object: "list";
+  data: T[];
+  has_more: boolean;
+  last_id?: string | null;
+}
+
+export interface VectorStoreObject {
+  id: string;
+  object: "vector_store";
+  name: string;
+  status: string;
+}
+
+export type VectorStoreFileStatus = "in_progress" | "completed" | "cancelled" | "failed";
+
+export interface VectorStoreFileObject {
+  id: string;
+  object: "vector_store.file";
+  vector_store_id: string;
+  status: VectorStoreFileStatus;
+  last_error?: { code: string; message: string } | null;
+}
+
+/** One indexed chunk of a vector store file (`GET /v1/vector_stores/{id}/files/{file_id}/content`). */
+export interface FileContentPart {
+  type: "text";
+  text: string;
+  chunk_id: string;
+  start_offset: number;
+  end_offset: number;
 }

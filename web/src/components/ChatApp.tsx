@@ -1,17 +1,24 @@
-/** The signed-in chat: sidebar, header, conversation, composer; wires the list, the chat and the URL together. */
+/** The signed-in chat: sidebar, header, conversation, composer, attached files; wires the list, the chat, its files
+ * and the URL together. */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api";
+import { storeFromCitations } from "../citations";
+import { useAttachments } from "../hooks/useAttachments";
 import { useChat } from "../hooks/useChat";
 import { useConversations } from "../hooks/useConversations";
+import { useFileDrop } from "../hooks/useFileDrop";
 import { pickModel, saveModel } from "../prefs";
 import { conversationFromHash, setConversationHash } from "../route";
-import type { ConversationSummary, SessionObject } from "../types";
+import type { Citation, ConversationSummary, SessionObject } from "../types";
+import { AttachmentChips } from "./AttachmentChips";
 import { Banner } from "./Banner";
 import { Composer } from "./Composer";
 import { ConfirmDelete } from "./ConfirmDelete";
 import { ErrorNotice } from "./ErrorNotice";
+import { FilesPanel } from "./FilesPanel";
 import { Header } from "./Header";
 import { MessageList } from "./MessageList";
+import { PassageDialog } from "./PassageDialog";
 import { Sidebar } from "./Sidebar";
 import { UsagePanel } from "./UsagePanel";
 
@@ -37,6 +44,8 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
   const [sidebarOpen, setSidebarOpen] = useState(false);
   const [usageOpen, setUsageOpen] = useState(false);
   const [deleting, setDeleting] = useState<ConversationSummary | null>(null);
+  const [filesOpen, setFilesOpen] = useState(false);
+  const [passage, setPassage] = useState<Citation | null>(null);
   const conversations = useConversations();
   const activeRef = useRef<string | null>(null);
 
@@ -54,17 +63,22 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
     clearDraftIf: (text) => setDraft((current) => (current.trim() === text.trim() ? "" : current)),
     onConversationStarted: (id, first) => {
       activeRef.current = id;
+      attachments.adopt(id);
       conversations.addLocal(id, placeholderTitle(first));
       setConversationHash(id, true);
     },
     onTurnSettled: () => void conversations.refresh(),
     onConversationSeen: (conversation) => conversations.upsert(conversation),
     onConversationGone: (id) => {
+      attachments.conversationGone(id);
       conversations.remove(id);
       if (conversationFromHash() === id) setConversationHash(null, true);
     },
+    vectorStoreIds: () => attachments.vectorStoreIds(),
   });
   activeRef.current = chat.conversationId;
+  const attachments = useAttachments(chat.conversationId, storeFromCitations(chat.messages));
+  const drop = useFileDrop(attachments.add, Boolean(model) && !chat.loading);
 
   // Models (tier-dependent), the first page of conversations, and the conversation named in the URL.
   useEffect(() => {
@@ -149,13 +163,14 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
     const target = deleting;
     if (!target) return;
     await api.deleteConversation(target.id);
+    attachments.conversationDeleted(target.id);
     conversations.remove(target.id);
     setDeleting(null);
     if (target.id === activeRef.current) {
       setConversationHash(null, true);
       chat.newChat();
     }
-  }, [deleting, conversations.remove, chat.newChat]);
+  }, [deleting, conversations.remove, chat.newChat, attachments.conversationDeleted]);
 
   const send = () => {
     if (chat.send(draft)) setDraft("");
@@ -182,7 +197,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
         onLoadAll={() => void conversations.loadAll()}
       />
       {sidebarOpen && <div class="scrim" aria-hidden="true" onClick={() => setSidebarOpen(false)} />}
-      <main class="main">
+      <main class={`main${drop.dragging ? " dragging" : ""}`} {...drop.handlers}>
         <Header
           models={models}
           model={model}
@@ -195,13 +210,15 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
           sidebarOpen={sidebarOpen}
           onMenu={() => setSidebarOpen((open) => !open)}
           onUsage={() => setUsageOpen(true)}
+          onFiles={() => setFilesOpen(true)}
           onSignOut={onSignOut}
           modelDisabled={models.length === 0}
         />
-        <MessageList chat={chat} />
+        <MessageList chat={chat} onOpenCitation={setPassage} />
         <div class="composer-area">
           {chat.banner && <Banner banner={chat.banner} onDismiss={chat.dismissBanner} />}
           {chat.error && <ErrorNotice error={chat.error} onDismiss={chat.dismissError} />}
+          <AttachmentChips attachments={attachments.attachments} onRemove={attachments.remove} />
           <Composer
             value={draft}
             onChange={setDraft}
@@ -210,14 +227,24 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
             streaming={chat.streaming}
             disabled={!model || chat.loading}
             focusKey={chat.conversationId}
+            onAttach={attachments.add}
           />
           <p class="composer-foot">Answers can be wrong. Check important facts.</p>
         </div>
         <div class="sr-only" role="status" aria-live="polite" aria-atomic="true" data-testid="live-status">
           {chat.liveStatus}
         </div>
+        {drop.dragging && (
+          <div class="drop-overlay" data-testid="drop-zone" aria-hidden="true">
+            Drop files to attach them to this chat
+          </div>
+        )}
       </main>
       {usageOpen && <UsagePanel onClose={() => setUsageOpen(false)} />}
+      {filesOpen && (
+        <FilesPanel onClose={() => setFilesOpen(false)} onDeleted={attachments.fileDeleted} attached={attachments.attachments} />
+      )}
+      {passage && <PassageDialog citation={passage} onClose={() => setPassage(null)} />}
       {deleting && <ConfirmDelete conversation={deleting} onConfirm={confirmDelete} onCancel={() => setDeleting(null)} />}
     </div>
   );

@@ -1,6 +1,8 @@
-/** The message box: Enter sends, Shift+Enter is a new line; Send becomes Stop while an answer streams. */
+/** The message box: Enter sends, Shift+Enter is a new line; Send becomes Stop while an answer streams; the paperclip
+ * attaches files (the keyboard's way to what drag and drop does). */
 import { useEffect, useRef } from "preact/hooks";
-import { SendIcon, StopIcon } from "./icons";
+import { ACCEPT } from "../attachments";
+import { PaperclipIcon, SendIcon, StopIcon } from "./icons";
 
 interface Props {
   value: string;
@@ -10,10 +12,13 @@ interface Props {
   streaming: boolean;
   disabled: boolean;
   focusKey: unknown;
+  /** Files chosen with the attach button. */
+  onAttach?(files: File[]): void;
 }
 
-export function Composer({ value, onChange, onSend, onStop, streaming, disabled, focusKey }: Props) {
+export function Composer({ value, onChange, onSend, onStop, streaming, disabled, focusKey, onAttach }: Props) {
   const area = useRef<HTMLTextAreaElement>(null);
+  const picker = useRef<HTMLInputElement>(null);
   useEffect(() => {
     if (window.matchMedia?.("(pointer: fine)").matches) area.current?.focus();
   }, [focusKey]);
@@ -27,6 +32,36 @@ export function Composer({ value, onChange, onSend, onStop, streaming, disabled,
         if (canSend) onSend();
       }}
     >
+      {onAttach && (
+        <>
+          <button
+            type="button"
+            class="icon-btn attach-btn"
+            data-testid="attach"
+            aria-label="Attach files"
+            title="Attach files (PDF, DOCX, HTML, Markdown, text)"
+            onClick={() => picker.current?.click()}
+          >
+            <PaperclipIcon />
+          </button>
+          <input
+            ref={picker}
+            type="file"
+            multiple
+            accept={ACCEPT}
+            class="sr-only"
+            tabIndex={-1}
+            aria-hidden="true"
+            data-testid="attach-input"
+            onChange={(e) => {
+              const input = e.currentTarget as HTMLInputElement;
+              const files = Array.from(input.files ?? []);
+              input.value = ""; // the same file can be chosen again
+              if (files.length > 0) onAttach(files);
+            }}
+          />
+        </>
+      )}
       <label for="composer-input" class="sr-only">
         Message
       </label>

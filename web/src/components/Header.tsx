@@ -1,8 +1,8 @@
-/** Top bar: mobile menu, model select + tier badge, export links, usage, theme toggle, sign out. */
+/** Top bar: mobile menu, model select + tier badge, export links, files, usage, theme toggle, sign out. */
 import { useEffect, useState } from "preact/hooks";
 import { exportUrl } from "../api";
 import { currentTheme, onThemeChange, toggleTheme, type Theme } from "../theme";
-import { ChartIcon, DownloadIcon, LogoutIcon, MenuIcon, MoonIcon, SunIcon } from "./icons";
+import { ChartIcon, DownloadIcon, FileIcon, LogoutIcon, MenuIcon, MoonIcon, SunIcon } from "./icons";
 
 const EXPORTS = [
   { format: "markdown", extension: "md", label: "Markdown", short: "MD" },
@@ -18,6 +18,7 @@ interface Props {
   sidebarOpen: boolean;
   onMenu(): void;
   onUsage(): void;
+  onFiles(): void;
   onSignOut(): void;
   modelDisabled: boolean;
 }
@@ -84,6 +85,16 @@ export function Header(props: Props) {
             ))}
           </div>
         )}
+        <button
+          type="button"
+          class="icon-btn"
+          data-testid="files-open"
+          aria-label="Your files"
+          title="Files"
+          onClick={props.onFiles}
+        >
+          <FileIcon />
+        </button>
         <button
           type="button"
           class="icon-btn"

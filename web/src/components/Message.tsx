@@ -1,10 +1,13 @@
-/** One message. User: plain text, Edit (stored conversations). Assistant: markdown, status labels, Regenerate, and
- * (stored answers) the feedback thumbs. */
+/** One message. User: plain text, Edit (stored conversations). Assistant: markdown, status labels, its sources
+ * (citations), Regenerate, and (stored answers) the feedback thumbs. */
 import type { ComponentChildren } from "preact";
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { UiMessage } from "../chatModel";
+import { retrievalNote } from "../citations";
 import { copyText } from "../clipboard";
 import { markFirstTokenVisibleAfterPaint } from "../perf";
+import type { Citation } from "../types";
+import { Citations } from "./Citations";
 import { CopyIcon, EditIcon, RefreshIcon } from "./icons";
 import { Markdown } from "./Markdown";
 
@@ -106,9 +109,11 @@ interface AssistantProps {
   onRegenerate(): void;
   /** Shown with the actions once the answer is complete (the feedback thumbs of a stored answer). */
   feedback?: ComponentChildren;
+  /** Open a cited passage. */
+  onOpenCitation?(citation: Citation): void;
 }
 
-export function AssistantMessage({ message, canRegenerate, onRegenerate, feedback }: AssistantProps) {
+export function AssistantMessage({ message, canRegenerate, onRegenerate, feedback, onOpenCitation }: AssistantProps) {
   const status = message.status ?? "done";
   const [copied, setCopied] = useState(false);
   useLayoutEffect(() => {
@@ -141,6 +146,9 @@ export function AssistantMessage({ message, canRegenerate, onRegenerate, feedbac
             )}
           </div>
         )}
+        {status !== "streaming" && onOpenCitation && (
+          <Citations content={message.content} citations={message.citations} onOpen={onOpenCitation} />
+        )}
         <div class="message-notes">
           {status === "stopped" && <span class="note note-stopped">Stopped</span>}
           {status === "filtered" && <span class="note note-filtered">Stopped by the safety filter</span>}
@@ -148,6 +156,11 @@ export function AssistantMessage({ message, canRegenerate, onRegenerate, feedbac
             <span class="note">Cut off at the length limit</span>
           )}
           {status === "error" && <span class="note note-error">{message.errorText || "The answer failed"}</span>}
+          {retrievalNote(message.retrieval) && (
+            <span class="note" data-testid="retrieval-note">
+              {retrievalNote(message.retrieval)}
+            </span>
+          )}
           {message.notSaved && (
             <span class="note note-unsaved" data-testid="not-saved" title="This turn was answered but not saved">
               Not saved

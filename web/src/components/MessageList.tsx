@@ -4,11 +4,13 @@ import { useLayoutEffect, useRef } from "preact/hooks";
 import { copyText } from "../clipboard";
 import type { ChatController } from "../hooks/useChat";
 import { useFeedback } from "../hooks/useFeedback";
+import type { Citation } from "../types";
 import { FeedbackBar } from "./FeedbackBar";
 import { AssistantMessage, UserMessage } from "./Message";
 
 interface Props {
   chat: ChatController;
+  onOpenCitation(citation: Citation): void;
 }
 
 async function onCopyClick(event: MouseEvent) {
@@ -28,7 +30,7 @@ async function onCopyClick(event: MouseEvent) {
   }, 1500);
 }
 
-export function MessageList({ chat }: Props) {
+export function MessageList({ chat, onOpenCitation }: Props) {
   const scroller = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
   const { messages, streaming, editing, conversationId, persisted } = chat;
@@ -92,6 +94,7 @@ export function MessageList({ chat }: Props) {
               message={message}
               canRegenerate={!streaming && i === lastAssistant && i === messages.length - 1}
               onRegenerate={chat.regenerate}
+              onOpenCitation={onOpenCitation}
               feedback={
                 message.storedIndex !== undefined && answers.has(message.storedIndex) ? (
                   <FeedbackBar index={message.storedIndex} answer={message.content} feedback={feedback} />

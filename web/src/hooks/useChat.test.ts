@@ -249,3 +249,41 @@ describe("Stop before the answer started", () => {
     expect(calls).toHaveLength(1);
   });
 });
+
+describe("a turn with files", () => {
+  it("names the conversation's vector store and shows the answer's citations, kept after the server's copy is read", async () => {
+    await openC1();
+    const stores = vi.fn(() => ["vs_1"]);
+    options.vectorStoreIds = stores;
+    const citation = {
+      index: 1, vector_store_id: "vs_1", file_id: "file-1", filename: "n.md", chunk_id: "file-1:0", start: 0, end: 5,
+    };
+    act(() => void chat.send("who led them?"));
+    await flush();
+    expect(calls[0]!.body).toMatchObject({ conversation_id: "c1", vector_store_ids: ["vs_1"] });
+    getConversation.mockResolvedValue(
+      conversation("c1", 2, [...BASE, { role: "user", content: "who led them?" }, { role: "assistant", content: "Rollo [1]", finish_reason: "stop", citations: [citation] }]),
+    );
+    calls[0]!.respond(
+      [
+        { type: "retrieval", report: { status: "used", citations: [{ ...citation, text: "Rollo" }] } },
+        { type: "delta", content: "Rollo [1]" },
+        { type: "finish", reason: "stop" },
+        { type: "conversation", conversation: { id: "c1", stored: true, version: 2 } },
+        { type: "done" },
+      ],
+      { conversationId: "c1" },
+    );
+    await flush();
+    await flush();
+    const answer = chat.messages[chat.messages.length - 1]!;
+    expect(answer).toMatchObject({ status: "done", storedIndex: 4, citations: [{ ...citation, text: "Rollo" }] });
+    expect(getConversation).toHaveBeenCalled();
+
+    // Without files the request names no store.
+    stores.mockReturnValue([]);
+    act(() => void chat.send("and then?"));
+    await flush();
+    expect(calls[1]!.body.vector_store_ids).toBeUndefined();
+  });
+});

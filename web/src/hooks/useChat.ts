@@ -111,6 +111,8 @@ export interface ChatOptions {
   onConversationSeen(conversation: ConversationSummary): void;
   /** The open conversation does not exist (deleted, expired). */
   onConversationGone(id: string): void;
+  /** The vector stores a turn should search (the conversation's attached files); none: no retrieval. */
+  vectorStoreIds?(): string[];
 }
 
 export function useChat(options: ChatOptions) {
@@ -309,6 +311,8 @@ export function useChat(options: ChatOptions) {
         body.conversation_id = spec.conversationId!;
         if (spec.mode === "replace") body.replace_from = spec.replaceFrom!;
       }
+      const stores = opts.current.vectorStoreIds?.() ?? [];
+      if (stores.length > 0) body.vector_store_ids = stores;
 
       const release = () => {
         if (controllerRef.current === controller) controllerRef.current = null;
@@ -412,6 +416,14 @@ export function useChat(options: ChatOptions) {
             case "finish":
               finish = event.reason;
               break;
+            case "retrieval": {
+              const cited = event.report.citations ?? [];
+              patchMessage(answerKey, {
+                citations: cited.length > 0 ? cited : undefined,
+                retrieval: { status: event.report.status, reason: event.report.reason ?? null },
+              });
+              break;
+            }
             case "conversation":
               stored = event.conversation.stored !== false;
               savedVersion = typeof event.conversation.version === "number" ? event.conversation.version : null;
