@@ -51,6 +51,10 @@ def safety_train(
     epochs: Annotated[int, typer.Option(help="Second-stage epochs.")] = 3,
     soup: Annotated[int, typer.Option(help="Second-stage fine-tunes averaged (a model soup).")] = 3,
     screen_epochs: Annotated[int, typer.Option(help="Screen epochs.")] = 4,
+    buried_chats: Annotated[
+        int,
+        typer.Option(help="Composed long chats whose windows around a buried harmful request the second stage learns."),
+    ] = 0,
 ) -> None:
     """Train the cascade on the hand-written and public training sources (functions/safety/training/data) and write
     functions/safety/model (about an hour on 2 cores with the defaults)."""
@@ -62,7 +66,7 @@ def safety_train(
     train(
         out_dir or MODEL_DIR,
         seed=SEED if seed is None else seed,
-        intent_config=IntentConfig(epochs=epochs, soup=soup),
+        intent_config=IntentConfig(epochs=epochs, soup=soup, buried_chats=buried_chats),
         screen_config=SCREEN_CONFIG.model_copy(update={"epochs": screen_epochs}),
     )
 

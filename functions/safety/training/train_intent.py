@@ -51,10 +51,6 @@ HAND_WRITTEN_REPEATS = 2
 # A long benign training example also teaches this many of its first-stage windows as benign: at run time the second
 # stage reads the worst window of a long text (a news article's paragraph about a shooting), not only its end.
 BENIGN_WINDOWS_PER_EXAMPLE = 2
-# Long chats composed from the training split (`long_chats.py`): the windows holding the harmful request placed in
-# every HARMFUL_EVERY-th of them are learnt as harmful, and windows of the same chats that hold none of it as benign
-# (`buried_requests.py`).
-BURIED_CHATS = 1_500
 
 
 class IntentConfig(BaseModel):
@@ -64,6 +60,10 @@ class IntentConfig(BaseModel):
     max_tokens: int = Field(default=128, gt=2)  # [CLS] + the span's last tokens + [SEP]
     epochs: int = Field(default=3, ge=1)
     soup: int = Field(default=SOUP_SIZE, ge=1)  # fine-tunes averaged into the shipped weights
+    # Long chats composed from the training split (`long_chats.py`) whose windows holding the harmful request placed
+    # in every HARMFUL_EVERY-th are learnt as harmful, and windows holding none of it as benign (`buried_requests.py`).
+    # Off by default: candidate r9 (1,500) caught more buried requests, refused more long benign chats (docs/safety.md).
+    buried_chats: int = Field(default=0, ge=0)
 
 
 class CascadeMetrics(BlockMetrics):
@@ -234,7 +234,7 @@ def train_intent(
     # Imported here: buried_requests reads what the gate judges through this module's neutral_messages.
     from functions.safety.training.buried_requests import buried_windows
 
-    buried, buried_labels = buried_windows(fast, composed_long_chats(splits[0], BURIED_CHATS, seed + 1), seed)
+    buried, buried_labels = buried_windows(fast, composed_long_chats(splits[0], config.buried_chats, seed + 1), seed)
     hand_written = [i for i, item in enumerate(splits[0]) if not isinstance(item, PublicExample)]
     repeated = hand_written * (HAND_WRITTEN_REPEATS - 1)
     with Progress(console=console, transient=True) as progress:
