@@ -168,7 +168,10 @@ class _IndexStores:
     async def embed_query(self, caller: Any, text: str) -> np.ndarray:
         return self.question
 
-    async def search(self, caller: Any, vector_store_id: str, query_text: str, k: int = 10, query_vector: Any = None):
+    async def search(
+        self, caller: Any, vector_store_id: str, query_text: str, k: int = 10, query_vector: Any = None,
+        filters: Any = None,
+    ) -> list[Any]:  # fmt: skip
         hits = self.index.search("bench", vector_store_id, query_vector, k)
         return [SimpleNamespace(**h.model_dump(), vector_store_id=vector_store_id, filename="bench.pdf") for h in hits]
 

@@ -1,7 +1,8 @@
 """The retrieval suite: SQuAD articles (functions/evals/rag) put in a fresh vector store on the deployment, then per
-question (a fixed sample): vector search alone (`POST /v1/vector_stores/{id}/search`), a chat with the store (the
-hybrid retrieval chat uses; its citations), and the same chat without it. A citation counts when it is the question's
-document and its span holds a gold answer (SQuAD's answer spans are the known supporting passages).
+question (a fixed sample): vector search alone (`POST /v1/vector_stores/{id}/search` with ranker `none`), a chat
+with the store (the hybrid retrieval chat uses; its citations), and the same chat without it. A citation counts when
+it is the question's document and its span holds a gold answer (SQuAD's answer spans are the known supporting
+passages).
 
 Metrics: `retrieval.recall_at_5` (chat's hybrid retrieval, first 5 citations) and `retrieval.vector_recall_at_5`
 (vector search alone); per arm (`with`, `without`): `exact_match` and `f1` (SQuAD's standard scores against the gold
@@ -152,7 +153,7 @@ class RetrievalSuite:
         try:
 
             async def search() -> httpx.Response:
-                body = {"query": question.question, "max_num_results": K}
+                body = {"query": question.question, "max_num_results": K, "ranking_options": {"ranker": "none"}}
                 return (await http.post(f"/v1/vector_stores/{corpus.store_id}/search", json=body)).raise_for_status()
 
             found = await _patient(search)
