@@ -148,7 +148,12 @@ class Ingestor:
 
     async def _run(self, attachment: Attachment, caller: Caller) -> None:
         async with self._slots:
-            if not await self._claim(attachment):  # another replica ingests it (or it is finished or gone)
+            try:
+                claimed = await self._claim(attachment)
+            except Exception:  # the store did not answer: the file stays in_progress; the next look tries again
+                log.warning("could not claim the ingestion of %s; trying again later", attachment.file_id)
+                return
+            if not claimed:  # another replica ingests it (or it is finished or gone)
                 self.metrics.leases.labels("held_elsewhere").inc()
                 return
             self.metrics.leases.labels("taken").inc()
