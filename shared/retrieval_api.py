@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.files_api import Filter
+
 # Set on every chat response whose request asked for retrieval: `used`, `empty`, `skipped` (over its latency budget or
 # failed: answered without passages), `no_room` (the prompt left no room for passages).
 RETRIEVAL_HEADER = "x-fleetchat-retrieval"
@@ -17,15 +19,39 @@ MAX_RESULTS = 50  # OpenAI's bound for `max_num_results`
 RetrievalStatus = Literal["used", "empty", "skipped", "no_room"]
 
 
+class HybridWeights(BaseModel):
+    """How reciprocal rank fusion weighs the vector ranking against the keyword (BM25) ranking."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    embedding_weight: float = Field(ge=0.0, le=100.0)
+    text_weight: float = Field(ge=0.0, le=100.0)
+
+
+class FileSearchRanking(BaseModel):
+    """The `file_search` tool's `ranking_options`: both rankers are the service's hybrid ranking (re-ranked);
+    `score_threshold` drops passages whose cosine similarity to the question is below it; `hybrid_search` weighs the
+    fusion."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ranker: Literal["auto", "default-2024-11-15"] = "auto"
+    score_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
+    hybrid_search: HybridWeights | None = None
+
+
 class FileSearchTool(BaseModel):
     """OpenAI's `file_search` tool (the Responses API's shape), accepted in a chat request's `tools`: the gateway runs
-    the search itself before the model answers (it is never sent to a worker as a tool)."""
+    the search itself before the model answers (it is never sent to a worker as a tool). `filters` apply to the
+    files' attributes in its stores."""
 
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["file_search"]
     vector_store_ids: list[str] = Field(min_length=1, max_length=MAX_VECTOR_STORES)
     max_num_results: int | None = Field(default=None, ge=1, le=MAX_RESULTS)
+    filters: Filter | None = None
+    ranking_options: FileSearchRanking | None = None
 
 
 class Citation(BaseModel):

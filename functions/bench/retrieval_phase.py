@@ -4,15 +4,18 @@ retrieval step (as its `retrieval.elapsed_ms` reports it). In process: search la
 (the embedded SQLite index; vector search, BM25 and the whole hybrid step with fusion and re-rank), which the CPU
 stack could not ingest through the embedding worker within a benchmark run.
 
-Text is synthetic but word-like (a Zipf-distributed vocabulary of pronounceable words), so BM25 sees realistic term
-statistics; vectors of the in-process store are random unit vectors (search cost does not depend on their values)."""
+The ingested documents are public text: the retrieval eval's five Wikipedia articles (SQuAD's, CC BY-SA 4.0;
+functions/evals/rag/data/sources.json), each typeset as a multi-page PDF by fpdf2 (Letter, Helvetica 11 pt, its own
+line wrapping and page breaks); the gateway latencies ask SQuAD's questions about them. The 10,000-chunk store is
+synthetic but word-like (a Zipf-distributed vocabulary of pronounceable words), so BM25 sees realistic term
+statistics; its vectors are random unit vectors (search cost does not depend on their values)."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,11 +27,12 @@ from rich.progress import Progress
 from functions.bench import stats
 from functions.bench.embeddings_phase import bench_key
 from functions.bench.retrieval_results import IngestionStats, LatencyStats, RetrievalStats
+from functions.evals.rag.items import Document, load_documents, load_questions, sample
 from functions.retrieval.hybrid import HybridSearch
 from functions.retrieval.settings import RetrievalSettings
 
+SOURCE = "SQuAD's Wikipedia articles (CC BY-SA 4.0), typeset by fpdf2"
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "do", "gu", "re", "shi", "bo", "an", "el")
-LINES_PER_PAGE = 40  # of ~75 characters: ~3,000 characters, a printed page of prose
 DIMENSIONS = 384
 
 
@@ -60,32 +64,27 @@ class TextMaker:
         return " ".join(self.words[int(i)] for i in self.rng.integers(20, 2000, size=5))
 
 
-def pdf(pages: list[list[str]]) -> bytes:
-    """A real PDF (pypdf), each page's lines drawn in Helvetica: what ingestion extracts back, page by page."""
-    from pypdf import PdfWriter
-    from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+def typeset(document: Document) -> tuple[bytes, int]:
+    """(the PDF, its pages): the document's title as a heading, then its paragraphs, wrapped and paginated by fpdf2.
+    Helvetica is a core PDF font (latin-1): other characters (a few per article) print as `?`."""
+    from fpdf import FPDF
 
-    writer = PdfWriter()
-    font = DictionaryObject(
-        {
-            NameObject(k): NameObject(v)
-            for k, v in (("/Type", "/Font"), ("/Subtype", "/Type1"), ("/BaseFont", "/Helvetica"))
-        }
-    )
-    font_ref = writer._add_object(font)
-    for lines in pages:
-        page = writer.add_blank_page(width=612, height=792)
-        content = DecodedStreamObject()
-        content.set_data(
-            "\n".join(["BT", "/F1 10 Tf", "14 TL", "40 760 Td", *(f"({t}) Tj T*" for t in lines), "ET"]).encode()
-        )
-        page[NameObject("/Contents")] = writer._add_object(content)
-        page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font_ref})}
-        )
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
+    pdf = FPDF(format="letter")
+    pdf.set_margins(20, 20)
+    pdf.set_auto_page_break(True, margin=20)
+    pdf.add_page()
+    title, *paragraphs = [p for p in document.text.split("\n\n") if p.strip()]
+    pdf.set_font("Helvetica", "B", 16)
+    pdf.multi_cell(0, 9, _latin1(title), new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", size=11)
+    for paragraph in paragraphs:
+        pdf.ln(3)
+        pdf.multi_cell(0, 5.5, _latin1(paragraph), new_x="LMARGIN", new_y="NEXT")
+    return bytes(pdf.output()), pdf.page_no()
+
+
+def _latin1(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).encode("latin-1", "replace").decode("latin-1")
 
 
 def _latency(label: str, seconds: list[float]) -> LatencyStats:
@@ -98,17 +97,17 @@ def _latency(label: str, seconds: list[float]) -> LatencyStats:
 
 
 async def _ingest(
-    client: httpx.AsyncClient, files: int, pages_per_file: int, progress: Progress
+    client: httpx.AsyncClient, documents: list[Document], progress: Progress
 ) -> tuple[str, IngestionStats]:
-    maker = TextMaker()
-    documents = [[[maker.line() for _ in range(LINES_PER_PAGE)] for _ in range(pages_per_file)] for _ in range(files)]
-    task = progress.add_task("retrieval: ingestion (pages)", total=files * pages_per_file)
+    typeset_ = [typeset(d) for d in documents]
+    pages = sum(n for _, n in typeset_)
+    task = progress.add_task("retrieval: ingestion (pages)", total=pages)
     started = time.perf_counter()
     ids = []
-    for n, pages in enumerate(documents):
+    for document, (body, _) in zip(documents, typeset_, strict=True):
         upload = await client.post(
             "/v1/files",
-            files={"file": (f"bench-{n}.pdf", pdf(pages), "application/pdf")},
+            files={"file": (document.filename.replace(".txt", ".pdf"), body, "application/pdf")},
             data={"purpose": "assistants"},
         )
         upload.raise_for_status()
@@ -118,31 +117,30 @@ async def _ingest(
     store_id = store.json()["id"]
     while True:
         counts = (await client.get(f"/v1/vector_stores/{store_id}")).json()["file_counts"]
-        progress.update(task, completed=(counts["completed"] + counts["failed"]) * pages_per_file)
-        if counts["completed"] + counts["failed"] + counts["cancelled"] >= files:
+        progress.update(task, completed=round(pages * (counts["completed"] + counts["failed"]) / len(ids)))
+        if counts["completed"] + counts["failed"] + counts["cancelled"] >= len(ids):
             break
         await asyncio.sleep(0.25)
     wall = time.perf_counter() - started
-    pages = files * pages_per_file
-    chars = sum(len(line) for doc in documents for page in doc for line in page)
     ingestion = IngestionStats(
-        files=files, pages=pages, chars=chars, wall_s=round(wall, 2), pages_per_s=round(pages / wall, 3),
-        failed=counts["failed"],
+        files=len(ids), pages=pages, chars=sum(len(d.text) for d in documents), wall_s=round(wall, 2),
+        pages_per_s=round(pages / wall, 3), failed=counts["failed"], source=SOURCE,
     )  # fmt: skip
     return store_id, ingestion
 
 
-async def _gateway_latencies(client: httpx.AsyncClient, store_id: str, runs: int, model: str) -> list[LatencyStats]:
-    maker = TextMaker(seed=11)
+async def _gateway_latencies(
+    client: httpx.AsyncClient, store_id: str, questions: list[str], model: str
+) -> list[LatencyStats]:
     searches, steps = [], []
-    for _ in range(runs):
+    for question in questions:
         started = time.perf_counter()
-        found = await client.post(f"/v1/vector_stores/{store_id}/search", json={"query": maker.question()})
+        found = await client.post(f"/v1/vector_stores/{store_id}/search", json={"query": question})
         if found.status_code == 200:
             searches.append(time.perf_counter() - started)
-    for _ in range(runs):
+    for question in questions:
         body = {
-            "model": model, "messages": [{"role": "user", "content": maker.question()}], "max_tokens": 1,
+            "model": model, "messages": [{"role": "user", "content": question}], "max_tokens": 1,
             "vector_store_ids": [store_id],
         }  # fmt: skip
         answered = await client.post("/v1/chat/completions", json=body)
@@ -150,7 +148,7 @@ async def _gateway_latencies(client: httpx.AsyncClient, store_id: str, runs: int
         if report and report["status"] == "used":
             steps.append(report["elapsed_ms"] / 1000)
     return [
-        _latency("gateway: POST /v1/vector_stores/{id}/search (embedding + vector search)", searches),
+        _latency("gateway: POST /v1/vector_stores/{id}/search (embedding + hybrid ranking)", searches),
         _latency("gateway: chat's retrieval step (embedding, vector + BM25, fusion, re-rank)", steps),
     ]
 
@@ -168,7 +166,10 @@ class _IndexStores:
     async def embed_query(self, caller: Any, text: str) -> np.ndarray:
         return self.question
 
-    async def search(self, caller: Any, vector_store_id: str, query_text: str, k: int = 10, query_vector: Any = None):
+    async def search(
+        self, caller: Any, vector_store_id: str, query_text: str, k: int = 10, query_vector: Any = None,
+        filters: Any = None,
+    ) -> list[Any]:  # fmt: skip
         hits = self.index.search("bench", vector_store_id, query_vector, k)
         return [SimpleNamespace(**h.model_dump(), vector_store_id=vector_store_id, filename="bench.pdf") for h in hits]
 
@@ -246,12 +247,14 @@ async def retrieval_phase(
     chunks: int = 10_000,
 ) -> RetrievalStats:
     api_key = await asyncio.to_thread(bench_key, base_url, keys_path, admin_key, api_key)
-    files, pages = (2, 5) if quick else (6, 10)
+    documents = load_documents()[: 2 if quick else None]
     runs = 10 if quick else 30
+    named = {d.id for d in documents}
+    questions = [q.question for q in sample(load_questions(), None) if q.document_id in named][:runs]
     headers = {"authorization": f"Bearer {api_key}"}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=600.0) as client:
-        store_id, ingestion = await _ingest(client, files, pages, progress)
-        gateway = await _gateway_latencies(client, store_id, runs, model)
+        store_id, ingestion = await _ingest(client, documents, progress)
+        gateway = await _gateway_latencies(client, store_id, questions, model)
         await client.delete(f"/v1/vector_stores/{store_id}")
     build_s, engine = await asyncio.to_thread(engine_latencies, chunks, runs, progress)
     return RetrievalStats(
@@ -266,3 +269,35 @@ async def retrieval_phase(
             "(see the embeddings phase for its cost)."
         ),
     )
+
+
+def main() -> None:
+    """`python -m functions.bench.retrieval_phase --base-url URL --admin-key-file F`: the phase alone, against a
+    running stack; prints its section of bench.md and writes OUT/retrieval.json."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000")
+    parser.add_argument("--admin-key-file", type=Path, help="the stack's admin key (creates the bench tenant)")
+    parser.add_argument("--api-key", help="a key to use instead of a bench tenant's")
+    parser.add_argument("--out-dir", type=Path, default=Path("bench-results"))
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    from functions.bench.goodput_phase import KEYS_FILE
+    from functions.bench.retrieval_results import retrieval_lines
+
+    admin = args.admin_key_file.read_text().strip() if args.admin_key_file else None
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    with Progress() as progress:
+        found = asyncio.run(
+            retrieval_phase(
+                args.base_url, progress, keys_path=args.out_dir / KEYS_FILE, admin_key=admin, api_key=args.api_key,
+                quick=args.quick,
+            )
+        )  # fmt: skip
+    (args.out_dir / "retrieval.json").write_text(found.model_dump_json(indent=2) + "\n")
+    print("\n".join(retrieval_lines(found)))
+
+
+if __name__ == "__main__":
+    main()

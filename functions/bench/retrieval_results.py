@@ -19,6 +19,7 @@ class IngestionStats(BaseModel):
     wall_s: float  # first upload to every file `completed`
     pages_per_s: float
     failed: int
+    source: str | None = None  # what the documents were
 
 
 class RetrievalStats(BaseModel):
@@ -40,8 +41,9 @@ def retrieval_lines(stats: RetrievalStats) -> list[str]:
     if stats.ingestion is not None:
         i = stats.ingestion
         lines += [
-            f"- ingestion: {i.pages} PDF pages in {i.files} files ({i.chars} characters) in {i.wall_s:.1f} s: "
-            f"**{i.pages_per_s:.2f} pages/s** ({i.failed} failed)",
+            f"- ingestion: {i.pages} PDF pages in {i.files} files ({i.chars} characters"
+            + (f"; {i.source}" if i.source else "")
+            + f") in {i.wall_s:.1f} s: **{i.pages_per_s:.2f} pages/s** ({i.failed} failed)",
         ]
     lines += [
         f"- BM25 index of {stats.chunks} chunks built in {_num(stats.keyword_build_s, 2)} s",

@@ -2,16 +2,27 @@
 the file's chunks in one atomic write, then mark it `completed` (or `failed` with a `last_error`, that file only).
 
 Crash safety: the index write is all-or-nothing and the status is written after it, so a gateway killed at any point
-leaves the file `in_progress` with either none of its chunks indexed or all of them; `resume()` (at start-up) runs
-every `in_progress` file again, and the re-run replaces whatever the killed one had written. Progress is the
-vector store's `file_counts` plus the `fleetchat_gateway_ingestion_*` metrics.
+leaves the file `in_progress` with either none of its chunks indexed or all of them; `resume()` (at start-up, then
+every lease period) runs every `in_progress` file again, and the re-run replaces whatever the killed one had written.
+
+Replicas: a gateway ingests a file only while it holds the file's lease (`FileStore.claim`, an atomic conditional
+write in both stores), renewed every third of the lease while it works and checked once more right before the index
+write. Two replicas resuming the same file: one takes the lease, the other leaves the file alone; a replica that dies
+holds it until the lease lapses, then the next look of any replica takes it over. A replica that lost its lease
+(stalled past it) stops without writing. Progress is the vector store's `file_counts` plus the
+`fleetchat_gateway_ingestion_*` metrics.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import secrets
+import socket
 from collections.abc import Callable
+from datetime import timedelta
 
 from anyio import to_thread
 from prometheus_client import CollectorRegistry, Counter
@@ -21,9 +32,11 @@ from functions.files.backends import FileBackends
 from functions.files.chunking import Chunk, chunk_text
 from functions.files.embedder import BATCH, Embedder
 from functions.files.extract import ExtractionError, extract_text
+from functions.files.settings import FilesSettings
 from shared.errors import FleetchatError
 from shared.storage.base import TenantStore
 from shared.storage.files import Attachment
+from shared.storage.timestamps import utc_now
 from shared.storage.vector_index import IndexedChunk
 
 log = logging.getLogger(__name__)
@@ -37,13 +50,24 @@ class IngestionMetrics:
             registry=registry,
         )  # fmt: skip
         self.chunks = Counter("fleetchat_gateway_ingestion_chunks", "Chunks embedded and indexed.", registry=registry)
+        self.leases = Counter(
+            "fleetchat_gateway_ingestion_leases", "Ingestion lease attempts, by outcome (taken, held_elsewhere, lost).",
+            ["outcome"], registry=registry,
+        )  # fmt: skip
+
+
+class LeaseLost(Exception):
+    """Another gateway holds the file's lease now (this one stalled past it): stop without writing anything."""
 
 
 class Ingestor:
     def __init__(
         self, backends: FileBackends, tenants: TenantStore, embedder: Embedder, metrics: IngestionMetrics,
-        *, on_batch: Callable[[Attachment, int, int], None] | None = None,
+        *, on_batch: Callable[[Attachment, int, int], None] | None = None, settings: FilesSettings | None = None,
     ) -> None:  # fmt: skip
+        self.lease_s = (settings or FilesSettings()).ingestion_lease_s
+        # Who holds a lease: this process, distinguishable from a restart of it on the same host.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.backends = backends
         self.tenants = tenants
         self.embedder = embedder
@@ -60,8 +84,18 @@ class Ingestor:
         self._tasks[key] = task
         task.add_done_callback(lambda _: self._tasks.pop(key, None))
 
+    async def watch(self) -> None:
+        """Every lease period, `resume()` again: files whose replica died are taken over once its lease lapsed."""
+        while True:
+            await asyncio.sleep(self.lease_s)
+            try:
+                await self.resume()
+            except Exception:  # a store hiccup: the next look tries again
+                log.exception("resuming ingestion failed")
+
     async def resume(self) -> int:
-        """Start every `in_progress` attachment again (after a restart or a crash); how many."""
+        """Start every `in_progress` attachment again (after a restart or a crash, or held by a replica that died:
+        only the one holding its lease runs it); how many were started here."""
         pending = await to_thread.run_sync(lambda: list(self.backends.files.pending()))
         started = 0
         for attachment in pending:
@@ -92,19 +126,60 @@ class Ingestor:
         while self._tasks:
             await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
 
+    async def _claim(self, attachment: Attachment) -> bool:
+        a, now = attachment, utc_now()
+        until = now + timedelta(seconds=self.lease_s)
+        claim = self.backends.files.claim
+        return await to_thread.run_sync(claim, a.tenant_id, a.vector_store_id, a.file_id, self.owner, until, now)
+
+    async def _heartbeat(self, attachment: Attachment, work: asyncio.Task[None]) -> None:
+        """Renew the lease every third of it; cancel `work` when it was lost."""
+        while True:
+            await asyncio.sleep(self.lease_s / 3)
+            try:
+                held = await self._claim(attachment)
+            except Exception:  # the store did not answer: the lease may still be ours; the final check decides
+                log.warning("renewing the ingestion lease of %s failed", attachment.file_id)
+                continue
+            if not held:
+                self.metrics.leases.labels("lost").inc()
+                work.cancel()
+                return
+
     async def _run(self, attachment: Attachment, caller: Caller) -> None:
         async with self._slots:
             try:
-                await self._ingest(attachment, caller)
+                claimed = await self._claim(attachment)
+            except Exception:  # the store did not answer: the file stays in_progress; the next look tries again
+                log.warning("could not claim the ingestion of %s; trying again later", attachment.file_id)
+                return
+            if not claimed:  # another replica ingests it (or it is finished or gone)
+                self.metrics.leases.labels("held_elsewhere").inc()
+                return
+            self.metrics.leases.labels("taken").inc()
+            work = asyncio.create_task(self._ingest(attachment, caller))
+            heartbeat = asyncio.create_task(self._heartbeat(attachment, work))
+            try:
+                await work
+            except asyncio.CancelledError:
+                if heartbeat.done() and not heartbeat.cancelled():  # the lease was lost: leave the file to its holder
+                    log.warning("ingestion of %s stopped: another gateway took its lease", attachment.file_id)
+                    return
+                work.cancel()
+                raise
+            except LeaseLost:
+                log.warning("ingestion of %s stopped: another gateway took its lease", attachment.file_id)
             except ExtractionError as exc:
                 await self._finish(attachment, [], exc.code, exc.message)
             except FleetchatError as exc:
                 await self._finish(attachment, [], "server_error", f"Embedding failed: {exc.message}")
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:
                 log.exception("ingestion of %s failed", attachment.file_id)
                 await self._finish(attachment, [], "server_error", f"Ingestion failed ({type(exc).__name__}).")
+            finally:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
 
     async def _ingest(self, attachment: Attachment, caller: Caller) -> None:
         b = self.backends
@@ -131,6 +206,9 @@ class Ingestor:
             IndexedChunk(f"{record.id}-{c.seq:05d}", record.id, c.seq, c.text, c.start, c.end, c.heading, v)
             for c, v in zip(chunks, vectors, strict=True)
         ]
+        if not await self._claim(attachment):  # last look before writing: only the lease holder writes
+            self.metrics.leases.labels("lost").inc()
+            raise LeaseLost()
         await to_thread.run_sync(b.index.replace_file, record.tenant_id, store.id, record.id, indexed)
         await self._finish(attachment, indexed)
 

@@ -5,12 +5,14 @@ ask the store's index for the nearest chunks, keep those of files still attached
     hits[0].file_id, hits[0].filename, hits[0].chunk_id, hits[0].text, hits[0].start, hits[0].end, hits[0].score
 
 `embed_query` embeds once for several stores; `chunk_texts` lists a store's chunks (no vectors) for a lexical index.
-Another tenant's store is a 404 (NotFoundError).
+Another tenant's store is a 404 (NotFoundError). A `filters` (OpenAI's, over the files' attachment attributes) keeps
+only chunks of the files that pass it (functions/files/filters.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any, Protocol
 
 import numpy as np
 from anyio import to_thread
@@ -19,12 +21,22 @@ from pydantic import BaseModel
 from functions.auth import Caller
 from functions.files.backends import FileBackends
 from functions.files.embedder import Embedder
+from functions.files.filters import matches
 from functions.files.vector_stores import DEFAULT_EMBEDDING_MODEL, store_not_found
 from shared.errors import InvalidRequestError
-from shared.files_api import SearchContent, SearchPage, SearchRequest, SearchResult
+from shared.files_api import Filter, SearchContent, SearchPage, SearchRequest, SearchResult
 from shared.storage.files import StoredVectorStore
 from shared.storage.timestamps import utc_now
 from shared.storage.vector_index import ChunkHit
+
+
+class Ranked(Protocol):
+    """Chat's hybrid retrieval (functions/retrieval/hybrid.py: HybridSearch), which the search endpoint's default
+    ranker uses."""
+
+    async def search(
+        self, caller: Caller, refs: list[Any], question: str, count: int, *, filters: dict[str, Filter | None]
+    ) -> list[Any]: ...
 
 
 class SearchHit(ChunkHit):
@@ -56,17 +68,32 @@ class VectorStoreSearch:
 
     async def search(
         self, caller: Caller, vector_store_id: str, query_text: str, k: int = 10,
-        query_vector: np.ndarray | None = None,
+        query_vector: np.ndarray | None = None, filters: Filter | None = None,
     ) -> list[SearchHit]:  # fmt: skip
         store = await self._store(caller.tenant.id, vector_store_id)
         vector = query_vector if query_vector is not None else await self.embed_query(caller, query_text)
-        return await to_thread.run_sync(self._search, store, vector, k)
+        return await to_thread.run_sync(self._search, store, vector, k, filters)
 
-    def _search(self, store: StoredVectorStore, vector: np.ndarray, k: int) -> list[SearchHit]:
+    def searchable_files(self, tenant_id: str, vector_store_id: str, filters: Filter | None = None) -> set[str]:
+        """The store's completed files that pass `filters` (sync)."""
+        attachments = self.backends.files.list_attachments(tenant_id, vector_store_id)
+        return {a.file_id for a in attachments if a.status == "completed" and matches(filters, a.attributes)}
+
+    def _search(
+        self, store: StoredVectorStore, vector: np.ndarray, k: int, filters: Filter | None = None
+    ) -> list[SearchHit]:
         b = self.backends
-        live = {a.file_id for a in b.files.list_attachments(store.tenant_id, store.id) if a.status == "completed"}
+        live = self.searchable_files(store.tenant_id, store.id, filters)
         # Asked for more than k: a hit of a file detached a moment ago (its vectors going) is dropped, not counted.
-        found = [h for h in b.index.search(store.tenant_id, store.id, vector, k + 8) if h.file_id in live][:k]
+        # With a filter, most of the nearest chunks may be of files it excludes: ask again, wider, until k pass or
+        # the whole store was looked at.
+        ask = k + 8
+        while True:
+            nearest = b.index.search(store.tenant_id, store.id, vector, ask) if live else []
+            found = [h for h in nearest if h.file_id in live][:k]
+            if len(found) >= k or len(nearest) < ask:
+                break
+            ask *= 4
         names: dict[str, str] = {}
         for hit in found:
             if hit.file_id not in names:
@@ -101,24 +128,42 @@ class VectorStoreSearch:
         """The normalised vectors of the named chunks of the store (sync); unknown ids are absent."""
         return self.backends.index.vectors(tenant_id, vector_store_id, chunk_ids)
 
-    async def search_page(self, caller: Caller, vector_store_id: str, request: SearchRequest) -> SearchPage:
-        """`POST /v1/vector_stores/{id}/search`: each query searched, a chunk kept once at its best score."""
+    async def search_page(
+        self, caller: Caller, vector_store_id: str, request: SearchRequest, hybrid: Ranked | None = None
+    ) -> SearchPage:
+        """`POST /v1/vector_stores/{id}/search`: each query searched (ranker `none`: by vector alone, best cosine
+        first; otherwise chat's hybrid ranking, in its re-ranked order), a chunk kept once, `filters` and
+        `ranking_options.score_threshold` applied."""
         queries = request.queries()
         store = await self._store(caller.tenant.id, vector_store_id)
         if not queries:
             raise InvalidRequestError("'query' must contain text.", param="query", code="invalid_value")
-        best: dict[str, SearchHit] = {}
-        vectors = await self.embedder.embed(caller, store.embedding_model, queries)
-        for vector in vectors:
-            for hit in await to_thread.run_sync(self._search, store, vector, request.max_num_results):
-                if hit.chunk_id not in best or best[hit.chunk_id].score < hit.score:
-                    best[hit.chunk_id] = hit
-        ranked = sorted(best.values(), key=lambda h: -h.score)[: request.max_num_results]
+        limit, threshold = request.max_num_results, request.ranking_options.score_threshold
+        if request.ranking_options.ranker == "none" or hybrid is None:
+            best: dict[str, SearchHit] = {}
+            vectors = await self.embedder.embed(caller, store.embedding_model, queries)
+            for vector in vectors:
+                for hit in await to_thread.run_sync(self._search, store, vector, limit, request.filters):
+                    if hit.chunk_id not in best or best[hit.chunk_id].score < hit.score:
+                        best[hit.chunk_id] = hit
+            ranked = sorted(best.values(), key=lambda h: -h.score)
+        else:
+            ref = await self.require(caller, vector_store_id)
+            seen: dict[str, SearchHit] = {}
+            for query in queries:
+                for passage in await hybrid.search(caller, [ref], query, limit, filters={ref.id: request.filters}):
+                    hit = passage.hit.model_copy(update={"score": passage.score})
+                    seen.setdefault(hit.chunk_id, hit)
+            ranked = list(seen.values())
+        ranked = [h for h in ranked if h.score >= threshold][:limit]
+        attachments = await to_thread.run_sync(self.backends.files.list_attachments, store.tenant_id, store.id)
+        attributes = {a.file_id: a.attributes for a in attachments}
         data = [
             SearchResult(
                 file_id=h.file_id,
                 filename=h.filename,
                 score=h.score,
+                attributes=attributes.get(h.file_id) or None,
                 content=[SearchContent(text=h.text)],
                 chunk_id=h.chunk_id,
                 start_offset=h.start,

@@ -5,13 +5,18 @@ Retention: a file is kept `retention_days` (the tenant's, else its tier's) from 
 days from its last activity (or its own `expires_after`, whichever comes first); legal hold, or a tenant the tenant
 store does not know, keeps everything. Deletion goes in functions/files/deletion.py's order, so an interrupted sweep or
 erase leaves something the next run finishes.
+
+Orphans: a body in the object store with no file metadata (a gateway that died between the body's put and the
+metadata insert, a delete interrupted after the metadata, a local put that never finished) belongs to no file, so no
+retention rule ever reaches it: `sweep_orphans` deletes it once it is older than the grace age (younger, it may be an
+upload whose insert is a moment away). Legal hold and unknown tenants keep theirs, as above.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
@@ -42,6 +47,7 @@ class ExportedVectorStore(VectorStoreObject):
 class SweptFiles(BaseModel):
     files_deleted: int = 0
     vector_stores_deleted: int = 0
+    orphan_bodies_deleted: int = 0
 
 
 class TenantFiles:
@@ -117,3 +123,20 @@ class TenantFiles:
                     if not dry_run:
                         delete_file(self.backends, tenant_id, record.id)
         return report
+
+    def sweep_orphans(self, tenants: TenantLookup, now: datetime, grace: timedelta, *, dry_run: bool = False) -> int:
+        """Delete the bodies no file's metadata names that are older than `grace` (see the module docstring); how
+        many (a dry run: would be)."""
+        deleted = 0
+        for body in self.backends.blobs.bodies():
+            if now - body.modified_at < grace:
+                continue
+            if not body.partial and self.backends.files.get_file(body.tenant_id, body.file_id) is not None:
+                continue
+            tenant = tenants(body.tenant_id)
+            if tenant is None or tenant.legal_hold:
+                continue
+            deleted += 1
+            if not dry_run:
+                self.backends.blobs.delete_body(body)
+        return deleted

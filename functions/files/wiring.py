@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -63,6 +65,15 @@ async def install_files(
     state.vector_search = VectorStoreSearch(backends, embedder)
     state.account_data.files = TenantFiles(backends)  # exported and erased with the account
     await state.ingestor.resume()
+    # Every lease period, look again: files held by a replica that died are taken over once its lease lapsed.
+    watcher = asyncio.create_task(state.ingestor.watch(), name="ingestion watch")
+    owned.push_async_callback(_stopped, watcher)
+
+
+async def _stopped(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def ingestion_metrics(registry: Any) -> IngestionMetrics:

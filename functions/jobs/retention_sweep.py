@@ -9,12 +9,13 @@ hold, or one the tenant store does not know (its hold cannot be checked), keeps 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from functions.files.backends import open_file_backends
+from functions.files.settings import FilesSettings
 from functions.files.tenant_data import TenantFiles
 from functions.retention import expiry_for
 from shared.settings import Settings
@@ -56,6 +57,7 @@ class SweepReport(BaseModel):
     feedback_orphans_deleted: int = 0  # ratings whose conversation was already gone (DynamoDB's TTL backstop)
     files_deleted: int = 0  # uploaded files past the tenant's retention, with their vectors (docs/files.md)
     vector_stores_deleted: int = 0  # vector stores inactive past retention or their own expires_after
+    orphan_bodies_deleted: int = 0  # file bodies with no metadata, past the grace age (a crash between put and insert)
     dry_run: bool = False
 
     @property
@@ -210,6 +212,8 @@ def _sweep_files(
     try:
         swept = files.sweep(tenants, now, dry_run=report.dry_run)
         report.files_deleted, report.vector_stores_deleted = swept.files_deleted, swept.vector_stores_deleted
+        grace = timedelta(seconds=FilesSettings().orphan_grace_s)
+        report.orphan_bodies_deleted = files.sweep_orphans(tenants, now, grace, dry_run=report.dry_run)
     except StoreUnavailableError:  # the next run resumes
         report.failed += 1
     finally:

@@ -13,13 +13,16 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = 60) -> dict[str, float]:
-    """Each id's fused score: the sum over rankings of 1 / (k + rank), rank from 1 (Cormack, Clarke and Buettcher,
-    SIGIR 2009). Ids missing from a ranking get nothing from it. Highest first."""
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] | None = None
+) -> dict[str, float]:
+    """Each id's fused score: the sum over rankings of weight / (k + rank), rank from 1 (Cormack, Clarke and
+    Buettcher, SIGIR 2009; every weight 1 unless given). Ids missing from a ranking get nothing from it. Highest
+    first."""
     fused: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
         for rank, item in enumerate(ranking, start=1):
-            fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
+            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
     return dict(sorted(fused.items(), key=lambda pair: (-pair[1], pair[0])))
 
 

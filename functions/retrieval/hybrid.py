@@ -3,11 +3,15 @@ index, functions/files) and by BM25 (functions/retrieval/keyword.py), the rankin
 re-ranked by the passages' similarity to the question with MMR diversity (functions/retrieval/fusion.py).
 
 The stores are reached through `StoreSearch`, the files service's search (`app.state.vector_search`); this module
-never reads an index itself, so it works the same over the embedded and the deployed index."""
+never reads an index itself, so it works the same over the embedded and the deployed index.
+
+`filters` (OpenAI's, per store: a `file_search` tool's) keep only the chunks of files whose attributes pass them, in
+both rankings; `score_threshold` drops passages whose cosine similarity to the question is below it; `weights`
+(`embedding_weight`, `text_weight`: the tool's `ranking_options.hybrid_search`) weigh the two rankings in the fusion."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -19,6 +23,7 @@ from functions.auth import Caller
 from functions.retrieval.fusion import maximal_marginal_relevance, normalised, reciprocal_rank_fusion
 from functions.retrieval.keyword import KeywordHit, KeywordIndexes
 from functions.retrieval.settings import RetrievalSettings
+from shared.files_api import Filter
 
 # What the eval compares: each ranking alone, their fusion, and the fusion re-ranked (what chat uses).
 Mode = Literal["vector", "keyword", "fused", "hybrid"]
@@ -37,8 +42,11 @@ class StoreSearch(Protocol):
     async def embed_query(self, caller: Caller, text: str) -> np.ndarray: ...
 
     async def search(
-        self, caller: Caller, vector_store_id: str, query_text: str, k: int = 10, query_vector: np.ndarray | None = None
-    ) -> list[Any]: ...
+        self, caller: Caller, vector_store_id: str, query_text: str, k: int = 10,
+        query_vector: np.ndarray | None = None, filters: Filter | None = None,
+    ) -> list[Any]: ...  # fmt: skip
+
+    def searchable_files(self, tenant_id: str, vector_store_id: str, filters: Filter | None = None) -> set[str]: ...
 
     def chunk_texts(self, tenant_id: str, vector_store_id: str) -> Iterator[Any]: ...
 
@@ -58,9 +66,18 @@ class HybridSearch:
         self.keyword = KeywordIndexes(settings.keyword_cache_stores)
 
     async def search(
-        self, caller: Caller, refs: list[Any], question: str, count: int, mode: Mode = "hybrid"
-    ) -> list[Passage]:
+        self, caller: Caller, refs: list[Any], question: str, count: int, mode: Mode = "hybrid", *,
+        filters: Mapping[str, Filter | None] | None = None, score_threshold: float = 0.0,
+        weights: tuple[float, float] = (1.0, 1.0),
+    ) -> list[Passage]:  # fmt: skip
         """The `count` best passages of the stores `refs` (as `require` returned them) for `question`."""
+        passages = await self._search(caller, refs, question, count, mode, filters or {}, weights)
+        return [p for p in passages if p.score >= score_threshold]
+
+    async def _search(
+        self, caller: Caller, refs: list[Any], question: str, count: int, mode: Mode,
+        filters: Mapping[str, Filter | None], weights: tuple[float, float],
+    ) -> list[Passage]:  # fmt: skip
         k = max(self.settings.candidates, count)
         vector = None if mode == "keyword" else await self.stores.embed_query(caller, question)
         by_vector: list[Any] = []
@@ -68,10 +85,14 @@ class HybridSearch:
 
         async def one_store(ref: Any) -> None:
             if vector is not None:
-                by_vector.extend(await self.stores.search(caller, ref.id, question, k, query_vector=vector))
+                only = filters.get(ref.id)
+                found = await self.stores.search(caller, ref.id, question, k, query_vector=vector, filters=only)
+                by_vector.extend(found)
             if mode != "vector":
                 by_keyword.append(
-                    await to_thread.run_sync(self._keyword, caller.tenant.id, ref, question, k, abandon_on_cancel=True)
+                    await to_thread.run_sync(
+                        self._keyword, caller.tenant.id, ref, question, k, filters.get(ref.id), abandon_on_cancel=True
+                    )
                 )
 
         async with anyio.create_task_group() as group:
@@ -84,7 +105,9 @@ class HybridSearch:
         for ranking in by_keyword:
             chunks.update({h.chunk.chunk_id: h.chunk for h in ranking if h.chunk.chunk_id not in chunks})
         rankings = [[hit.chunk_id for hit in by_vector]] + [[h.chunk.chunk_id for h in r] for r in by_keyword]
-        fused = reciprocal_rank_fusion([r for r in rankings if r], self.settings.rrf_k)
+        scale = [weights[0]] + [weights[1]] * len(by_keyword)
+        kept = [(r, w) for r, w in zip(rankings, scale, strict=True) if r]
+        fused = reciprocal_rank_fusion([r for r, _ in kept], self.settings.rrf_k, [w for _, w in kept])
         if mode == "vector":
             return [Passage(hit, float(hit.score)) for hit in _unique(by_vector)[:count]]
         if mode in ("keyword", "fused"):
@@ -93,11 +116,16 @@ class HybridSearch:
         assert vector is not None
         return await self._reranked(caller, candidates, fused, vector, count)
 
-    def _keyword(self, tenant_id: str, ref: Any, question: str, k: int) -> list[KeywordHit]:
+    def _keyword(self, tenant_id: str, ref: Any, question: str, k: int, filters: Filter | None) -> list[KeywordHit]:
         index = self.keyword.get(
             tenant_id, ref.id, str(ref.revision), lambda: self.stores.chunk_texts(tenant_id, ref.id)
         )
-        return index.search(question, k)
+        if filters is None:
+            return index.search(question, k)
+        # The store's BM25 index is shared by every filter (cached per revision): rank the whole store, keep the
+        # files that pass (a few milliseconds on 10k chunks).
+        allowed = self.stores.searchable_files(tenant_id, ref.id, filters)
+        return [h for h in index.search(question, len(index.chunks)) if h.chunk.file_id in allowed][:k]
 
     async def _reranked(
         self, caller: Caller, candidates: list[Any], fused: dict[str, float], question: np.ndarray, count: int

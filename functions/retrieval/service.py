@@ -22,7 +22,8 @@ from functions.auth import Caller
 from functions.retrieval import context
 from functions.retrieval.hybrid import HybridSearch, StoreSearch
 from functions.retrieval.settings import RetrievalSettings
-from shared.errors import NotFoundError, ServiceUnavailableError
+from shared.errors import InvalidRequestError, NotFoundError, ServiceUnavailableError
+from shared.files_api import CompoundFilter, Filter
 from shared.retrieval_api import RETRIEVAL_HEADER, Citation, RetrievalReport, RetrievalStatus
 from shared.schemas import ChatCompletionRequest
 from shared.tiers import limits_for
@@ -50,6 +51,9 @@ class RetrievalMetrics:
 class Plan:
     stores: list[Any]  # the caller's stores, as the files service's `require` returned them (id, revision)
     max_results: int
+    filters: dict[str, Filter | None] = field(default_factory=dict)  # per store id (a file_search tool's)
+    score_threshold: float = 0.0
+    weights: tuple[float, float] = (1.0, 1.0)  # (vector, keyword) in the fusion
 
 
 @dataclass
@@ -121,13 +125,14 @@ class Retrieval:
             return None
         if self.stores is None:
             raise ServiceUnavailableError("Vector stores are not available on this deployment.", retry_after_s=60)
+        filters, threshold, weights = _search_options(body)
         stores = []
         for store_id in ids:
             try:
                 stores.append(await self.stores.require(caller, store_id))
             except NotFoundError as exc:
                 raise NotFoundError(str(exc.message), param="vector_store_ids", code=exc.code) from exc
-        return Plan(stores, min([self.settings.max_passages, *limits]))
+        return Plan(stores, min([self.settings.max_passages, *limits]), filters, threshold, weights)
 
     async def retrieve(self, plan: Plan | None, caller: Caller, body: ChatCompletionRequest, pool: str) -> Retrieved:
         if plan is None:
@@ -158,7 +163,10 @@ class Retrieval:
         with anyio.move_on_after(budget_ms / 1000):
             try:
                 assert self.search is not None  # plan() refused the request otherwise
-                passages = await self.search.search(caller, plan.stores, question, plan.max_results)
+                passages = await self.search.search(
+                    caller, plan.stores, question, plan.max_results, filters=plan.filters,
+                    score_threshold=plan.score_threshold, weights=plan.weights,
+                )  # fmt: skip
             # The embedding pool or the index failed (or a store was deleted since `plan`): passages are an aid the
             # answer can do without, so no failure of theirs fails the chat; it is logged, counted and reported.
             except Exception as exc:
@@ -176,6 +184,36 @@ class Retrieval:
         cited = context.citations(kept)
         used = len(message.text().encode())
         return Retrieved(report("used", withheld=withheld, citations=cited, context_tokens=used), message, cited)
+
+
+def _search_options(body: ChatCompletionRequest) -> tuple[dict[str, Filter | None], float, tuple[float, float]]:
+    """Per store, the filter of the `file_search` tools naming it (a store two tools name passes either tool's
+    filter; one named by `vector_store_ids` or an unfiltered tool: no filter); the highest `score_threshold`; the
+    tools' `hybrid_search` weights (several tools must agree: a 400 otherwise)."""
+    per_store: dict[str, list[Filter | None]] = {s: [None] for s in body.vector_store_ids or []}
+    threshold, weights = 0.0, set()
+    for tool in body.file_search or []:
+        for store_id in tool.vector_store_ids:
+            per_store.setdefault(store_id, []).append(tool.filters)
+        ranking = tool.ranking_options
+        if ranking is not None:
+            threshold = max(threshold, ranking.score_threshold)
+            if ranking.hybrid_search is not None:
+                weights.add((ranking.hybrid_search.embedding_weight, ranking.hybrid_search.text_weight))
+    if len(weights) > 1:
+        raise InvalidRequestError(
+            "file_search tools disagree on ranking_options.hybrid_search; give every tool the same weights.",
+            param="tools", code="invalid_value",
+        )  # fmt: skip
+    filters: dict[str, Filter | None] = {}
+    for store_id, named in per_store.items():
+        if any(f is None for f in named):
+            filters[store_id] = None
+        else:
+            unique = list({f.model_dump_json(): f for f in named if f is not None}.values())
+            either = CompoundFilter.model_construct(type="or", filters=unique)  # each was checked; their union is not
+            filters[store_id] = unique[0] if len(unique) == 1 else either
+    return filters, threshold, next(iter(weights), (1.0, 1.0))
 
 
 def retrieval_for(state: Any) -> Retrieval:

@@ -103,7 +103,8 @@ async def search_vector_store(
     vector_store_id: StoreId, body: SearchRequest, caller: CurrentCaller, request: Request
 ) -> SearchPage:
     search: VectorStoreSearch = request.app.state.vector_search
-    return await search.search_page(caller, vector_store_id, body)
+    hybrid = getattr(getattr(request.app.state, "retrieval", None), "search", None)  # chat's ranking (the default)
+    return await search.search_page(caller, vector_store_id, body, hybrid)
 
 
 @router.get(

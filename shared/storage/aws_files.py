@@ -328,6 +328,30 @@ class AwsFileStore:
             if found is not None and found.status == "in_progress":
                 yield found
 
+    def claim(self, tenant_id: str, store_id: str, file_id: str, owner: str, until: datetime, now: datetime) -> bool:
+        try:
+            self._call(
+                self._ddb.update_item,
+                TableName=self._table,
+                Key={"pk": _pk(tenant_id), "sk": f"vsf#{store_id}#{file_id}"},
+                UpdateExpression="SET claim_owner = :owner, claim_until = :until",
+                # ISO timestamps of one fixed width compare as text the way the instants compare in time.
+                ConditionExpression="#status = :in_progress AND (attribute_not_exists(claim_until)"
+                " OR claim_until < :now OR claim_owner = :owner)",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":owner": owner,
+                    ":until": to_iso(until),
+                    ":now": to_iso(now),
+                    ":in_progress": "in_progress",
+                },
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
+
     def tenants(self) -> list[str]:
         return sorted(item["sk"] for item in self._query(TENANTS_PK, ""))
 

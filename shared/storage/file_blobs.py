@@ -2,6 +2,9 @@
 
 Local puts write a temporary file, fsync it and rename it into place (atomic on POSIX), so a crash never leaves a
 half-written body under a file's name. S3 puts are atomic by themselves. Keys: `files/<tenant>/<file id>`.
+
+`bodies()` lists every body with its modification time, for the retention job's orphan sweep (a body whose metadata
+row was never written: a crash between the put and the insert, or a local put that never finished).
 """
 
 from __future__ import annotations
@@ -9,9 +12,11 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.storage.files import StoredBody
 from shared.storage.s3_encryption import s3_encryption
 
 _CHUNK = 1 << 20
@@ -58,6 +63,23 @@ class LocalBlobStore:
     def delete_tenant(self, tenant_id: str) -> None:
         shutil.rmtree(self.root / tenant_id, ignore_errors=True)
 
+    def bodies(self) -> Iterator[StoredBody]:
+        if not self.root.is_dir():
+            return
+        for tenant in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            for path in sorted(tenant.iterdir()):
+                partial = path.name.startswith(".") and path.name.endswith(".partial")
+                file_id = path.name[1 : -len(".partial")] if partial else path.name
+                try:
+                    modified = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+                except FileNotFoundError:  # deleted while listed
+                    continue
+                yield StoredBody(tenant_id=tenant.name, file_id=file_id, modified_at=modified, partial=partial)
+
+    def delete_body(self, body: StoredBody) -> None:
+        path = self._path(body.tenant_id, body.file_id)
+        (path.with_name(f".{body.file_id}.partial") if body.partial else path).unlink(missing_ok=True)
+
 
 class S3BlobStore:
     """`s3` is a boto3 S3 client; bodies are encrypted with the deployment's KMS key (else SSE-S3)."""
@@ -96,3 +118,13 @@ class S3BlobStore:
             keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
             if keys:
                 self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": keys})
+
+    def bodies(self) -> Iterator[StoredBody]:
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix="files/"):
+            for item in page.get("Contents", []):
+                parts = item["Key"].split("/")
+                if len(parts) == 3 and parts[1] and parts[2]:
+                    yield StoredBody(tenant_id=parts[1], file_id=parts[2], modified_at=item["LastModified"])
+
+    def delete_body(self, body: StoredBody) -> None:
+        self.delete(body.tenant_id, body.file_id)

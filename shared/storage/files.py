@@ -126,11 +126,26 @@ class FileStore(Protocol):
         """Every in_progress attachment of every tenant: ingestion to resume after a restart."""
         ...
 
+    def claim(self, tenant_id: str, store_id: str, file_id: str, owner: str, until: datetime, now: datetime) -> bool:
+        """Take or renew the lease on ingesting an in_progress attachment, atomically: True when `owner` now holds
+        it until `until`; False when another owner's lease runs past `now`, or the attachment is gone or finished.
+        Two gateways resuming the same file: one wins, the other leaves it alone."""
+        ...
+
     def tenants(self) -> list[str]:
         """Tenants holding files or vector stores (the retention sweep's walk)."""
         ...
 
     def close(self) -> None: ...
+
+
+class StoredBody(BaseModel):
+    """A body in the blob store, as the orphan sweep lists it (`partial`: a local put that never finished)."""
+
+    tenant_id: str
+    file_id: str
+    modified_at: datetime
+    partial: bool = False
 
 
 class BlobStore(Protocol):
@@ -147,3 +162,11 @@ class BlobStore(Protocol):
     def delete(self, tenant_id: str, file_id: str) -> None: ...
 
     def delete_tenant(self, tenant_id: str) -> None: ...
+
+    def bodies(self) -> Iterator[StoredBody]:
+        """Every body of every tenant (the orphan sweep's walk: bodies whose metadata was never written)."""
+        ...
+
+    def delete_body(self, body: StoredBody) -> None:
+        """Delete one listed body (a partial one too)."""
+        ...

@@ -292,6 +292,12 @@ MIGRATIONS: list[list[str]] = [
         # Retrieval in chat: the citations of an assistant message (JSON list; NULL: none).
         "ALTER TABLE messages ADD COLUMN citations TEXT",
     ],
+    [
+        # Ingestion leases (shared/storage/files.py: FileStore.claim): which gateway ingests an in_progress
+        # attachment, and until when, so two replicas resuming it never both do the work.
+        "ALTER TABLE vector_store_files ADD COLUMN claim_owner TEXT",
+        "ALTER TABLE vector_store_files ADD COLUMN claim_until TEXT",
+    ],
 ]
 
 

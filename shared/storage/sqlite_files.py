@@ -218,6 +218,16 @@ class SQLiteFileStore:
             rows = db.execute("SELECT * FROM vector_store_files WHERE status = 'in_progress'").fetchall()
         yield from (_attachment(row) for row in rows)
 
+    def claim(self, tenant_id: str, store_id: str, file_id: str, owner: str, until: datetime, now: datetime) -> bool:
+        with self._db.write() as db:  # one writer at a time: the check and the take cannot interleave
+            cursor = db.execute(
+                "UPDATE vector_store_files SET claim_owner = ?, claim_until = ? WHERE tenant_id = ?"
+                " AND vector_store_id = ? AND file_id = ? AND status = 'in_progress'"
+                " AND (claim_until IS NULL OR claim_until < ? OR claim_owner = ?)",
+                (owner, to_iso(until), tenant_id, store_id, file_id, to_iso(now), owner),
+            )
+            return cursor.rowcount > 0
+
     def tenants(self) -> list[str]:
         with self._db.read() as db:
             rows = db.execute(

@@ -1,7 +1,7 @@
 """The retrieval suite's smoke subset against a real gateway (files, vector stores, retrieval in chat) and the real
 embedding worker on loopback: a reading worker answers a question with its gold answer only when a passage it was given
-holds it, and the scripted judge grades "I don't know" low. So answers with retrieval match where recall hit, answers
-without never do, and the suite leaves no store or file behind."""
+holds it, and the scripted judge grades "I don't know" low. So answers with retrieval match (and score SQuAD exact
+match and F1) where recall hit, answers without never do, and the suite leaves no store or file behind."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def reader(messages: list[dict]) -> str:
     if question is None:  # the gateway's shadow judge sampling an answer
         return '{"helpfulness": 3, "accuracy": 3, "format": 3}'
     found = [a.text for a in question.answers if a.text in context]
-    return f"It is {found[0]} [1]." if found else UNKNOWN
+    return f"{found[0]} [1]" if found else UNKNOWN
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +74,10 @@ def test_the_smoke_subset_measures_recall_and_the_gain_from_retrieval(
     assert 0.0 <= values["retrieval.vector_recall_at_5"] <= 1.0
     # The reader answers right exactly when a passage it was given holds the answer; without passages, never.
     assert values["retrieval.with.answer_match"] >= hits / LIMIT > values["retrieval.without.answer_match"] == 0.0
+    # SQuAD's scores come from the answers: the reader's (cited) answers score where it was given the passage.
+    assert values["retrieval.with.exact_match"] >= hits / LIMIT > values["retrieval.without.exact_match"] == 0.0
+    assert values["retrieval.with.f1"] >= values["retrieval.with.exact_match"]
+    assert values["retrieval.without.f1"] == 0.0
     assert values["retrieval.with.judge_mean"] > values["retrieval.without.judge_mean"] == pytest.approx(5 / 3)
     assert values["retrieval.skipped_rate"] == 0.0
     assert left == [[], []]  # the suite removed its store and files

@@ -44,3 +44,20 @@ def test_bodies_round_trip_per_tenant_and_are_deleted(blobs: BlobStore, tmp_path
     blobs.delete_tenant("t1")
     assert blobs.read("t1", "file-b") is None and blobs.read("t2", "file-a") == body
     blobs.delete("t1", "file-a")  # deleting what is gone is fine
+
+
+def test_bodies_are_listed_with_their_age_for_the_orphan_sweep(blobs: BlobStore, tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from shared.storage.timestamps import utc_now
+
+    source = tmp_path / "upload"
+    source.write_bytes(b"body")
+    before = utc_now() - timedelta(minutes=5)  # moto's and the disk's clocks round; both are this machine's
+    blobs.put("t1", "file-a", str(source))
+    blobs.put("t2", "file-b", str(source))
+    listed = sorted(blobs.bodies(), key=lambda b: b.file_id)
+    assert [(b.tenant_id, b.file_id, b.partial) for b in listed] == [("t1", "file-a", False), ("t2", "file-b", False)]
+    assert all(before <= b.modified_at <= utc_now() + timedelta(minutes=5) for b in listed)
+    blobs.delete_body(listed[0])
+    assert blobs.read("t1", "file-a") is None and blobs.read("t2", "file-b") == b"body"

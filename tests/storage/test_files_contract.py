@@ -137,3 +137,26 @@ def test_deleting_a_file_or_a_store_takes_its_attachments(store: FileStore) -> N
     assert [a.file_id for a in store.list_attachments("t1", "vs_1")] == ["file-b"]
     assert store.delete_vector_store("t1", "vs_1") and store.list_attachments("t1", "vs_1") == []
     assert list(store.pending()) == []
+
+
+def test_one_ingestion_lease_at_a_time_renewed_by_its_owner_taken_over_when_it_lapses(store: FileStore) -> None:
+    store.add_file(_file("t1", "file-a"), ROOMY)
+    store.create_vector_store(_vs("t1", "vs_1"))
+    first = store.attach(Attachment(tenant_id="t1", vector_store_id="vs_1", file_id="file-a", created_at=utc_now()))
+    now = utc_now()
+    lease = now + timedelta(seconds=30)
+    assert store.claim("t1", "vs_1", "file-a", "gw-1", lease, now)
+    assert not store.claim("t1", "vs_1", "file-a", "gw-2", lease, now)  # another replica leaves it alone
+    assert store.claim("t1", "vs_1", "file-a", "gw-1", lease + timedelta(seconds=30), now)  # the owner renews
+    assert not store.claim("t2", "vs_1", "file-a", "gw-2", lease, now)  # another tenant's id: nothing to claim
+    later = lease + timedelta(seconds=31)  # past the renewed lease: gw-1 died
+    assert store.claim("t1", "vs_1", "file-a", "gw-2", later + timedelta(seconds=30), later)
+    assert not store.claim("t1", "vs_1", "file-a", "gw-1", later + timedelta(seconds=30), later)  # it lost the lease
+    # Racing claims on a free lease: exactly one wins.
+    store.attach(Attachment(tenant_id="t1", vector_store_id="vs_1", file_id="file-b", created_at=utc_now()))
+    with ThreadPoolExecutor(8) as pool:
+        won = list(pool.map(lambda n: store.claim("t1", "vs_1", "file-b", f"gw-{n}", lease, now), range(8)))
+    assert sum(won) == 1
+    assert store.finish(first.model_copy(update={"status": "completed"}))
+    assert not store.claim("t1", "vs_1", "file-a", "gw-2", later + timedelta(seconds=60), later)  # finished
+    assert store.get_attachment("t1", "vs_1", "file-a").status == "completed"

@@ -1,12 +1,15 @@
 """The retrieval suite: SQuAD articles (functions/evals/rag) put in a fresh vector store on the deployment, then per
-question (a fixed sample): vector search alone (`POST /v1/vector_stores/{id}/search`), a chat with the store (the
-hybrid retrieval chat uses; its citations), and the same chat without it. A citation counts when it is the question's
-document and its span holds a gold answer (SQuAD's answer spans are the known supporting passages).
+question (a fixed sample): vector search alone (`POST /v1/vector_stores/{id}/search` with ranker `none`), a chat
+with the store (the hybrid retrieval chat uses; its citations), and the same chat without it. A citation counts when
+it is the question's document and its span holds a gold answer (SQuAD's answer spans are the known supporting
+passages).
 
 Metrics: `retrieval.recall_at_5` (chat's hybrid retrieval, first 5 citations) and `retrieval.vector_recall_at_5`
-(vector search alone); per arm (`with`, `without`): `answer_match` (a gold answer appears in the answer) and
-`judge_mean` (the judge's 1-5 against the gold answer); `retrieval.skipped_rate` (over the latency budget) and
-`retrieval.error_rate`; `retrieval.ingestion_s`."""
+(vector search alone); per arm (`with`, `without`): `exact_match` and `f1` (SQuAD's standard scores against the gold
+answers, functions/evals/rag/squad_score.py), `answer_match` (a gold answer appears in the answer) and `judge_mean`
+(the judge's 1-5 against the gold answer); `retrieval.skipped_rate` (over the latency budget) and
+`retrieval.error_rate`; `retrieval.ingestion_s`. Both arms ask the same way (a short-answer instruction, then the
+question), so the only difference between them is the passages retrieval adds."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from pydantic import BaseModel
 from functions.evals.asking import bounded, default_model
 from functions.evals.rag.corpus import Corpus, CorpusError, create_corpus, remove_corpus
 from functions.evals.rag.items import DATA_DIR, Question, load_documents, load_questions, sample
+from functions.evals.rag.squad_score import best_exact_match, best_f1
 from functions.evals.suite import CaseResult, Direction, Metric, Progress, SuiteResult
 from functions.evals.target import EvalTarget
 from functions.judging.client import JudgeClient
@@ -36,6 +40,10 @@ DEFAULT_QUESTIONS = 100  # of 705: recall within about +-0.08 (95 %), a run of m
 RECALL_THRESHOLD = 0.6  # MiniLM + BM25 over five articles' ~200 chunks; a broken index or fusion falls far below
 RECALL_TOLERANCE = 0.08
 ANSWER_TOLERANCE = 0.1
+F1_TOLERANCE = 0.1
+# SQuAD's answers are short spans, and its scores compare the answer's words with them: a model asked plainly answers
+# in sentences, which EM can never match. Both arms get this same instruction.
+SHORT_ANSWER = "Answer the question in as few words as possible: a name, a number or a short phrase."
 JUDGE_TOLERANCE = 0.3
 LOCAL_MAX_TOKENS = 96  # SQuAD answers are a few words; the CPU stack's answers are not worth more
 LOCAL_NOTE = (
@@ -76,6 +84,12 @@ def contains_answer(answer: str | None, question: Question) -> bool:
         return False
     said = _normal(answer)
     return any(_normal(a.text) and f" {_normal(a.text)} " in f" {said} " for a in question.answers)
+
+
+def uncited(answer: str | None) -> str:
+    """The answer without its `[n]` citation markers (the context asks the model to cite; SQuAD's scores would count
+    the marker's number as a word of the answer)."""
+    return re.sub(r"\s*\[\d+\]", "", answer or "")
 
 
 def _normal(text: str) -> str:
@@ -139,7 +153,7 @@ class RetrievalSuite:
         try:
 
             async def search() -> httpx.Response:
-                body = {"query": question.question, "max_num_results": K}
+                body = {"query": question.question, "max_num_results": K, "ranking_options": {"ranker": "none"}}
                 return (await http.post(f"/v1/vector_stores/{corpus.store_id}/search", json=body)).raise_for_status()
 
             found = await _patient(search)
@@ -148,7 +162,10 @@ class RetrievalSuite:
                 and question.supported_by(r["start_offset"], r["end_offset"])
                 for r in found.json()["data"][:K]
             )
-            messages: list[Any] = [{"role": "user", "content": question.question}]
+            messages: list[Any] = [
+                {"role": "system", "content": SHORT_ANSWER},
+                {"role": "user", "content": question.question},
+            ]
             tool = {"type": "file_search", "vector_store_ids": [corpus.store_id], "max_num_results": K}
             with_ = await _patient(
                 lambda: client.chat.completions.create(
@@ -220,6 +237,19 @@ def metrics(asked: Sequence[Asked], ingestion_s: float) -> list[Metric]:
         Metric(name="retrieval.ingestion_s", value=round(ingestion_s, 2), unit="s", direction=lower, n=1),
     ]  # fmt: skip
     for arm in ("with", "without"):
+        answers = [(uncited(getattr(a, f"{arm}_answer")), [g.text for g in a.question.answers]) for a in ok]
+        out += [
+            Metric(
+                name=f"retrieval.{arm}.exact_match", value=_mean([best_exact_match(p, g) for p, g in answers]),
+                unit="ratio", direction=higher, tolerance=ANSWER_TOLERANCE, n=len(ok),
+                note=f"{arm} retrieval: SQuAD exact match (normalised answer equals a gold answer)",
+            ),
+            Metric(
+                name=f"retrieval.{arm}.f1", value=_mean([best_f1(p, g) for p, g in answers]), unit="ratio",
+                direction=higher, tolerance=F1_TOLERANCE, n=len(ok),
+                note=f"{arm} retrieval: SQuAD token F1 against the best gold answer",
+            ),
+        ]  # fmt: skip
         matches = [contains_answer(getattr(a, f"{arm}_answer"), a.question) for a in ok]
         out.append(
             Metric(
@@ -243,8 +273,11 @@ def _case(a: Asked) -> CaseResult:
     if a.error is not None:
         detail["error"] = a.error
     else:
+        golds = [g.text for g in a.question.answers]
         detail.update(
             vector_hit=a.vector_hit,
+            with_f1=round(best_f1(uncited(a.with_answer), golds), 3),
+            without_f1=round(best_f1(uncited(a.without_answer), golds), 3),
             with_match=contains_answer(a.with_answer, a.question),
             without_match=contains_answer(a.without_answer, a.question),
             with_score=a.with_score,
