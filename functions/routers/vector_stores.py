@@ -12,6 +12,7 @@ from functions.files.file_content import file_content
 from functions.files.search import VectorStoreSearch
 from functions.files.vector_stores import VectorStoresService
 from functions.openapi_description import error_responses
+from functions.retrieval.service import Retrieval
 from shared.files_api import (
     FILE_ID_PATTERN,
     VECTOR_STORE_ID_PATTERN,
@@ -103,8 +104,8 @@ async def search_vector_store(
     vector_store_id: StoreId, body: SearchRequest, caller: CurrentCaller, request: Request
 ) -> SearchPage:
     search: VectorStoreSearch = request.app.state.vector_search
-    hybrid = getattr(getattr(request.app.state, "retrieval", None), "search", None)  # chat's ranking (the default)
-    return await search.search_page(caller, vector_store_id, body, hybrid)
+    retrieval: Retrieval = request.app.state.retrieval
+    return await search.search_page(caller, vector_store_id, body, retrieval.search)  # chat's ranking by default
 
 
 @router.get(
