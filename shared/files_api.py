@@ -227,12 +227,15 @@ class VectorStoreFileDeleted(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # rewrite_query: accepted, not applied (docs/files.md)
+    model_config = ConfigDict(extra="ignore")
 
     query: StrictStr | list[StrictStr]
     max_num_results: int = Field(default=10, ge=1, le=MAX_SEARCH_RESULTS)
     filters: Filter | None = None
     ranking_options: RankingOptions = Field(default_factory=RankingOptions)
+    # OpenAI rewrites the query with a model first; here it is searched as given, so asking for a rewrite is refused
+    # rather than silently ignored.
+    rewrite_query: Literal[False] = False
 
     def queries(self) -> list[str]:
         queries = [self.query] if isinstance(self.query, str) else list(self.query)

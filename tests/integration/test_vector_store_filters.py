@@ -113,7 +113,9 @@ def test_a_score_threshold_drops_the_weaker_results(gateway: Gateway, store: tup
         assert [h.score for h in kept] == [s for s in scores if s >= cut] and 0 < len(kept) < 3
 
 
-def test_malformed_filters_and_ranking_options_are_400s(gateway: Gateway, store: tuple[str, dict[str, str]]) -> None:
+def test_malformed_filters_ranking_options_and_rewrite_query_are_400s(
+    gateway: Gateway, store: tuple[str, dict[str, str]]
+) -> None:
     store_id, _ = store
     bad: list[dict[str, Any]] = [
         {"filters": {"type": "gt", "key": "year", "value": "2024"}},  # gt compares numbers
@@ -127,6 +129,7 @@ def test_malformed_filters_and_ranking_options_are_400s(gateway: Gateway, store:
             {"type": "or", "filters": [{"type": "or", "filters": [{"type": "eq", "key": "a", "value": 1}]}]}]}]}]}},
         {"ranking_options": {"ranker": "bm25"}},
         {"ranking_options": {"score_threshold": 1.5}},
+        {"rewrite_query": True},  # no model rewrites the query: refused, not ignored
     ]  # fmt: skip
     url = f"{gateway.url}/v1/vector_stores/{store_id}/search"
     for extra in bad:
