@@ -6,33 +6,30 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from anyio import to_thread
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response
 
 from functions.admission import BROWNOUT_HEADER
 from functions.auth import CurrentCaller
 from functions.canary import MODEL_VERSION_HEADER, Canaries, VersionChoice
+from functions.chat_delivery import AnsweredRequest, json_response, stream_response
 from functions.chat_service import ChatService, RoutedRequest
-from functions.conversation_turns import STORED_HEADER, ConversationTurns
+from functions.conversation_turns import ConversationTurns
 from functions.judging.client import JUDGE_CALL_HEADER
 from functions.judging.shadow import ShadowJudge
 from functions.openapi_description import error_responses
 from functions.pool_overflow import PoolControl
-from functions.request_accounting import Accounting, RequestAccount, TokenUsage
-from functions.result_cache import CACHE_HEADER, ResultCache, storing
+from functions.request_accounting import Accounting, TokenUsage
+from functions.result_cache import CACHE_HEADER, ResultCache
 from functions.result_cache_replay import serve_hit
-from functions.resumable_streams import RESUMABLE_HEADER
 from functions.retrieval.service import Retrieval
 from functions.safety.pipeline import SafetyPipeline
 from functions.server_tools.loop import ToolLoop
 from functions.server_tools.replay import ReplayedStream
 from functions.slo_observation import label_chat
-from functions.stream_capture import StreamCapture, answer_text
 from functions.stream_continuation import ContinuingStream
-from functions.stream_relay import StreamRelay, answered_by, count_turn
 from functions.structured_output import StructuredOutputs, contract_for
-from functions.tool_arguments import ToolArguments, check_request, client_contract, expects_calls
+from functions.tool_arguments import check_request, client_contract
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.request_parameters import refuse_unknown_or_unhonoured
@@ -165,77 +162,32 @@ async def chat_completions(
                 answer, contract, lambda: _answer(service, canaries, pool, body, session), account.model, body
             )
     account.model_version = headers[MODEL_VERSION_HEADER] = version.version  # stored with the answer
-    tool_args: ToolArguments = request.app.state.tool_arguments
-    tool_contract = client_contract(body, server_tools or ())  # what the client's tool_choice asks of the answer
 
     async def repair(retry: ChatCompletionRequest) -> dict[str, Any]:
         """functions/tool_arguments.py's one repair attempt, on the pool that answered."""
         retry = retry.model_copy(update={"model": account.model})
         return await service.complete(service.route(account.model, retry, session))
 
-    if not isinstance(answer, dict):  # a worker's stream, or a server-tool answer replayed as one
-        capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
-        # A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer).
-        messages = body.messages
-
-        def judge_later(text: str) -> None:
-            if shadow is not None:
-                shadow.offer(caller.tenant, account.model, messages, text)
-
-        guard = safety.guard(caller)
-        relay = StreamRelay(capture, account, turns, turn, service.metrics, safety, guard, on_complete=judge_later)
-        # Checked at its finish against the response format (functions/structured_output.py); tool-call deltas held
-        # until the calls are valid (functions/tool_arguments.py).
-        events = structured.checked(retrieved.annotated(answer.events()), body, contract, account.model)
-        if expects_calls(tool_contract):
-            events = tool_args.held(account.model, tool_contract, events, repair)
-        # Generated apart from this connection: a client that drops can resume (functions/resumable_streams.py). The
-        # pool's place is held until the generation ends, not the connection.
-        relayed = relay.run(events)
-        if cached.may_store:
-            stream_answer, answered_version = answer, version.version
-
-            async def remember() -> None:
-                await results.remember_stream(
-                    cached, relay, stream_answer, pool=account.model, model_version=answered_version
-                )
-
-            relayed = storing(relayed, remember)
-        stream = request.app.state.resumable.start(
-            caller.tenant.id,
-            slot.hold(relayed),
-            lambda: capture.completion_id,
-            headers,
-            on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
-            resumable=request.headers.get(RESUMABLE_HEADER, "").lower() == "true",
-        )
-        return StreamingResponse(
-            stream.attach(),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", **headers},
-        )
-    slot.release()
-    async with account.closed_if_raising():
-        completion = await tool_args.check_completion(account.model, tool_contract, answer, repair)
-    text, finish_reason = answer_text(completion)
-    usage, outcome = await _filter_answer(safety, account, completion, text)
-    if outcome is Outcome.FILTERED:
-        text, finish_reason = answer_text(completion)
-    await account.close(usage, outcome)
-    completed = outcome is Outcome.COMPLETED
-    await results.remember_completion(
-        cached, completion, completed=completed, pool=account.model, model_version=version.version
+    answered = AnsweredRequest(
+        request=request,
+        caller=caller,
+        body=body,
+        account=account,
+        turn=turn,
+        headers=headers,
+        answer=answer,
+        version=version,
+        slot=slot,
+        cached=cached,
+        retrieved=retrieved,
+        contract=contract,
+        tool_contract=client_contract(body, server_tools or ()),
+        repair=repair,
+        shadow=shadow,
     )
-    if turn is not None:
-        who = answered_by(account, safety)
-        calls = completion["choices"][0]["message"].get("tool_calls") if outcome is Outcome.COMPLETED else None
-        stored, version = await turns.finish(turn, text, finish_reason, who, calls) if finish_reason else (False, None)
-        count_turn(service.metrics, turn, stored)
-        completion["conversation"] = turn.summary(stored, version)
-        headers[STORED_HEADER] = str(stored).lower()
-    if outcome is Outcome.COMPLETED and shadow is not None:
-        shadow.offer(caller.tenant, account.model, body.messages, text)
-    return JSONResponse(retrieved.annotate(completion), headers=headers)
+    if isinstance(answer, dict):
+        return await json_response(answered)
+    return stream_response(answered)  # a worker's stream, or a server-tool answer replayed as one
 
 
 def _prompt_cache_key(body: ChatCompletionRequest) -> str | None:
@@ -270,27 +222,3 @@ async def _answer(
             if not attempt.canary:
                 raise
     raise AssertionError("unreachable")
-
-
-async def _filter_answer(
-    safety: SafetyPipeline, account: RequestAccount, completion: dict[str, Any], text: str
-) -> tuple[TokenUsage | None, Outcome]:
-    """Judge a whole answer as the stream filter would; on a finding, cut it where a stream would have halted,
-    set finish_reason "content_filter", and bill the completion tokens of the part kept (pro rata by characters)."""
-    usage = TokenUsage.from_openai(completion.get("usage"))
-    guard = safety.guard(account.caller)
-    kept, finding = await to_thread.run_sync(guard.scan, text)
-    if finding is None:
-        return usage, Outcome.COMPLETED
-    await safety.halted(finding, account.caller, account.request_id, account.model)
-    choice = completion["choices"][0]
-    choice["message"]["content"] = text[:kept]
-    choice["finish_reason"] = "content_filter"
-    if usage is not None and text:
-        usage = TokenUsage(usage.prompt_tokens, round(usage.completion_tokens * kept / len(text)), usage.cached_tokens)
-        completion["usage"] = {
-            **completion["usage"],
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
-        }
-    return usage, Outcome.FILTERED
