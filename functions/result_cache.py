@@ -256,8 +256,11 @@ def ttl_for(settings: Settings) -> Callable[[Tier], int]:
 
 
 def result_cache_for(settings: Settings, store: ResultCacheStore, metrics: ResultCacheMetrics) -> ResultCache:
-    """The gateway's cache: a fixed seed counts as deterministic only deployed, where vLLM honours it per request
-    (the local transformers engine ignores `seed`)."""
+    """The gateway's cache: a fixed seed counts as deterministic only deployed, where vLLM honours it per request.
+    Not locally, on either engine: the transformers engine ignores `seed`, and the llama.cpp engine, though each
+    request draws from its own seeded generator, computes a prompt's logits differently depending on what shares its
+    batch (one unified KV pool; llama.cpp #24962), so a seeded answer alone and the same request beside others can
+    differ from the first token (tests/integration/test_llama_engine.py, docs/engine.md)."""
     from functions.safety.pii import pii_detector
 
     deployed = settings.environment == "deployed"

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gpu_workers.engine import Engine
+from gpu_workers.gguf_weights import WeightLayout, weights_for
 from gpu_workers.model_loader import ModelSource, packaged_gguf_source
 from shared.pools import get_pool
 
@@ -27,6 +28,8 @@ class EngineOptions(BaseModel):
     from_hub: bool = False
     # Overrides the pool table's `local.engine` (the bench runs both side by side).
     engine: EngineKind | None = None
+    # Overrides the pool table's `local.llama_weights` (the bench measures both layouts).
+    llama_weights: WeightLayout | None = None
 
 
 def model_source_for(pool_name: str, *, from_hub: bool = False) -> ModelSource:
@@ -63,7 +66,9 @@ def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool 
     if kind == "llama_cpp":
         from gpu_workers.llama_engine import LlamaEngine
 
-        return LlamaEngine(Path(source.path_or_repo) / str(source.gguf_file), **common)
+        gguf = Path(source.path_or_repo) / str(source.gguf_file)
+        layout = options.llama_weights or get_pool(pool_name).local.llama_weights  # type: ignore[union-attr]
+        return LlamaEngine(gguf, weights=weights_for(gguf, layout), **common)
     from gpu_workers.model_loader import load_model_and_tokenizer
     from gpu_workers.transformers_engine import TransformersEngine
 

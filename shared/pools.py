@@ -24,6 +24,9 @@ class LocalModel(BaseModel):
     # Which embedded engine serves it: llama.cpp's batched API (gpu_workers/llama_engine.py, the fast one on CPU) or
     # transformers continuous batching (gpu_workers/transformers_engine.py). docs/engine.md has the measurements.
     engine: Literal["llama_cpp", "transformers"] = "llama_cpp"
+    # The weights the llama.cpp engine loads: as shipped, or re-encoded once to Q8_0 (gpu_workers/gguf_weights.py:
+    # x86 llama.cpp has batched kernels for Q8_0, none for Q4_1; faster prefill and batches, same model).
+    llama_weights: Literal["as_shipped", "q8_0"] = "q8_0"
 
 
 class DeployedModel(BaseModel):

@@ -20,11 +20,12 @@ from typing import Any
 from rich.console import Console
 
 from functions.bench import engine_measure as measure
-from functions.bench.engine_peer import peer_single_stream
+from functions.bench.engine_peer import peer_batched, peer_single_stream
 from functions.bench.engine_rss import worker_rss_mb
 from functions.bench.machine import machine_info
 from functions.bench.prompts import generation_messages
 from gpu_workers.engine import Engine
+from gpu_workers.gguf_weights import weights_for
 from gpu_workers.model_loader import packaged_gguf_source
 from gpu_workers.registry import EngineOptions, build_engine
 from shared.pools import POOLS
@@ -73,11 +74,19 @@ def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, stre
     from gpu_workers.chat_template import chat_prompt_ids
     from gpu_workers.gguf_tokenizer import load_tokenizer
 
-    prompt = chat_prompt_ids(
-        load_tokenizer(gguf), generation_messages(0), add_generation_prompt=True, continue_final=False
-    )
-    peer_tok_s, peer_name = peer_single_stream(gguf, prompt, max_tokens, threads)
-    result["peer"] = {"name": peer_name, "single_tok_s": peer_tok_s, "threads": threads}
+    tokenizer = load_tokenizer(gguf)
+    prompt = chat_prompt_ids(tokenizer, generation_messages(0), add_generation_prompt=True, continue_final=False)
+    # The peer loads what our engine loads (the pool's weight layout, gguf_weights.py), and the file as shipped.
+    layout = POOLS[pool].local.llama_weights
+    served = weights_for(gguf, layout)
+    peer_tok_s, peer_name = peer_single_stream(served, prompt, max_tokens, threads)
+    result["peer"] = {"name": peer_name, "single_tok_s": peer_tok_s, "threads": threads, "weights": layout}
+    if served != gguf:
+        result["peer"]["shipped_single_tok_s"] = peer_single_stream(gguf, prompt, max_tokens, threads)[0]
+    # llama.cpp's own batch of `streams` sequences (same kind of prompts, same sampling): the ceiling on these cores.
+    messages = [generation_messages(i, tag=f"p{i}") for i in range(streams)]
+    prompts = [chat_prompt_ids(tokenizer, m, add_generation_prompt=True, continue_final=False) for m in messages]
+    result["peer"]["batched"] = peer_batched(served, prompts, max_tokens, threads)
     console.print("engine phase: worker resident memory")
     rss: dict[str, Any] = {}
     for kind in ("llama_cpp", "transformers"):
@@ -120,6 +129,22 @@ def checks(result: dict[str, Any], streams: int) -> list[dict[str, Any]]:
     return out
 
 
+def ceiling_row(result: dict[str, Any]) -> str | None:
+    """Our N-stream aggregate read against llama.cpp's own N-sequence batch on the same cores (the ceiling)."""
+    batched = result["peer"].get("batched")
+    if not batched:
+        return None
+    n, peer_agg = batched["streams"], batched["aggregate_tok_s"]
+    ours = result["llama_cpp"].get(f"aggregate_{n}_tok_s")
+    single = result["peer"]["single_tok_s"]
+    scale = f"{peer_agg / single:.2f}x its single stream" if single else "n/a"
+    share = f"{ours / peer_agg:.2f}" if ours else "n/a"
+    return (
+        f"Ceiling: llama.cpp's own {n}-sequence batch: {peer_agg:.1f} tokens/s aggregate ({scale}); "
+        f"ours is {share} of it."
+    )
+
+
 def render(result: dict[str, Any]) -> str:
     def f(v: Any, d: int = 2) -> str:
         return "n/a" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
@@ -143,7 +168,20 @@ def render(result: dict[str, Any]) -> str:
             f"| worker RSS now / peak MiB ({kind}) | {f(rss.get('rss_mb'), 0)} / {f(rss.get('peak_mb'), 0)} | |"
         )
     peer = result["peer"]
-    lines += ["", f"Peer: {peer['name']}, {peer['threads']} threads: {f(peer['single_tok_s'])} tokens/s single-stream."]
+    lines += [
+        "",
+        f"Peer: {peer['name']}, {peer['threads']} threads, weights {peer.get('weights', 'as_shipped')}: "
+        f"{f(peer['single_tok_s'])} tokens/s single-stream.",
+    ]
+    if peer.get("shipped_single_tok_s"):
+        shipped = peer["shipped_single_tok_s"]
+        lines.append(
+            f"The same peer on the GGUF as shipped: {shipped:.1f} tokens/s; ours is "
+            f"{f(_ratio(result['llama_cpp']['single_tok_s'], shipped))}x of it."
+        )
+    ceiling = ceiling_row(result)
+    if ceiling:
+        lines += ["", ceiling]
     parity = result["parity"]
     lines += [
         "",

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gpu_workers.engine import EngineError, SamplingParams
+from gpu_workers.gguf_weights import weights_for
 from gpu_workers.llama_engine import LlamaEngine
 from gpu_workers.model_loader import packaged_gguf_source
 from shared.pools import LocalModel
@@ -30,7 +31,8 @@ def gguf() -> Path:
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[LlamaEngine]:
-    built = LlamaEngine(gguf(), model_name="mini", kv_cache_tokens=8192, show_progress=False)
+    weights = weights_for(gguf(), LocalModel().llama_weights)  # the layout the pool table serves
+    built = LlamaEngine(gguf(), model_name="mini", kv_cache_tokens=8192, show_progress=False, weights=weights)
     yield built
     built.shutdown()
 
@@ -89,12 +91,35 @@ async def test_closing_the_stream_aborts_the_request(engine: LlamaEngine) -> Non
 
 
 async def test_a_seed_makes_sampling_reproducible_even_in_a_batch(engine: LlamaEngine) -> None:
+    """Each request draws from its own seeded generator: two identical requests in the same batch get the same answer.
+    (The same request alone can get another one: llama.cpp's logits depend on the batch, see the next test.)"""
     ids = engine.tokenize_chat([{"role": "user", "content": "Invent a name for a cat."}])
     params = SamplingParams(max_tokens=12, temperature=1.0, seed=1234)
     assert (await run(engine, ids, params))[0] == (await run(engine, ids, params))[0]
     other = SamplingParams(max_tokens=12, temperature=1.0, seed=99)
     together = await asyncio.gather(run(engine, ids, params), run(engine, ids, other), run(engine, ids, params))
-    assert together[0][0] == together[2][0]  # each request draws from its own generator
+    assert together[0][0] == together[2][0]
+
+
+def test_logits_depend_on_what_shares_the_batch() -> None:
+    """Why the result cache does not store seeded answers of local pools (functions/result_cache.py): with one unified
+    KV pool, llama.cpp computes a prompt's logits differently alone and beside other sequences in one batch (by tenths
+    of a logit, enough to change a sampled token; llama.cpp #24962). If this ever fails, llama.cpp became
+    batch-invariant and seeded answers could be cached locally."""
+    import numpy as np
+
+    from gpu_workers.llama_runtime import LlamaRuntime
+
+    rt = LlamaRuntime(gguf(), kv_cache_tokens=2048, max_batch_tokens=512, max_sequences=8, threads=2)
+    try:
+        prompt = [1, 9690, 198] + [1000 + 7 * j for j in range(60)]
+        alone = rt.logits(rt.decode([(0, 0, prompt, True)])[0])
+        rt.forget(0)
+        others = [(k, 0, [1, 9690, 198] + [2000 + 11 * k + j for j in range(40)], False) for k in range(1, 4)]
+        beside = rt.logits(rt.decode([*others, (0, 0, prompt, True)])[0])
+    finally:
+        rt.close()
+    assert np.abs(alone - beside).max() > 1e-3
 
 
 async def test_a_json_schema_constrains_the_answer(engine: LlamaEngine) -> None:

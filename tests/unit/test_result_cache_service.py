@@ -126,3 +126,20 @@ async def test_a_store_outage_is_a_miss_never_an_error(clock: Clock) -> None:
     found = await look(down)
     assert found.outcome is CacheOutcome.MISS
     assert not await put(down, found)
+
+
+async def test_a_seeded_request_is_not_cached_locally_on_either_engine(tmp_path: Path) -> None:
+    """Local pools serve through an embedded engine whose seeded answers are not reproducible across batches
+    (transformers ignores the seed; llama.cpp's logits depend on the batch): a seeded, sampled request is never
+    cached locally, whichever engine the pool table names; a greedy one is."""
+    from functions.result_cache import result_cache_for
+
+    seeded = ASK.model_copy(update={"temperature": 0.8, "seed": 7})
+    store = SQLiteResultCache(tmp_path / "result-cache.db")
+    settings = Settings(data_dir=tmp_path, result_cache_ttl_s={Tier.PLUS: 60})
+    try:
+        cache = result_cache_for(settings, store, ResultCacheMetrics(CollectorRegistry()))
+        assert (await cache.lookup(tenant(), "mini", "v1", "p1", seeded, None)).outcome is CacheOutcome.UNCACHEABLE
+        assert (await cache.lookup(tenant(), "mini", "v1", "p1", ASK, None)).outcome is CacheOutcome.MISS
+    finally:
+        store.close()
