@@ -46,13 +46,19 @@ def _wait(condition, timeout_s: float, what: str) -> None:
     raise TimeoutError(what)
 
 
-def test_a_gateway_killed_mid_ingestion_leaves_nothing_half_indexed_and_the_next_one_resumes(tmp_path: Path) -> None:
-    data = tmp_path / "data"
+def _owner(data: Path) -> tuple[str, str]:
+    """A Plus tenant in a fresh data dir's store: its id and an API key."""
     tenants = SQLiteStore(data / "fleetchat.db")
     tenant = tenants.create_tenant("owner", Tier.PLUS)
     key = new_api_key()
     tenants.add_api_key(tenant.id, hash_api_key(key), "owner")
     tenants.close()
+    return tenant.id, key
+
+
+def test_a_gateway_killed_mid_ingestion_leaves_nothing_half_indexed_and_the_next_one_resumes(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    tenant_id, key = _owner(data)
     embedder = EmbeddingStandIn(delay_s=1.0)  # a batch a second: the kill lands between batches
     group = ProcessGroup(tmp_path / "logs")
     with serve(stand_in_worker("ok")) as chat, serve(embedder.app()) as embeddings:
@@ -70,8 +76,8 @@ def test_a_gateway_killed_mid_ingestion_leaves_nothing_half_indexed_and_the_next
 
             index, files = SQLiteVectorIndex(data / "fleetchat.db"), SQLiteFileStore(data / "fleetchat.db")
             try:
-                assert index.count(tenant.id, store.id, file.id) == 0  # none of it: not half
-                assert files.get_attachment(tenant.id, store.id, file.id).status == "in_progress"
+                assert index.count(tenant_id, store.id, file.id) == 0  # none of it: not half
+                assert files.get_attachment(tenant_id, store.id, file.id).status == "in_progress"
 
                 embedder.delay_s = 0.0
                 url = start_gateway(group, data, {"mini": [chat]}, free_port(), extra_env=env)
@@ -85,8 +91,8 @@ def test_a_gateway_killed_mid_ingestion_leaves_nothing_half_indexed_and_the_next
                 )
                 attached = client.vector_stores.files.retrieve(file.id, vector_store_id=store.id)
                 assert attached.status == "completed" and attached.last_error is None
-                chunks = list(index.chunks(tenant.id, store.id))
-                stored = files.get_attachment(tenant.id, store.id, file.id)
+                chunks = list(index.chunks(tenant_id, store.id))
+                stored = files.get_attachment(tenant_id, store.id, file.id)
                 assert len(chunks) == stored.chunks > 64 * 2
                 assert [c.seq for c in chunks] == list(range(len(chunks)))  # every chunk exactly once
                 assert embedder.calls > embedded_before_kill  # resumed, not left behind
@@ -101,11 +107,7 @@ def test_a_gateway_killed_mid_ingestion_leaves_nothing_half_indexed_and_the_next
 
 def test_two_gateways_resuming_the_same_file_at_once_ingest_it_once(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    tenants = SQLiteStore(data / "fleetchat.db")
-    tenant = tenants.create_tenant("owner", Tier.PLUS)
-    key = new_api_key()
-    tenants.add_api_key(tenant.id, hash_api_key(key), "owner")
-    tenants.close()
+    tenant_id, key = _owner(data)
     embedder = EmbeddingStandIn(delay_s=1.0)
     group = ProcessGroup(tmp_path / "logs")
     with serve(stand_in_worker("ok")) as chat, serve(embedder.app()) as embeddings:
@@ -135,9 +137,9 @@ def test_two_gateways_resuming_the_same_file_at_once_ingest_it_once(tmp_path: Pa
             )
             index, files = SQLiteVectorIndex(data / "fleetchat.db"), SQLiteFileStore(data / "fleetchat.db")
             try:
-                stored = files.get_attachment(tenant.id, store.id, file.id)
+                stored = files.get_attachment(tenant_id, store.id, file.id)
                 assert stored.status == "completed" and stored.chunks > 64 * 2
-                assert [c.seq for c in index.chunks(tenant.id, store.id)] == list(range(stored.chunks))
+                assert [c.seq for c in index.chunks(tenant_id, store.id)] == list(range(stored.chunks))
             finally:
                 index.close()
                 files.close()

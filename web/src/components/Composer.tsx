@@ -1,7 +1,7 @@
 /** The message box: Enter sends, Shift+Enter is a new line; Send becomes Stop while an answer streams; the paperclip
  * attaches files (the keyboard's way to what drag and drop does). */
 import { useEffect, useRef } from "preact/hooks";
-import { ACCEPT } from "../attachments";
+import { FilePicker } from "./FilePicker";
 import { PaperclipIcon, SendIcon, StopIcon } from "./icons";
 
 interface Props {
@@ -44,22 +44,7 @@ export function Composer({ value, onChange, onSend, onStop, streaming, disabled,
           >
             <PaperclipIcon />
           </button>
-          <input
-            ref={picker}
-            type="file"
-            multiple
-            accept={ACCEPT}
-            class="sr-only"
-            tabIndex={-1}
-            aria-hidden="true"
-            data-testid="attach-input"
-            onChange={(e) => {
-              const input = e.currentTarget as HTMLInputElement;
-              const files = Array.from(input.files ?? []);
-              input.value = ""; // the same file can be chosen again
-              if (files.length > 0) onAttach(files);
-            }}
-          />
+          <FilePicker pickerRef={picker} testId="attach-input" onFiles={onAttach} />
         </>
       )}
       <label for="composer-input" class="sr-only">

@@ -1,10 +1,11 @@
 /** The tenant's files (GET /v1/files): name, size, status, date; upload; delete with a confirmation in the row. The
  * API's own error messages are shown (413 too large, 400 not the declared type, 429 quota). */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ACCEPT, formatBytes, STATUS_LABEL, type Attachment } from "../attachments";
+import { formatBytes, STATUS_LABEL, type Attachment } from "../attachments";
 import { filesApi } from "../filesApi";
 import type { FileObject } from "../types";
 import { CloseIcon, TrashIcon } from "./icons";
+import { FilePicker } from "./FilePicker";
 import { Modal } from "./Modal";
 
 interface Props {
@@ -112,22 +113,7 @@ export function FilesPanel({ onClose, onDeleted, attached }: Props) {
         >
           {uploading ? "Uploading…" : "Upload files"}
         </button>
-        <input
-          ref={picker}
-          type="file"
-          multiple
-          accept={ACCEPT}
-          class="sr-only"
-          tabIndex={-1}
-          aria-hidden="true"
-          data-testid="files-upload-input"
-          onChange={(e) => {
-            const input = e.currentTarget as HTMLInputElement;
-            const chosen = Array.from(input.files ?? []);
-            input.value = "";
-            if (chosen.length > 0) void upload(chosen);
-          }}
-        />
+        <FilePicker pickerRef={picker} testId="files-upload-input" onFiles={(chosen) => void upload(chosen)} />
         <span class="files-hint">PDF, DOCX, HTML, Markdown or text. Attach them to a chat with the paperclip.</span>
       </div>
       {error && (
