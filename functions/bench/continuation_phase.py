@@ -187,7 +187,9 @@ async def read_stream(
 ) -> tuple[StreamRecord, int | None]:
     """Stream one chat completion; call `kill()` once `kill_after` content chunks arrived. Returns the record and how
     many content chunks had arrived at the kill (None: the stream ended first)."""
-    headers = {"Authorization": f"Bearer {key}", "x-session-id": session}
+    # Answered by a worker every time: a greedy request repeated is otherwise a result-cache hit, replayed by the
+    # gateway with no worker to kill (docs/result-cache.md).
+    headers = {"Authorization": f"Bearer {key}", "x-session-id": session, "cache-control": "no-cache, no-store"}
     record = StreamRecord(started=time.perf_counter())
     killed_at: int | None = None
     async with http.stream("POST", f"{url}/v1/chat/completions", json=body, headers=headers) as response:
