@@ -8,13 +8,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 import psutil
 
 from functions.bench.prompts import generation_messages, long_system_prompt, prefix_messages
+from functions.bench.stack import wait_healthy
 from gpu_workers.parent_death import SUPERVISOR_PID_ENV
 
 START_TIMEOUT_S = 300.0
@@ -42,27 +42,13 @@ def worker_rss_mb(pool: str, engine: str, *, streams: int = 8, max_tokens: int =
 
 
 def _serve_burst(proc: subprocess.Popen[bytes], url: str, pool: str, streams: int, max_tokens: int) -> dict[str, float]:
-    _wait_healthy(proc, url)
+    wait_healthy(url, START_TIMEOUT_S, proc, path="/health")
     bodies = [{"model": pool, "messages": generation_messages(i), "max_tokens": max_tokens} for i in range(streams)]
     bodies.append({"model": pool, "messages": prefix_messages(long_system_prompt("rss"), 0), "max_tokens": 8})
     with httpx.Client(timeout=600) as http, concurrent.futures.ThreadPoolExecutor(len(bodies)) as threads:
         for response in threads.map(lambda b: http.post(f"{url}/v1/chat/completions", json=b), bodies):
             response.raise_for_status()
     return {"rss_mb": psutil.Process(proc.pid).memory_info().rss / 2**20, "peak_mb": _peak_mb(proc.pid)}
-
-
-def _wait_healthy(proc: subprocess.Popen[bytes], url: str) -> None:
-    began = time.monotonic()
-    while time.monotonic() - began < START_TIMEOUT_S:
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker exited with code {proc.returncode} while starting")
-        try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"worker not healthy in {START_TIMEOUT_S:.0f} s")
 
 
 def _peak_mb(pid: int) -> float:

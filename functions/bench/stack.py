@@ -29,19 +29,21 @@ def gateway_reachable(base_url: str, timeout_s: float = 3.0) -> bool:
     return True
 
 
-def wait_healthy(base_url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
-    """Wait for GET /healthz == 200 (every pool has a healthy worker)."""
+def wait_healthy(
+    base_url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None, path: str = "/healthz"
+) -> None:
+    """Wait for GET `path` == 200 (`/healthz`: every pool of a gateway has a healthy worker; a worker's `/health`)."""
     deadline = time.monotonic() + timeout_s
     while True:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"the local stack exited during start-up (code {proc.returncode})")
+            raise RuntimeError(f"{base_url} exited during start-up (code {proc.returncode})")
         try:
-            if httpx.get(f"{base_url.rstrip('/')}/healthz", timeout=3.0).status_code == 200:
+            if httpx.get(f"{base_url.rstrip('/')}{path}", timeout=3.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{base_url}/healthz did not answer 200 within {timeout_s:.0f} s")
+            raise TimeoutError(f"{base_url}{path} did not answer 200 within {timeout_s:.0f} s")
         time.sleep(1.0)
 
 
