@@ -12,6 +12,7 @@ from functions.safety.training.buried_requests import buried_windows
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, training_set
 from functions.safety.training.long_chats import HARMFUL_EVERY, MIN_CHARS, compose_long_chats, composed_long_chats
 from functions.safety.training.train import HELD_OUT_PERCENT, split
+from functions.safety.training.train_intent import neutral_messages
 
 
 def _conversation(text: str, label: str = "benign", system: str | None = None) -> LabelledConversation:
@@ -71,7 +72,7 @@ def test_the_second_stage_learns_the_windows_that_hold_a_buried_request_as_harmf
     harmful = [_conversation(ask, label="violence")]
     chats = composed_long_chats(benign + harmful, 6, seed=5)
     assert [c.chat for c in chats] == compose_long_chats(benign + harmful, 6, seed=5), "the same chats, placement told"
-    texts, labels = buried_windows(shipped_classifier(), chats, seed=1)
+    texts, labels = buried_windows(shipped_classifier(), chats)
     holding = [text for text, label in zip(texts, labels, strict=True) if label != 0]
     clear = [text for text, label in zip(texts, labels, strict=True) if label == 0]
     placed = sum(1 for c in chats if c.placed is not None)
@@ -79,3 +80,24 @@ def test_the_second_stage_learns_the_windows_that_hold_a_buried_request_as_harmf
     assert set(labels[labels != 0]) == {CLASSIFIER_LABELS.index("violence")}
     assert all("poison" in text or "noticing" in text for text in holding), "a harmful window holds the request"
     assert all("poison" not in text and "neighbour" not in text for text in clear), "a benign window holds none of it"
+    assert len(clear) == len(chats), "one benign window of every chat, harmful or not"
+
+
+def test_the_benign_window_learnt_of_a_long_chat_is_the_one_the_second_stage_would_read() -> None:
+    gardening = [
+        _conversation(f"Summarise chapter {n} of the gardening book: " + "soil, seeds and water. " * 12)
+        for n in range(6)
+    ]
+    court = "Court record: he sold heroin, cocaine and meth to teenagers."
+    chats = composed_long_chats([*gardening, _conversation(court)], 12, seed=3)
+    fast = shipped_classifier()
+    texts, labels = buried_windows(fast, chats)
+    assert len(texts) == len(chats) and not labels.any(), "one benign window of each benign chat"
+    for composed, text in zip(chats, texts, strict=True):
+        features = fast.features(neutral_messages(composed.chat.messages))
+        scores = fast.head.harmful_probability(features)[1:]
+        assert text == features.spans[1 + int(scores.argmax())].text, (
+            "the first stage's worst window: what it escalates"
+        )
+    holding = [text for text in texts if "heroin" in text or "teenagers" in text]
+    assert len(holding) > len(texts) // 2, "in most chats that is the window around the court record"

@@ -1,7 +1,9 @@
 """The first-stage windows of composed long chats that hold the harmful request placed in them, labelled with it, and
-windows of the same chats that hold none of it, labelled benign: what the second stage reads of a request buried in
-a long chat, which it never saw in training when it learnt only whole conversations and benign windows (and so let
-most of those requests through: 42.5 % caught on long chats composed from the test split)."""
+the windows the first stage finds most sensitive that hold none of it, labelled benign: what the second stage reads
+of a long chat at run time (the first stage's worst window), which it never saw in training when it learnt only whole
+conversations and random benign windows (and so let most buried requests through: 42.5 % caught on long chats
+composed from the test split). Candidate r9 took its benign windows at random, and learnt that a sensitive sentence
+inside a long benign chat is a request (docs/safety.md); the sensitive benign windows are there to unlearn that."""
 
 from __future__ import annotations
 
@@ -17,40 +19,49 @@ from functions.safety.training.train_intent import neutral_messages
 
 # A window holds the placed request when at least this share of the shorter of the two (window, request) overlaps.
 MIN_OVERLAP = 0.5
-# Of each chat: the windows holding most of the request, and windows holding none of it (chosen at random).
+# Of each chat: the windows holding most of the request, and the windows holding none of it that the first stage
+# scores highest (in a benign chat, the one the second stage would read).
 HARMFUL_WINDOWS_PER_CHAT = 2
 BENIGN_WINDOWS_PER_CHAT = 1
 
 Range = tuple[int, int]
 
 
-def buried_windows(fast: SafetyClassifier, chats: list[ComposedChat], seed: int) -> tuple[list[str], np.ndarray]:
-    """The windows' texts and label indices, from every chat with a harmful conversation placed in it."""
-    rng = np.random.default_rng(seed)
+def buried_windows(fast: SafetyClassifier, chats: list[ComposedChat]) -> tuple[list[str], np.ndarray]:
+    """The windows' texts and label indices: of a chat with a harmful conversation placed in it, the windows holding
+    the request and its most sensitive clear window; of a benign chat, its most sensitive window."""
     texts: list[str] = []
     labels: list[int] = []
     for composed in chats:
-        if composed.placed is None:
-            continue
         conversation = neutral_messages(composed.chat.messages)
-        whole = conversation.whole
-        asked = _placed_ranges(whole, composed.placed)
-        if not asked:
+        features = fast.features(conversation)
+        spans = features.spans[1:]
+        if not spans:
             continue
-        overlaps = []
-        for span in fast.features(conversation).spans[1:]:
-            start = whole.find(span.text)
-            if start >= 0:
-                overlaps.append((_overlap_share((start, start + len(span.text)), asked), span.text))
-        holding = sorted((o for o in overlaps if o[0] >= MIN_OVERLAP), key=lambda o: -o[0])
-        texts += [text for _, text in holding[:HARMFUL_WINDOWS_PER_CHAT]]
-        labels += [CLASSIFIER_LABELS.index(composed.chat.label)] * min(len(holding), HARMFUL_WINDOWS_PER_CHAT)
-        clear = [text for share, text in overlaps if share == 0.0]
-        if clear:
-            picked = rng.choice(len(clear), size=min(BENIGN_WINDOWS_PER_CHAT, len(clear)), replace=False)
-            texts += [clear[i] for i in sorted(picked)]
-            labels += [0] * len(picked)
+        scores = fast.head.harmful_probability(features)[1:]
+        if composed.placed is None:
+            shares = [0.0] * len(spans)
+        else:
+            whole = conversation.whole
+            asked = _placed_ranges(whole, composed.placed)
+            if not asked:
+                continue
+            # A window not found as written is neither (-1): it may hold the request.
+            shares = [_overlap_share(where, asked) if (where := _where(whole, span.text)) else -1.0 for span in spans]
+            holding = sorted((i for i, share in enumerate(shares) if share >= MIN_OVERLAP), key=lambda i: -shares[i])
+            picked = holding[:HARMFUL_WINDOWS_PER_CHAT]
+            texts += [spans[i].text for i in picked]
+            labels += [CLASSIFIER_LABELS.index(composed.chat.label)] * len(picked)
+        clear = sorted((i for i, share in enumerate(shares) if share == 0.0), key=lambda i: -scores[i])
+        texts += [spans[i].text for i in clear[:BENIGN_WINDOWS_PER_CHAT]]
+        labels += [0] * len(clear[:BENIGN_WINDOWS_PER_CHAT])
     return texts, np.asarray(labels, np.int64)
+
+
+def _where(whole: str, text: str) -> Range | None:
+    """The window's place in the judged text (None when it is not found as written)."""
+    start = whole.find(text)
+    return (start, start + len(text)) if start >= 0 else None
 
 
 def _placed_ranges(whole: str, placed: list[DataMessage]) -> list[Range]:

@@ -61,8 +61,8 @@ class IntentConfig(BaseModel):
     epochs: int = Field(default=3, ge=1)
     soup: int = Field(default=SOUP_SIZE, ge=1)  # fine-tunes averaged into the shipped weights
     # Long chats composed from the training split (`long_chats.py`) whose windows holding the harmful request placed
-    # in every HARMFUL_EVERY-th are learnt as harmful, and windows holding none of it as benign (`buried_requests.py`).
-    # Off by default: candidate r9 (1,500) caught more buried requests, refused more long benign chats (docs/safety.md).
+    # in every HARMFUL_EVERY-th are learnt as harmful, and the most sensitive windows holding none of it as benign
+    # (`buried_requests.py`). Off by default: candidates r9 and r10 are in docs/safety.md.
     buried_chats: int = Field(default=0, ge=0)
 
 
@@ -234,7 +234,7 @@ def train_intent(
     # Imported here: buried_requests reads what the gate judges through this module's neutral_messages.
     from functions.safety.training.buried_requests import buried_windows
 
-    buried, buried_labels = buried_windows(fast, composed_long_chats(splits[0], config.buried_chats, seed + 1), seed)
+    buried, buried_labels = buried_windows(fast, composed_long_chats(splits[0], config.buried_chats, seed + 1))
     hand_written = [i for i, item in enumerate(splits[0]) if not isinstance(item, PublicExample)]
     repeated = hand_written * (HAND_WRITTEN_REPEATS - 1)
     with Progress(console=console, transient=True) as progress:
