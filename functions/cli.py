@@ -49,6 +49,13 @@ def worker(
     engine: Annotated[
         str | None, typer.Option(help="llama_cpp or transformers (default: the pool table's local engine).")
     ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="llama.cpp threads, fixed (default: a share of the host's cores among the engines generating).",
+            min=1,
+        ),
+    ] = None,
 ) -> None:
     """Serve one model pool with the embedded engine (OpenAI protocol, /health, /metrics)."""
     from gpu_workers.parent_death import die_with_supervisor
@@ -63,6 +70,7 @@ def worker(
         prefix_caching=not no_prefix_caching,
         from_hub=from_hub,
         engine=engine,
+        threads=threads,
     )
     run_worker(pool, host, port, options, log_level="warning" if quiet else "info")
 

@@ -19,6 +19,7 @@ from typing import Any
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from gpu_workers.chat_template import ChatTokenizing
+from gpu_workers.core_share import CoreShare, host_cores
 from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
 from gpu_workers.gguf_tokenizer import load_tokenizer
 from gpu_workers.llama_runtime import LlamaRuntime
@@ -39,7 +40,7 @@ class LlamaEngine(ChatTokenizing):
         max_running: int = 16,
         max_cached: int = 32,
         prefix_caching: bool = True,
-        threads: int | None = None,
+        threads: int | None = None,  # None: a share of the host's cores, among its busy engines (core_share.py)
         show_progress: bool = True,
         weights: Path | None = None,  # the GGUF whose weights to load (gguf_weights.py); None: `gguf` itself
     ) -> None:
@@ -55,7 +56,7 @@ class LlamaEngine(ChatTokenizing):
                 kv_cache_tokens=kv_cache_tokens,
                 max_batch_tokens=max_batch_tokens,
                 max_sequences=max_running + max_cached,
-                threads=threads,
+                threads=threads or host_cores(),
             )
             context = min(self._runtime.n_ctx_train, self._runtime.kv_cache_tokens)
             self.max_model_len = min(context, max_model_len) if max_model_len else context
@@ -71,6 +72,7 @@ class LlamaEngine(ChatTokenizing):
                 max_model_len=self.max_model_len,
                 page_size=page_size,
                 prefix_caching=prefix_caching,
+                core_share=None if threads else CoreShare(self._runtime.threads),
             )
             p.update(task, advance=1, description="engine ready")
         self._wake_lock = threading.Lock()

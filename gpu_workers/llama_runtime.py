@@ -12,13 +12,14 @@ Example::
 
 from __future__ import annotations
 
-import os
 import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from gpu_workers.core_share import host_cores
 
 # (sequence id, position of the first token, tokens, whether the last token's logits are wanted)
 Row = tuple[int, int, Sequence[int], bool]
@@ -59,7 +60,7 @@ class LlamaRuntime:
         params.kv_unified = True
         # Flash attention skips masked cells: a decode step does not pay for other sequences' tokens in the pool.
         params.flash_attn_type = 1
-        n_threads = threads or max(1, min(os.cpu_count() or 1, 8))
+        n_threads = threads or host_cores()
         params.n_threads = n_threads
         params.n_threads_batch = n_threads
         params.no_perf = True
@@ -90,6 +91,12 @@ class LlamaRuntime:
                 raise KvCacheFullError(str(exc)) from exc
             raise
         return outputs
+
+    def set_threads(self, threads: int) -> None:
+        """Run the next decodes on `threads` threads (core_share.py decides how many, step by step)."""
+        if threads != self.threads:
+            self.ctx.set_n_threads(threads, threads)
+            self.threads = threads
 
     def sampler(self, *, temperature: float, top_p: float = 1.0, seed: int | None = None) -> Any:
         """A llama.cpp sampler chain for one request: greedy at temperature 0, else temperature, then top-p (as

@@ -20,6 +20,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from gpu_workers.core_share import CoreShare
 from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
 from gpu_workers.kv_blocks import KvBlocks
 from gpu_workers.llama_runtime import KvCacheFullError, LlamaRuntime, Row
@@ -58,8 +59,10 @@ class Scheduler:
         max_model_len: int,
         page_size: int = 16,
         prefix_caching: bool = True,
+        core_share: CoreShare | None = None,  # None: the runtime keeps the threads it was made with
     ) -> None:
         self._rt = runtime
+        self._core_share = core_share
         self._blocks = KvBlocks(runtime.kv_cache_tokens, page_size)
         self._max_running = max_running
         self._eos_ids = eos_ids
@@ -105,6 +108,8 @@ class Scheduler:
         self._inbox.put(("stop", None))
         self._wake.set()
         self._thread.join(timeout)
+        if self._core_share is not None:
+            self._core_share.close()
 
     # -- the engine thread ------------------------------------------------------------------------------------------
 
@@ -243,6 +248,8 @@ class Scheduler:
         if not plan:
             return
         rows: list[Row] = [(j.seq, j.n_past, j.tokens[j.n_past : j.n_past + take], want) for j, take, want in plan]
+        if self._core_share is not None:
+            self._rt.set_threads(self._core_share.threads_for_step())
         try:
             outputs = iter(self._rt.decode(rows))
         except KvCacheFullError:

@@ -30,6 +30,9 @@ class EngineOptions(BaseModel):
     engine: EngineKind | None = None
     # Overrides the pool table's `local.llama_weights` (the bench measures both layouts).
     llama_weights: WeightLayout | None = None
+    # The llama.cpp engine's threads, fixed; None: its share of the host's cores among the engines generating at the
+    # moment (gpu_workers/core_share.py).
+    threads: int | None = Field(default=None, ge=1)
 
 
 def model_source_for(pool_name: str, *, from_hub: bool = False) -> ModelSource:
@@ -68,7 +71,7 @@ def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool 
 
         gguf = Path(source.path_or_repo) / str(source.gguf_file)
         layout = options.llama_weights or get_pool(pool_name).local.llama_weights  # type: ignore[union-attr]
-        return LlamaEngine(gguf, weights=weights_for(gguf, layout), **common)
+        return LlamaEngine(gguf, weights=weights_for(gguf, layout), threads=options.threads, **common)
     from gpu_workers.model_loader import load_model_and_tokenizer
     from gpu_workers.transformers_engine import TransformersEngine
 

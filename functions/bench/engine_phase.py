@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from functions.bench import engine_measure as measure
+from functions.bench.engine_cores import cores_phase
 from functions.bench.engine_peer import peer_batched, peer_single_stream
 from functions.bench.engine_rss import worker_rss_mb
 from functions.bench.machine import machine_info
@@ -95,6 +96,11 @@ def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, stre
         except Exception as exc:  # a worker that cannot start is a finding, not a reason to lose the rest
             rss[kind] = {"error": f"{type(exc).__name__}: {exc}"}
     result["rss"] = rss
+    console.print("engine phase: two workers on one host at once")
+    try:
+        result["cores"] = cores_phase(pool, streams=streams, max_tokens=64)
+    except Exception as exc:
+        result["cores"] = {"error": f"{type(exc).__name__}: {exc}"}
     result["parity"] = measure.parity(today.pop("greedy"), ours.pop("greedy"), decode)
     result["llama_cpp"], result["transformers"] = ours, today
     result["checks"] = checks(result, streams)
@@ -122,6 +128,10 @@ def checks(result: dict[str, Any], streams: int) -> list[dict[str, Any]]:
         ("warm-prefix TTFT / cold", _ratio(prefix["warm_ttft_s"], prefix["cold_ttft_s"]), "<= 0.10", None, 0.10),
         ("worker peak RSS (MiB)", result["rss"].get("llama_cpp", {}).get("peak_mb"), "<= 1024", None, 1024.0),
     ]
+    cores = result.get("cores", {})
+    if "shared" in cores:  # not an issue-25 target: `fleetchat up`'s two pools must not stall each other
+        shared = _ratio(cores["shared"]["tok_s"], cores["alone"]["tok_s"])
+        rows.append(("two workers at once / one alone (aggregate)", shared, ">= 0.5x", 0.5, None))
     out = []
     for name, value, target, low, high in rows:
         passed = None if value is None else (low is None or value >= low) and (high is None or value <= high)
@@ -143,6 +153,26 @@ def ceiling_row(result: dict[str, Any]) -> str | None:
         f"Ceiling: llama.cpp's own {n}-sequence batch: {peer_agg:.1f} tokens/s aggregate ({scale}); "
         f"ours is {share} of it."
     )
+
+
+def cores_rows(cores: dict[str, Any]) -> list[str]:
+    """The two-workers-at-once table (engine_cores.py)."""
+    if "alone" not in cores:
+        return ["", f"Two workers at once: not measured ({cores.get('error', 'skipped')})."] if cores else []
+    lines = [
+        "",
+        f"Two workers on one host ({cores['cores']} cores), {cores['streams']} sampled streams of "
+        f"{cores['max_tokens']} tokens: on one worker, then half on each of two at once.",
+        "",
+        "| workers | tokens/s | gap p50 / p95 ms | errors |",
+        "|---|---|---|---|",
+    ]
+    names = {"alone": "one", "shared": "two, cores shared (default)", "every_core_each": "two, every core each"}
+    for key, name in names.items():
+        run = cores[key]
+        gaps = f"{run['itl_p50_ms'] or 0:.1f} / {run['itl_p95_ms'] or 0:.1f}"
+        lines.append(f"| {name} | {run['tok_s']:.1f} | {gaps} | {run['errors']} |")
+    return lines
 
 
 def render(result: dict[str, Any]) -> str:
@@ -182,6 +212,7 @@ def render(result: dict[str, Any]) -> str:
     ceiling = ceiling_row(result)
     if ceiling:
         lines += ["", ceiling]
+    lines += cores_rows(result.get("cores", {}))
     parity = result["parity"]
     lines += [
         "",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -23,16 +25,24 @@ START_TIMEOUT_S = 300.0
 def worker_rss_mb(pool: str, engine: str, *, streams: int = 8, max_tokens: int = 32) -> dict[str, float]:
     """Start a worker with `engine`, send `streams` concurrent requests and one ~1,000-token prompt, then read its
     resident set (now and peak, in MiB). The worker is stopped afterwards."""
+    with running_worker(pool, ["--engine", engine]) as (proc, url):
+        return _serve_burst(proc, url, pool, streams, max_tokens)
+
+
+@contextlib.contextmanager
+def running_worker(pool: str, options: list[str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """A real `fleetchat worker` of `pool` with `options` on a free loopback port, healthy; stopped afterwards."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    command = [sys.executable, "-m", "functions.cli", "worker", "--pool", pool, "--port", str(port)]
-    command += ["--engine", engine, "--quiet"]
+    command = [sys.executable, "-m", "functions.cli", "worker", "--pool", pool, "--port", str(port), *options]
     env = {**os.environ, SUPERVISOR_PID_ENV: str(os.getpid())}  # dies with the bench, even on SIGKILL
+    url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen([*command, "--quiet"], stdout=log, stderr=subprocess.STDOUT, env=env)
         try:
-            return _serve_burst(proc, f"http://127.0.0.1:{port}", pool, streams, max_tokens)
+            wait_healthy(url, START_TIMEOUT_S, proc, path="/health")
+            yield proc, url
         finally:
             proc.terminate()
             try:
@@ -42,7 +52,6 @@ def worker_rss_mb(pool: str, engine: str, *, streams: int = 8, max_tokens: int =
 
 
 def _serve_burst(proc: subprocess.Popen[bytes], url: str, pool: str, streams: int, max_tokens: int) -> dict[str, float]:
-    wait_healthy(url, START_TIMEOUT_S, proc, path="/health")
     bodies = [{"model": pool, "messages": generation_messages(i), "max_tokens": max_tokens} for i in range(streams)]
     bodies.append({"model": pool, "messages": prefix_messages(long_system_prompt("rss"), 0), "max_tokens": 8})
     with httpx.Client(timeout=600) as http, concurrent.futures.ThreadPoolExecutor(len(bodies)) as threads:

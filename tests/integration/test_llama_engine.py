@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +186,39 @@ def test_prompts_are_the_transformers_engines_token_for_token(engine: LlamaEngin
         ours = engine.tokenize_chat(messages, add_generation_prompt=generation, continue_final=continuing)
         theirs = chat_prompt_ids(reference, messages, add_generation_prompt=generation, continue_final=continuing)
         assert ours == theirs
+
+
+async def test_the_engine_runs_on_its_share_of_the_cores_while_another_generates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpu_workers import core_share
+
+    cores = core_share.host_cores()
+    if cores < 2:
+        pytest.skip("one core: nothing to share")
+    monkeypatch.setattr(core_share, "default_directory", lambda: tmp_path)
+    built = LlamaEngine(gguf(), model_name="mini", kv_cache_tokens=2048, show_progress=False)
+    other = tmp_path / f"{os.getpid()}-another-engine"  # another engine's marker (this process: alive)
+    stop = threading.Event()
+
+    def generate_elsewhere() -> None:  # the other engine steps: it touches its marker
+        while not stop.is_set():
+            other.touch()
+            time.sleep(0.005)
+
+    ids = built.tokenize_chat([{"role": "user", "content": "Name a colour."}])
+    elsewhere = threading.Thread(target=generate_elsewhere)
+    try:
+        await run(built, ids, SamplingParams(max_tokens=4, temperature=0))
+        assert built._runtime.threads == cores, "alone: every core"
+        elsewhere.start()
+        await asyncio.sleep(0.05)
+        tokens, last = await run(built, ids, SamplingParams(max_tokens=4, temperature=0))
+        assert built._runtime.threads == cores // 2, "with another engine generating: half"
+        assert len(tokens) == 4 and last.finished
+    finally:
+        stop.set()
+        if elsewhere.is_alive():
+            elsewhere.join()
+        built.shutdown()
+    assert [p.name for p in tmp_path.iterdir()] == [other.name], "its own marker is removed at shutdown"

@@ -1,0 +1,41 @@
+"""The engine phase's checks and report from measured numbers: issue 25's targets, and the two-workers guard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from functions.bench.engine_phase import checks, cores_rows
+
+
+def _run(tok_s: float, p95: float) -> dict[str, Any]:
+    return {"tok_s": tok_s, "itl_p50_ms": p95 / 2, "itl_p95_ms": p95, "errors": 0}
+
+
+def _result(cores: dict[str, Any]) -> dict[str, Any]:
+    engine = {"single_tok_s": 100.0, "aggregate_8_tok_s": 250.0, "prefix": {"warm_ttft_s": 0.1, "cold_ttft_s": 2.0}}
+    return {
+        "llama_cpp": engine,
+        "transformers": {**engine, "aggregate_8_tok_s": 80.0},
+        "peer": {"single_tok_s": 90.0},
+        "rss": {"llama_cpp": {"peak_mb": 700.0}},
+        "cores": cores,
+    }
+
+
+def test_two_workers_stalling_each_other_fail_the_guard() -> None:
+    measured = {"cores": 2, "streams": 8, "max_tokens": 64, "alone": _run(300, 28), "every_core_each": _run(76, 252)}
+    shared_well = checks(_result({**measured, "shared": _run(220, 38)}), 8)
+    stalled = checks(_result({**measured, "shared": _run(13, 3040)}), 8)
+    row = next(c for c in shared_well if c["name"].startswith("two workers"))
+    assert row["passed"] is True and abs(row["value"] - 220 / 300) < 1e-9
+    assert next(c for c in stalled if c["name"].startswith("two workers"))["passed"] is False
+    assert [c["name"] for c in shared_well][:6] == [c["name"] for c in checks(_result({}), 8)], "issue 25's rows"
+
+
+def test_the_report_shows_each_arrangement_or_why_not() -> None:
+    measured = {"cores": 2, "streams": 8, "max_tokens": 64}
+    lines = cores_rows({**measured, "alone": _run(300, 28), "shared": _run(220, 38), "every_core_each": _run(76, 252)})
+    assert "| two, cores shared (default) | 220.0 | 19.0 / 38.0 | 0 |" in lines
+    assert "| two, every core each | 76.0 | 126.0 / 252.0 | 0 |" in lines
+    assert "not measured (RuntimeError: no port)" in cores_rows({"error": "RuntimeError: no port"})[-1]
+    assert cores_rows({}) == []
