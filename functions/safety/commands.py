@@ -105,11 +105,23 @@ def safety_build_data(
             file_okay=False,
         ),
     ],
+    add: Annotated[
+        list[str] | None,
+        typer.Option(help="Build only this trained-on source into the built set (repeatable); held-out files stay."),
+    ] = None,
 ) -> None:
     """Rebuild functions/safety/training/data/public from the public sources at their pinned commits."""
-    from functions.safety.training.build_public_data import build
+    from functions.safety.training.build_public_data import build, build_added
+    from functions.safety.training.public_sources import source
 
-    build(mirrors)
+    if add:
+        try:
+            added = [source(name) for name in add]
+        except KeyError as error:
+            raise typer.BadParameter(str(error.args[0]), param_hint="--add") from None
+        build_added(mirrors, added)
+    else:
+        build(mirrors)
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from functions.safety.categories import BENIGN
-from functions.safety.training.labelled_data import PUBLIC_DIR, PublicExample, example_key, whole_text
+from functions.safety.training.labelled_data import (
+    PUBLIC_DIR,
+    PublicExample,
+    example_key,
+    public_examples,
+    whole_text,
+)
 from functions.safety.training.public_sources import SOURCES, TEACHER, Kind, Measures, PublicSource, Use
 
 MANIFEST = "sources.json"
@@ -94,8 +100,14 @@ def sample_order(key: str) -> bytes:
 
 
 def build_source(
-    source: PublicSource, mirrors: Path, teacher: object, trained_keys: set[str]
+    source: PublicSource,
+    mirrors: Path,
+    teacher: object,
+    trained_keys: set[str],
+    held_out_keys: frozenset[str] = frozenset(),
 ) -> tuple[list[PublicExample], SourceRecord]:
+    """One source's examples. A held-out row that repeats a trained-on one (`trained_keys`) is dropped; so is a
+    trained-on row that repeats a held-out one already built (`held_out_keys`: a source added to a built set)."""
     git_dir = snapshot_dir(mirrors, source.repo)
     paths = expand_paths(git_dir, source.commit, source.paths)
     files = {path: read_blob(git_dir, source.commit, path) for path in paths}
@@ -108,7 +120,8 @@ def build_source(
             out_of_policy += 1
             continue
         key = example_key(messages)
-        if key in kept or (source.use is Use.HELD_OUT and key in trained_keys):
+        repeats = trained_keys if source.use is Use.HELD_OUT else held_out_keys
+        if key in kept or key in repeats:
             duplicates += 1
             continue
         kept[key] = (messages, source_category, label)
@@ -227,6 +240,36 @@ def build(mirrors: Path, out_dir: Path = PUBLIC_DIR) -> Manifest:
     manifest = Manifest(sources=records)
     (out_dir / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
     console.print(manifest_table(manifest))
+    return manifest
+
+
+def build_added(
+    mirrors: Path, sources: list[PublicSource], out_dir: Path = PUBLIC_DIR, teacher: object | None = None
+) -> Manifest:
+    """Build only `sources` (trained-on) into an already built set: the held-out files stay as they are, and a new
+    row that repeats a held-out one is dropped from the new source instead. The manifest's records of those sources
+    are replaced (or added). `teacher` names categories (default: the shipped second stage)."""
+    if any(s.use is not Use.TRAIN for s in sources):
+        raise ValueError("only trained-on sources can be added to a built set (a held-out one needs a full build)")
+    if teacher is None:
+        from functions.safety.classifier import shipped_classifier
+
+        teacher = shipped_classifier().intent
+    manifest = read_manifest(out_dir)
+    held_out = frozenset(
+        example_key(e.messages)
+        for r in manifest.sources
+        if r.use is Use.HELD_OUT
+        for e in public_examples(r.name, out_dir)
+    )
+    records = {r.name: r for r in manifest.sources}
+    for source in sources:
+        examples, record = build_source(source, mirrors, teacher, set(), held_out)
+        write_examples(out_dir / f"{source.name}.jsonl.gz", examples)
+        records[source.name] = record
+    manifest = Manifest(sources=list(records.values()))
+    (out_dir / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
+    Console().print(manifest_table(manifest))
     return manifest
 
 

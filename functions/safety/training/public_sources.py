@@ -25,6 +25,7 @@ from functions.safety.training.public_source_model import (
     only_file,
     user,
 )
+from functions.safety.training.red_team_sources import RED_TEAM_SOURCES
 from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN_SOURCES
 
 __all__ = ["TEACHER", "Kind", "Measures", "PublicSource", "Use"]
@@ -840,11 +841,15 @@ SOURCES: tuple[PublicSource, ...] = (
         measures=Measures.ORDINARY,
     ),
     *SENSITIVE_BENIGN_SOURCES,
+    *RED_TEAM_SOURCES,
 )
 
 
 def source(name: str) -> PublicSource:
-    return next(s for s in SOURCES if s.name == name)
+    for candidate in SOURCES:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(f"no public source named {name!r}")
 
 
 def trained_request_sources() -> list[str]:
