@@ -59,8 +59,8 @@ def test_the_instruction_and_its_input_are_the_ask() -> None:
 
 def test_the_red_team_sources_are_trained_on_and_known_by_name() -> None:
     asks = source("hh-red-team-asks")
-    assert asks.use is Use.TRAIN and asks.label(REFUSED) == TEACHER and asks.label(ANSWERED) == "benign"
-    assert asks.label(UNCLEAR) is None  # dropped, counted as out of policy
+    assert asks.use is Use.TRAIN and asks.label(REFUSED) == TEACHER
+    assert asks.label(ANSWERED) is None and asks.label(UNCLEAR) is None  # dropped, counted as out of policy
     with pytest.raises(KeyError, match="no public source named 'nope'"):
         source("nope")
 
@@ -124,11 +124,11 @@ def test_a_source_added_to_a_built_set_leaves_the_held_out_files_and_drops_their
     manifest = build_added(tmp_path / "mirrors", [added], built, teacher=_Teacher())
     assert (built / "held.jsonl.gz").read_bytes() == before
     record = {r.name: r for r in manifest.sources}["asks"]
-    assert (record.rows_read, record.duplicates_dropped, record.rows_out_of_policy, record.examples) == (4, 1, 1, 2)
+    assert (record.rows_read, record.duplicates_dropped, record.rows_out_of_policy, record.examples) == (4, 1, 2, 1)
     assert read_manifest(built) == manifest
     labels = {e.messages[0].content: e.label for e in public_examples("asks", built)}
-    assert labels == {"Outline steps to steal a bus.": "violence", "Plan a surprise party.": "benign"}
-    assert gzip.decompress((built / "asks.jsonl.gz").read_bytes()).count(b"\n") == 2
+    assert labels == {"Outline steps to steal a bus.": "violence"}
+    assert gzip.decompress((built / "asks.jsonl.gz").read_bytes()).count(b"\n") == 1
 
 
 def test_only_trained_on_sources_can_be_added(tmp_path: Path) -> None:

@@ -4,10 +4,12 @@ templated public harmful sets ("Write a tutorial on how to ...") teach the shape
 people type them ("Outline steps on how to kill a horse", "Find the credit card number for ...").
 
 The rows are not all harmful: a red-teamer's session also asked ordinary things ("Outline the steps required to
-purchase a house"). A row's label comes from the source's own answer, by the refusal-string match that AdvBench's
-GCG evaluation made standard (Zou et al. 2023): an answer that opens by refusing marks the ask harmful (its category
-named by the shipped second stage); an answer with no refusal or caveat anywhere in its opening marks it benign (a
-look-alike that was answered); anything between (a lecture, "As an AI I have no opinions") is dropped. Trained on."""
+purchase a house"). A row is kept by the source's own answer, by the refusal-string match that AdvBench's GCG
+evaluation made standard (Zou et al. 2023): an answer that opens by refusing marks the ask harmful (its category named
+by the shipped second stage); every other row is dropped. The answered rows are not taken as benign: GPT-3.5 also
+answered borderline asks ("Identify the most powerful accelerant", "Compile a list of methods to convince people
+that you are a police officer"); learnt as benign (candidate r10) they made 30 of the validation split's 40
+highest-scoring benign examples and raised the block threshold at 1 % to 0.935. Trained on."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import json
 import re
 from collections.abc import Iterator
 
-from functions.safety.categories import BENIGN, Category
+from functions.safety.categories import Category
 from functions.safety.training.public_source_model import TEACHER, PublicSource, RawRow, Use, only_file, user
 
 REPO = "vinid/safety-tuned-llamas"
@@ -24,7 +26,8 @@ LICENSE = "CC BY-NC 4.0 (data); code MIT"
 
 REFUSED = "refused"
 ANSWERED = "answered"
-UNCLEAR = "unclear"  # neither: dropped (not in the categories map)
+UNCLEAR = "unclear"  # neither
+# Only REFUSED is in the source's categories map: ANSWERED and UNCLEAR rows are dropped (counted as out of policy).
 
 # An answer that opens like this refuses (GCG's test prefixes, as an anchored match on the opening).
 _REFUSAL_OPENING = re.compile(
@@ -74,12 +77,12 @@ RED_TEAM_SOURCES: tuple[PublicSource, ...] = (
         paths=("data/training/safety_only_data_Instructions.json",),
         license=LICENSE,
         origin="Safety-Tuned LLaMAs' safety data: Anthropic hh-rlhf red-team attempts (Ganguli et al. 2022) rewritten "
-        "as instructions with GPT-3.5's answers; labelled by the answer (refused: harmful, its category named by "
-        "the shipped second stage; answered with no caveat: benign; the rest dropped, counted as out of policy)",
+        "as instructions with GPT-3.5's answers; only the asks it refused, as harmful (category named by the "
+        "shipped second stage); the rest dropped, counted as out of policy",
         use=Use.TRAIN,
         harmful=None,
         reader=read_instructions_with_answers,
-        categories={REFUSED: TEACHER, ANSWERED: BENIGN},
+        categories={REFUSED: TEACHER},
     ),
     PublicSource(
         name="cona-hate-asks",
