@@ -22,6 +22,7 @@ from rich.console import Console
 from functions.bench import engine_measure as measure
 from functions.bench.engine_cores import cores_phase
 from functions.bench.engine_peer import peer_batched, peer_single_stream
+from functions.bench.engine_quality import layout_rows, layout_table
 from functions.bench.engine_rss import worker_rss_mb
 from functions.bench.machine import machine_info
 from functions.bench.prompts import generation_messages
@@ -88,6 +89,11 @@ def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, stre
     messages = [generation_messages(i, tag=f"p{i}") for i in range(streams)]
     prompts = [chat_prompt_ids(tokenizer, m, add_generation_prompt=True, continue_final=False) for m in messages]
     result["peer"]["batched"] = peer_batched(served, prompts, max_tokens, threads)
+    console.print("engine phase: weight layouts (speed and distance from the shipped model)")
+    try:
+        result["layouts"] = layout_table(gguf, prompt, prompts, max_tokens, threads)
+    except Exception as exc:  # the reference needs transformers; a finding, not a reason to lose the rest
+        result["layouts"] = {"error": f"{type(exc).__name__}: {exc}"}
     console.print("engine phase: worker resident memory")
     rss: dict[str, Any] = {}
     for kind in ("llama_cpp", "transformers"):
@@ -212,6 +218,7 @@ def render(result: dict[str, Any]) -> str:
     ceiling = ceiling_row(result)
     if ceiling:
         lines += ["", ceiling]
+    lines += layout_rows(result.get("layouts", {}), peer.get("weights", "as_shipped"))
     lines += cores_rows(result.get("cores", {}))
     parity = result["parity"]
     lines += [
