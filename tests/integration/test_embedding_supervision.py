@@ -14,7 +14,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.support.processes import ProcessGroup, free_port, wait_http_ok
+from tests.support.processes import ProcessGroup, free_port, free_ports, wait_http_ok
 
 STAND_IN = ["{python}", "-m", "tests.support.supervised_worker", "--pool", "{pool}", "--port", "{port}"]
 MODEL = "text-embedding-minilm"
@@ -34,7 +34,7 @@ def _embedding_pid(data_dir: Path) -> int:
 
 
 def test_up_serves_and_supervises_the_embedding_pool(group: ProcessGroup, tmp_path: Path) -> None:
-    port, worker_port, data_dir = free_port(), free_port(), tmp_path / "data"
+    port, worker_port, data_dir = free_port(), free_ports(2), tmp_path / "data"
     env = {
         "FLEETCHAT_POOLS": '["mini"]',
         "FLEETCHAT_WORKER_BASE_PORT": str(worker_port),  # mini on it, the embedding worker on the next port

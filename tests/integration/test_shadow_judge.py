@@ -189,7 +189,11 @@ def test_a_spent_budget_drops_and_an_unreadable_grade_fails(stack_for: StackFact
 def test_pii_never_reaches_the_judge(stack_for: StackFactory) -> None:
     answer = "Sure, I will write to jane.doe@example.com and call +1 415 555 2671 tomorrow."
     stack = stack_for(mini=answer)
-    question = "Please contact jane.doe@example.com or +1 415 555 2671; my card is 4111 1111 1111 1111."
+    # The ask is plainly a support request: "...; my card is 4111 ..." alone scores 0.349 against the 0.343 block
+    # threshold on some CPUs (docs/safety.md, known failures), and this test is about the judge, not the pre-filter.
+    question = (
+        "Please contact jane.doe@example.com or +1 415 555 2671 about the refund for my card 4111 1111 1111 1111."
+    )
     assert stack.ask("mini", question) == answer  # the client gets its answer as it is
     assert stack.ask("mini", question, stream=True) == answer
     stack.wait_samples({("mini", "scored"): 2})
@@ -198,7 +202,7 @@ def test_pii_never_reaches_the_judge(stack_for: StackFactory) -> None:
         assert secret not in sent
     graded_question, graded_answer = stack.judge.state.graded[0]
     assert graded_answer == "Sure, I will write to [EMAIL] and call [PHONE] tomorrow."
-    assert graded_question == "Please contact [EMAIL] or [PHONE]; my card is [CARD]."
+    assert graded_question == "Please contact [EMAIL] or [PHONE] about the refund for my card [CARD]."
 
 
 def test_a_share_of_zero_eval_traffic_and_judge_calls_send_nothing(stack_for: StackFactory) -> None:

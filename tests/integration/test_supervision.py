@@ -7,7 +7,6 @@ each start takes about a second; one test runs the real `fleetchat worker` to sh
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -24,7 +23,7 @@ import pytest
 from openai import APIError, OpenAI
 
 from functions.supervisor import SupervisorPolicy, WorkerSpec, WorkerSupervisor
-from tests.support.processes import REPO, ProcessGroup, free_port, wait_http_ok
+from tests.support.processes import REPO, ProcessGroup, free_port, free_ports, wait_http_ok
 
 STAND_IN = ["{python}", "-m", "tests.support.supervised_worker", "--pool", "{pool}", "--port", "{port}"]
 
@@ -57,20 +56,6 @@ class Up:
         client = OpenAI(base_url=f"{self.url}/v1", api_key=key, max_retries=0, timeout=10)
         reply = client.chat.completions.create(model="mini", messages=[{"role": "user", "content": text}])
         return reply.choices[0].message.content or ""
-
-
-def free_ports(count: int) -> int:
-    """The first of `count` consecutive free loopback ports (a pool's replicas listen on consecutive ports)."""
-    while True:
-        first = free_port()
-        try:
-            with contextlib.ExitStack() as held:
-                for port in range(first + 1, first + count):
-                    sock = held.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return first
 
 
 def up_env(worker_port: int, command: list[str] | None) -> dict[str, str]:

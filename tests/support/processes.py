@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,6 +22,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free loopback ports (a pool's replicas, or the next pools, listen on the
+    ports after a worker base port)."""
+    while True:
+        first = free_port()
+        try:
+            with contextlib.ExitStack() as held:
+                for port in range(first + 1, first + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
 
 
 def wait_http_ok(url: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float = 300) -> None:
