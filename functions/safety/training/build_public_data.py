@@ -112,6 +112,7 @@ def build_source(
     paths = expand_paths(git_dir, source.commit, source.paths)
     files = {path: read_blob(git_dir, source.commit, path) for path in paths}
     read = out_of_policy = duplicates = 0
+    repeats = trained_keys if source.use is Use.HELD_OUT else held_out_keys  # rows the other side already holds
     kept: dict[str, tuple[list[dict[str, str]], str | None, str]] = {}
     for messages, source_category in source.reader(files):
         read += 1
@@ -120,7 +121,6 @@ def build_source(
             out_of_policy += 1
             continue
         key = example_key(messages)
-        repeats = trained_keys if source.use is Use.HELD_OUT else held_out_keys
         if key in kept or key in repeats:
             duplicates += 1
             continue
