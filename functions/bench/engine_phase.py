@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from functions.bench import engine_measure as measure
+from functions.bench.deployed_options import deployed_options, render_rows
 from functions.bench.engine_cores import cores_phase
 from functions.bench.engine_peer import peer_batched, peer_single_stream
 from functions.bench.engine_quality import layout_rows, layout_table
@@ -107,6 +108,8 @@ def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, stre
         result["cores"] = cores_phase(pool, streams=streams, max_tokens=64)
     except Exception as exc:
         result["cores"] = {"error": f"{type(exc).__name__}: {exc}"}
+    layouts = result["layouts"] if "error" not in result["layouts"] else {}
+    result["deployed_options"] = deployed_options(layouts)
     result["parity"] = measure.parity(today.pop("greedy"), ours.pop("greedy"), decode)
     result["llama_cpp"], result["transformers"] = ours, today
     result["checks"] = checks(result, streams)
@@ -220,6 +223,7 @@ def render(result: dict[str, Any]) -> str:
         lines += ["", ceiling]
     lines += layout_rows(result.get("layouts", {}), peer.get("weights", "as_shipped"))
     lines += cores_rows(result.get("cores", {}))
+    lines += render_rows(result.get("deployed_options", {}))
     parity = result["parity"]
     lines += [
         "",

@@ -37,21 +37,67 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def reference_logprobs(gguf: Path, token_rows: list[list[int]]) -> list[np.ndarray]:
-    """The shipped model in fp32 (transformers), every position's next-token log-probabilities."""
-    import torch
-
+def reference_model(gguf: Path) -> Any:
+    """The shipped model in fp32 (transformers) on this CPU."""
     from gpu_workers.model_loader import ModelSource, load_model_and_tokenizer
 
     model, _ = load_model_and_tokenizer(
         ModelSource(path_or_repo=str(gguf.parent), gguf_file=gguf.name), show_progress=False
     )
+    return model
+
+
+def reference_logprobs(gguf: Path, token_rows: list[list[int]]) -> list[np.ndarray]:
+    """The shipped model in fp32 (transformers), every position's next-token log-probabilities."""
+    return model_logprobs(reference_model(gguf), token_rows)
+
+
+def model_logprobs(model: Any, token_rows: list[list[int]]) -> list[np.ndarray]:
+    """A transformers model's next-token log-probabilities at every position of each row."""
+    import torch
+
     out = []
     with torch.inference_mode():
         for row in token_rows:
             logits = model(torch.tensor([row])).logits[0].float().numpy()
             out.append(_log_softmax(logits))
     return out
+
+
+def fp8_round_trip(model: Any, *, per_channel: bool = False) -> int:
+    """Round every linear layer's weight but the output head's through float8 e4m3, with one scale per tensor (vLLM's
+    dynamic fp8) or per output channel; returns how many layers were rounded. Activations stay as they are."""
+    import torch
+
+    rounded = 0
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    with torch.no_grad():
+        for module in model.modules():
+            # vLLM keeps the output head (often tied to the input embeddings) in the model's dtype.
+            if isinstance(module, torch.nn.Linear) and module is not head:
+                weight = module.weight
+                peak = weight.abs().amax(dim=1, keepdim=True) if per_channel else weight.abs().max()
+                scale = peak.float().clamp(min=1e-12) / torch.finfo(torch.float8_e4m3fn).max
+                fp8 = (weight.float() / scale).to(torch.float8_e4m3fn)
+                weight.copy_((fp8.float() * scale).to(weight.dtype))
+                rounded += 1
+    return rounded
+
+
+def fp8_distances(gguf: Path, token_rows: list[list[int]], reference: list[np.ndarray]) -> dict[str, dict[str, Any]]:
+    """vLLM's `--quantization fp8` emulated on the shipped model: its weights rounded through e4m3 (per-tensor
+    scales, as vLLM's dynamic fp8; and per output channel), fp32 arithmetic, compared with the unrounded reference."""
+    rows = {}
+    for scales in ("per_tensor", "per_channel"):
+        model = reference_model(gguf)
+        fp8_round_trip(model, per_channel=scales == "per_channel")
+        rows[f"fp8 weights, {scales.replace('_', '-')} (vLLM)"] = {
+            "size_mb": None,
+            "single_tok_s": None,
+            "batched_tok_s": None,
+            **compare(reference, model_logprobs(model, token_rows), token_rows),
+        }
+    return rows
 
 
 def llama_logprobs(gguf: Path, token_rows: list[list[int]], threads: int) -> list[np.ndarray]:
@@ -117,7 +163,7 @@ def layout_table(
             "batched_tok_s": batched["aggregate_tok_s"] if batched else None,
             **compare(reference, llama_logprobs(weights, rows, threads), rows),
         }
-    return table
+    return {**table, **fp8_distances(gguf, rows, reference)}
 
 
 def layout_rows(table: dict[str, dict[str, Any]], served: str) -> list[str]:
@@ -137,10 +183,13 @@ def layout_rows(table: dict[str, dict[str, Any]], served: str) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for layout, row in table.items():
-        single, batched = row["single_tok_s"], row["batched_tok_s"]
+        size, single, batched = _num(row["size_mb"], 0), _num(row["single_tok_s"], 1), _num(row["batched_tok_s"], 1)
         lines.append(
-            f"| {layout} | {row['size_mb']:.0f} | {'n/a' if single is None else f'{single:.1f}'} | "
-            f"{'n/a' if batched is None else f'{batched:.1f}'} | {row['top1_agreement']:.1%} | "
+            f"| {layout} | {size} | {single} | {batched} | {row['top1_agreement']:.1%} | "
             f"{row['mean_kl_nats']:.4f} | {row['perplexity']:.2f} |"
         )
     return lines
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from openai.types.chat import ChatCompletionMessageParam
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 TOPICS = (
     "a lighthouse keeper who finds a message in a bottle",

@@ -48,3 +48,10 @@ def test_the_report_lists_every_layout_or_says_why_not() -> None:
     assert "`q8_0` serves" in lines[1] and "1024 positions" in lines[1]
     assert "not measured (ImportError: x)" in layout_rows({"error": "ImportError: x"}, "q8_0")[-1]
     assert layout_rows({}, "q8_0") == []
+
+
+def test_rows_without_a_file_or_speed_read_not_applicable() -> None:
+    row = {"size_mb": None, "single_tok_s": None, "batched_tok_s": None, "positions": 1024}
+    row |= {"top1_agreement": 0.9, "mean_kl_nats": 0.05, "reference_perplexity": 29.3, "perplexity": 30.1}
+    (line,) = [x for x in layout_rows({"fp8 weights, per-tensor (vLLM)": row}, "q8_0") if x.startswith("| fp8")]
+    assert line == "| fp8 weights, per-tensor (vLLM) | n/a | n/a | n/a | 90.0% | 0.0500 | 30.10 |"
