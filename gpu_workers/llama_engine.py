@@ -43,6 +43,8 @@ class LlamaEngine(ChatTokenizing):
         threads: int | None = None,  # None: a share of the host's cores, among its busy engines (core_share.py)
         show_progress: bool = True,
         weights: Path | None = None,  # the GGUF whose weights to load (gguf_weights.py); None: `gguf` itself
+        solo_lane: bool = False,  # a second context for a request running alone (llama_solo.py)
+        solo_kv_tokens: int = 4096,
     ) -> None:
         self.model_name = model_name
         with Progress(
@@ -58,6 +60,13 @@ class LlamaEngine(ChatTokenizing):
                 max_sequences=max_running + max_cached,
                 threads=threads or host_cores(),
             )
+            solo = None
+            if solo_lane:
+                solo = self._runtime.sibling(
+                    kv_cache_tokens=min(solo_kv_tokens, kv_cache_tokens),
+                    max_batch_tokens=32,  # it decodes one token a step
+                    max_sequences=1,
+                )
             context = min(self._runtime.n_ctx_train, self._runtime.kv_cache_tokens)
             self.max_model_len = min(context, max_model_len) if max_model_len else context
             eos = {self._tokenizer.eos_token_id, self._runtime.eos_id}
@@ -73,6 +82,7 @@ class LlamaEngine(ChatTokenizing):
                 page_size=page_size,
                 prefix_caching=prefix_caching,
                 core_share=None if threads else CoreShare(self._runtime.threads),
+                solo=solo,
             )
             p.update(task, advance=1, description="engine ready")
         self._wake_lock = threading.Lock()

@@ -38,15 +38,20 @@ class LlamaRuntime:
         max_batch_tokens: int,
         max_sequences: int,
         threads: int | None = None,
+        model: Any = None,  # an already loaded model of `gguf` (a second context on the same weights); None: load
     ) -> None:
         from cyllama.llama import llama_cpp as L
 
         self._L = L
+        self.gguf = gguf
         L.disable_logging()
         L.ggml_backend_load_all()
-        model_params = L.LlamaModelParams()
-        model_params.n_gpu_layers = 0
-        self.model = _model_class(L)(str(gguf), model_params)
+        self._owns_model = model is None
+        if model is None:
+            model_params = L.LlamaModelParams()
+            model_params.n_gpu_layers = 0
+            model = _model_class(L)(str(gguf), model_params)
+        self.model = model
         vocab = self.model.get_vocab()
         self.n_vocab = int(vocab.n_vocab)
         self.eos_id = int(vocab.token_eos())
@@ -126,10 +131,30 @@ class LlamaRuntime:
     def forget(self, seq: int) -> None:
         self.ctx.memory_seq_rm(seq, -1, -1)
 
+    def export_seq(self, seq: int) -> bytes:
+        """`seq`'s KV (positions and cells) as bytes, for `import_seq` here or in a context of the same network."""
+        return bytes(self.ctx.get_state_seq_data(seq))
+
+    def import_seq(self, seq: int, state: bytes) -> None:
+        """Load `export_seq`'s bytes into the (empty) sequence `seq`; ValueError when there are no free cells."""
+        self.ctx.set_state_seq_data(state, seq)
+
+    def sibling(self, *, kv_cache_tokens: int, max_batch_tokens: int, max_sequences: int) -> LlamaRuntime:
+        """A second context on this runtime's model (no second copy of the weights), with its own KV cache."""
+        return LlamaRuntime(
+            self.gguf,
+            kv_cache_tokens=kv_cache_tokens,
+            max_batch_tokens=max_batch_tokens,
+            max_sequences=max_sequences,
+            threads=self.threads,
+            model=self.model,
+        )
+
     def close(self) -> None:
         self._batch.close()
         self.ctx.close()
-        self.model.close()
+        if self._owns_model:
+            self.model.close()
 
 
 def _model_class(L: Any) -> type:

@@ -4,7 +4,9 @@ Each step: admit waiting requests into free sequence slots (copying their longes
 then one `llama_decode` over every running sequence's next token plus prefill chunks up to `max_batch_tokens`, then
 one token sampled per sequence whose prompt is done. A finished or cancelled sequence keeps its KV as a prefix-cache
 entry (LRU) until its slot or its cells are needed. When cells run out, cache entries go first; then the youngest
-running sequence is preempted and recomputed later (vLLM's recompute preemption), its answer so far kept.
+running sequence is preempted and recomputed later (vLLM's recompute preemption), its answer so far kept. A request
+running alone with its prompt done decodes in the solo lane when there is one (llama_solo.py: the shipped weights,
+faster for one sequence), and comes back before anything else is admitted.
 
 Requests come in and go out through thread-safe calls (`submit`, `cancel`); results go back through each job's
 `emit`, called on this thread.
@@ -25,6 +27,7 @@ from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingP
 from gpu_workers.kv_blocks import KvBlocks
 from gpu_workers.llama_runtime import KvCacheFullError, LlamaRuntime, Row
 from gpu_workers.llama_sampling import RequestSampler
+from gpu_workers.llama_solo import SoloLane
 
 Emit = Callable[[EngineOutput | BaseException], None]
 _order = itertools.count()
@@ -60,8 +63,10 @@ class Scheduler:
         page_size: int = 16,
         prefix_caching: bool = True,
         core_share: CoreShare | None = None,  # None: the runtime keeps the threads it was made with
+        solo: LlamaRuntime | None = None,  # a context on the shipped weights for a request running alone
     ) -> None:
         self._rt = runtime
+        self._solo = SoloLane(solo) if solo is not None else None
         self._core_share = core_share
         self._blocks = KvBlocks(runtime.kv_cache_tokens, page_size)
         self._max_running = max_running
@@ -90,6 +95,11 @@ class Scheduler:
     def cancel(self, request_id: str) -> None:
         self._inbox.put(("cancel", request_id))
         self._wake.set()
+
+    @property
+    def solo_entries(self) -> int:
+        """How many times a request was handed to the solo lane (0 without one)."""
+        return self._solo.entries if self._solo is not None else 0
 
     def is_running(self) -> bool:
         return self._thread.is_alive() and not self._stopping
@@ -153,6 +163,8 @@ class Scheduler:
         self._waiting = deque(j for j in self._waiting if j.request_id != request_id)
 
     def _admit(self) -> None:
+        if self._solo is not None and self._solo.job is not None and self._waiting:
+            self._solo.leave(self._rt, self._blocks)  # the newcomer batches with it on the main context
         while self._waiting and len(self._running) < self._max_running:
             if not self._fits(self._waiting[0]):
                 return  # it waits for running requests to finish (instead of being preempted over and over)
@@ -243,6 +255,12 @@ class Scheduler:
         self._waiting.appendleft(job)
 
     def _step(self) -> None:
+        if self._solo is not None:
+            with self._lock:
+                alone = self._goes_solo()
+            if alone:
+                self._solo_step()
+                return
         with self._lock:
             plan = self._make_room(self._plan())
         if not plan:
@@ -263,6 +281,31 @@ class Scheduler:
                 job.n_past += take
                 if want:
                     self._sampled(job, job.sampler.pick(self._rt, next(outputs)))  # type: ignore[union-attr]
+
+    def _goes_solo(self) -> bool:
+        """Whether this step decodes in the solo lane (handing the lone request over first if needed)."""
+        lane = self._solo
+        assert lane is not None
+        if lane.job is not None:
+            return True
+        if len(self._running) != 1 or self._waiting or not self._inbox.empty():
+            return False
+        job = next(iter(self._running.values()))
+        if not lane.can_take(job, job.params.max_tokens):
+            return False
+        lane.enter(self._rt, job)
+        return True
+
+    def _solo_step(self) -> None:
+        lane = self._solo
+        assert lane is not None and lane.job is not None
+        if self._core_share is not None:
+            lane.runtime.set_threads(self._core_share.threads_for_step())
+        index = lane.decode_next()
+        with self._lock:
+            job = lane.job
+            if job is not None:  # (a cancel is only read between steps, on this thread)
+                self._sampled(job, job.sampler.pick(lane.runtime, index))  # type: ignore[arg-type,union-attr]
 
     def _sampled(self, job: Job, token: int) -> None:
         job.tokens.append(token)
@@ -290,6 +333,8 @@ class Scheduler:
 
     def _retire(self, job: Job) -> None:
         """A job leaves the batch (finished or cancelled); its KV stays as a prefix-cache entry if it holds a block."""
+        if self._solo is not None and self._solo.job is job:
+            self._solo.leave(self._rt, self._blocks)  # back to the main context, answer included
         self._running.pop(job.request_id, None)
         seq, job.seq = job.seq, -1
         if seq < 0:
@@ -302,6 +347,8 @@ class Scheduler:
 
     def _fail_all(self, error: EngineError) -> None:
         with self._lock:
+            if self._solo is not None and self._solo.job is not None:
+                self._solo.drop()
             jobs = [*self._running.values(), *self._waiting]
             for job in list(self._running.values()):
                 self._running.pop(job.request_id, None)

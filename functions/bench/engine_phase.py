@@ -34,6 +34,7 @@ from gpu_workers.registry import EngineOptions, build_engine
 from shared.pools import POOLS
 
 RESULT_FILE = "engine.json"
+_LANES = ("solo_lane", "no_solo_lane")
 REPORT_FILE = "engine.md"
 console = Console(stderr=True)
 
@@ -61,6 +62,15 @@ def _run_engine(pool: str, kind: str, **sizes: int) -> tuple[dict[str, Any], Any
         engine.shutdown()
 
 
+def _full_cache(pool: str, max_tokens: int, *, solo_lane: bool) -> dict[str, Any]:
+    """The llama.cpp engine's single stream behind a full prefix cache, with or without its solo lane."""
+    engine = build_engine(pool, EngineOptions(engine="llama_cpp", solo_lane=solo_lane), show_progress=False)
+    try:
+        return asyncio.run(measure.full_cache_single_tok_s(engine, max_tokens))
+    finally:
+        engine.shutdown()
+
+
 def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, streams: int = 8) -> str:
     max_tokens = 48 if quick else 128
     sizes = {"max_tokens": max_tokens, "streams": streams, "parity_tokens": 16 if quick else 32}
@@ -70,6 +80,8 @@ def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, stre
     result["machine"] = machine_info()
     console.print("engine phase: llama.cpp batched engine")
     ours, decode = _run_engine(pool, "llama_cpp", **sizes)
+    console.print("engine phase: llama.cpp engine behind a full prefix cache, with and without the solo lane")
+    ours["full_cache"] = {lane: _full_cache(pool, max_tokens, solo_lane=lane == "solo_lane") for lane in _LANES}
     console.print("engine phase: transformers engine (today's)")
     today, _ = _run_engine(pool, "transformers", **sizes)
     console.print("engine phase: llama.cpp peer")
@@ -132,6 +144,13 @@ def checks(result: dict[str, Any], streams: int) -> list[dict[str, Any]]:
     rows = [
         ("single-stream vs llama.cpp peer", _ratio(ours["single_tok_s"], peer["single_tok_s"]), ">= 1.0x", 1.0, None),
         ("single-stream tokens/s", ours["single_tok_s"], ">= 30", 30.0, None),
+        (
+            "single-stream behind a full prefix cache vs llama.cpp peer",
+            _ratio(ours.get("full_cache", {}).get("solo_lane", {}).get("single_tok_s"), peer["single_tok_s"]),
+            ">= 1.0x",
+            1.0,
+            None,
+        ),
         (f"{streams}-stream aggregate vs single", _ratio(ours[agg], ours["single_tok_s"]), ">= 4x", 4.0, None),
         (f"{streams}-stream aggregate vs today's", _ratio(ours[agg], today[agg]), ">= 2x", 2.0, None),
         ("warm-prefix TTFT / cold", _ratio(prefix["warm_ttft_s"], prefix["cold_ttft_s"]), "<= 0.10", None, 0.10),
@@ -162,6 +181,15 @@ def ceiling_row(result: dict[str, Any]) -> str | None:
         f"Ceiling: llama.cpp's own {n}-sequence batch: {peer_agg:.1f} tokens/s aggregate ({scale}); "
         f"ours is {share} of it."
     )
+
+
+def full_cache_rows(full_cache: dict[str, Any]) -> list[str]:
+    """Single stream once earlier conversations fill the prefix cache: with the solo lane and without."""
+    if not full_cache:
+        return []
+    usage = max(run["kv_cache_usage"] for run in full_cache.values())
+    cells = ", ".join(f"{name.replace('_', ' ')}: {run['single_tok_s'] or 0:.1f}" for name, run in full_cache.items())
+    return ["", f"Single stream, tokens/s, with the prefix cache {usage:.0%} full of earlier conversations: {cells}."]
 
 
 def cores_rows(cores: dict[str, Any]) -> list[str]:
@@ -200,12 +228,13 @@ def render(result: dict[str, Any]) -> str:
                     f"| {sub} | {f(result['llama_cpp']['prefix'][sub], 3)} | "
                     f"{f(result['transformers']['prefix'][sub], 3)} |"
                 )
-        else:
+        elif key != "full_cache":
             lines.append(f"| {key} | {f(result['llama_cpp'][key])} | {f(result['transformers'][key])} |")
     for kind, rss in result["rss"].items():
         lines.append(
             f"| worker RSS now / peak MiB ({kind}) | {f(rss.get('rss_mb'), 0)} / {f(rss.get('peak_mb'), 0)} | |"
         )
+    lines += full_cache_rows(result["llama_cpp"].get("full_cache", {}))
     peer = result["peer"]
     lines += [
         "",

@@ -34,7 +34,14 @@ def gguf() -> Path:
 @pytest.fixture(scope="module")
 def engine() -> Iterator[LlamaEngine]:
     weights = weights_for(gguf(), LocalModel().llama_weights)  # the layout the pool table serves
-    built = LlamaEngine(gguf(), model_name="mini", kv_cache_tokens=8192, show_progress=False, weights=weights)
+    built = LlamaEngine(
+        gguf(),
+        model_name="mini",
+        kv_cache_tokens=8192,
+        show_progress=False,
+        weights=weights,
+        solo_lane=LocalModel().llama_solo_lane,  # as the pool table serves
+    )
     yield built
     built.shutdown()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from functions.bench.engine_phase import checks, cores_rows
+from functions.bench.engine_phase import checks, cores_rows, full_cache_rows
 
 
 def _run(tok_s: float, p95: float) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def test_two_workers_stalling_each_other_fail_the_guard() -> None:
     row = next(c for c in shared_well if c["name"].startswith("two workers"))
     assert row["passed"] is True and abs(row["value"] - 220 / 300) < 1e-9
     assert next(c for c in stalled if c["name"].startswith("two workers"))["passed"] is False
-    assert [c["name"] for c in shared_well][:6] == [c["name"] for c in checks(_result({}), 8)], "issue 25's rows"
+    assert [c["name"] for c in shared_well][:7] == [c["name"] for c in checks(_result({}), 8)], "issue 25's rows"
 
 
 def test_the_report_shows_each_arrangement_or_why_not() -> None:
@@ -39,3 +39,17 @@ def test_the_report_shows_each_arrangement_or_why_not() -> None:
     assert "| two, every core each | 76.0 | 126.0 / 252.0 | 0 |" in lines
     assert "not measured (RuntimeError: no port)" in cores_rows({"error": "RuntimeError: no port"})[-1]
     assert cores_rows({}) == []
+
+
+def test_the_full_cache_single_stream_is_checked_against_the_peer_and_reported() -> None:
+    full = {
+        "solo_lane": {"kv_cache_usage": 0.86, "single_tok_s": 104.0},
+        "no_solo_lane": {"kv_cache_usage": 0.85, "single_tok_s": 77.0},
+    }
+    result = _result({})
+    result["llama_cpp"] = {**result["llama_cpp"], "full_cache": full}
+    row = next(c for c in checks(result, 8) if c["name"].startswith("single-stream behind a full prefix cache"))
+    assert row["passed"] is True and abs(row["value"] - 104.0 / 90.0) < 1e-9
+    line = full_cache_rows(full)[-1]
+    assert line.endswith("86% full of earlier conversations: solo lane: 104.0, no solo lane: 77.0.")
+    assert full_cache_rows({}) == []
