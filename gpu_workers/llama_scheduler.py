@@ -5,8 +5,8 @@ then one `llama_decode` over every running sequence's next token plus prefill ch
 one token sampled per sequence whose prompt is done. A finished or cancelled sequence keeps its KV as a prefix-cache
 entry (LRU) until its slot or its cells are needed. When cells run out, cache entries go first; then the youngest
 running sequence is preempted and recomputed later (vLLM's recompute preemption), its answer so far kept. A request
-running alone with its prompt done decodes in the solo lane when there is one (llama_solo.py: the shipped weights,
-faster for one sequence), and comes back before anything else is admitted.
+running alone with its prompt done decodes in the solo lane when there is one (llama_solo.py: a second context whose
+KV holds nothing else), and comes back before anything else is admitted.
 
 Requests come in and go out through thread-safe calls (`submit`, `cancel`); results go back through each job's
 `emit`, called on this thread.
@@ -63,7 +63,7 @@ class Scheduler:
         page_size: int = 16,
         prefix_caching: bool = True,
         core_share: CoreShare | None = None,  # None: the runtime keeps the threads it was made with
-        solo: LlamaRuntime | None = None,  # a context on the shipped weights for a request running alone
+        solo: LlamaRuntime | None = None,  # a second context on the same model, for a request running alone
     ) -> None:
         self._rt = runtime
         self._solo = SoloLane(solo) if solo is not None else None
