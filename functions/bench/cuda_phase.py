@@ -16,9 +16,10 @@ It measures, each part on its own so that one failure loses nothing else:
 - ``ngram``: prompt-lookup speculation (vLLM's ``ngram`` method; transformers' ``prompt_lookup_num_tokens``) against
   plain greedy decoding on public prompts (CNN/DailyMail articles with an extraction ask, MT-Bench questions): tokens/s,
   speed-up, and whether the outputs are the same.
-- ``fp8``: each linear weight rounded to float8 e4m3 with one scale per tensor (what vLLM's dynamic ``fp8`` does to the
-  weights) and back: greedy agreement with the unrounded model. Quality only: fp8 matrix kernels for transformers come
-  from the hub, which the lent machine cannot reach.
+- ``fp8``: each linear weight but the output head's rounded to float8 e4m3 and back, with one scale per tensor (what
+  vLLM's dynamic ``fp8`` does to the weights) and with one per output channel: greedy agreement with the unrounded
+  model. Quality only: fp8 matrix kernels for transformers come from the hub, which the lent machine cannot reach.
+  (The kept 2026-11-28 run predates leaving the head out: it rounded 211 layers, the tied head included.)
 
 Writes ``cuda.json`` (and ``cuda.md``) into ``--out``, after every part.
 """
