@@ -62,14 +62,17 @@ async def single_stream_tok_s(engine: Engine, max_tokens: int, rounds: int = 2) 
     return max(rates) if rates else None
 
 
-async def full_cache_single_tok_s(engine: Engine, max_tokens: int, conversations: int = 12) -> dict[str, Any]:
-    """One stream's decode rate once earlier conversations fill the prefix cache, as on a server that has been up a
-    while: `conversations` unique ~1,100-token prompts are answered first (one token each) and kept as entries."""
+async def full_cache_tok_s(engine: Engine, max_tokens: int, streams: int, conversations: int = 12) -> dict[str, Any]:
+    """One stream's decode rate, and `streams` streams' aggregate, once earlier conversations fill the prefix cache, as
+    on a server that has been up a while: `conversations` unique ~1,100-token prompts are answered first (one token
+    each) and kept as entries."""
     for i in range(conversations):
         ids = engine.tokenize_chat(prefix_messages(long_system_prompt(uuid.uuid4().hex), i))  # type: ignore[arg-type]
         await timed_stream(engine, ids, SamplingParams(max_tokens=1, temperature=0.0))
     usage = engine.stats().kv_cache_usage
-    return {"kv_cache_usage": usage, "single_tok_s": await single_stream_tok_s(engine, max_tokens)}
+    single = await single_stream_tok_s(engine, max_tokens)
+    aggregate = await aggregate_tok_s(engine, streams, max_tokens)
+    return {"kv_cache_usage": usage, "single_tok_s": single, f"aggregate_{streams}_tok_s": aggregate}
 
 
 async def aggregate_tok_s(engine: Engine, streams: int, max_tokens: int) -> float:

@@ -62,11 +62,11 @@ def _run_engine(pool: str, kind: str, **sizes: int) -> tuple[dict[str, Any], Any
         engine.shutdown()
 
 
-def _full_cache(pool: str, max_tokens: int, *, solo_lane: bool) -> dict[str, Any]:
-    """The llama.cpp engine's single stream behind a full prefix cache, with or without its solo lane."""
+def _full_cache(pool: str, max_tokens: int, streams: int, *, solo_lane: bool) -> dict[str, Any]:
+    """The llama.cpp engine behind a full prefix cache, with or without its solo lane: one stream, and `streams`."""
     engine = build_engine(pool, EngineOptions(engine="llama_cpp", solo_lane=solo_lane), show_progress=False)
     try:
-        return asyncio.run(measure.full_cache_single_tok_s(engine, max_tokens))
+        return asyncio.run(measure.full_cache_tok_s(engine, max_tokens, streams))
     finally:
         engine.shutdown()
 
@@ -81,7 +81,9 @@ def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, stre
     console.print("engine phase: llama.cpp batched engine")
     ours, decode = _run_engine(pool, "llama_cpp", **sizes)
     console.print("engine phase: llama.cpp engine behind a full prefix cache, with and without the solo lane")
-    ours["full_cache"] = {lane: _full_cache(pool, max_tokens, solo_lane=lane == "solo_lane") for lane in _LANES}
+    ours["full_cache"] = {
+        lane: _full_cache(pool, max_tokens, streams, solo_lane=lane == "solo_lane") for lane in _LANES
+    }
     console.print("engine phase: transformers engine (today's)")
     today, _ = _run_engine(pool, "transformers", **sizes)
     console.print("engine phase: llama.cpp peer")
@@ -183,13 +185,23 @@ def ceiling_row(result: dict[str, Any]) -> str | None:
     )
 
 
-def full_cache_rows(full_cache: dict[str, Any]) -> list[str]:
-    """Single stream once earlier conversations fill the prefix cache: with the solo lane and without."""
+def full_cache_rows(full_cache: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
+    """Tokens/s once earlier conversations fill the prefix cache (with the solo lane and without), beside the same
+    engine's on a fresh cache (`fresh`: the llama.cpp engine's own numbers)."""
     if not full_cache:
         return []
     usage = max(run["kv_cache_usage"] for run in full_cache.values())
-    cells = ", ".join(f"{name.replace('_', ' ')}: {run['single_tok_s'] or 0:.1f}" for name, run in full_cache.items())
-    return ["", f"Single stream, tokens/s, with the prefix cache {usage:.0%} full of earlier conversations: {cells}."]
+    lines = ["", f"With the prefix cache {usage:.0%} full of earlier conversations, tokens/s:", ""]
+    keys = [k for k in next(iter(full_cache.values())) if k.endswith("_tok_s")]
+    lines += ["| | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    lines.append("| fresh cache | " + " | ".join(_num(fresh.get(k)) for k in keys) + " |")
+    for name, run in full_cache.items():
+        lines.append(f"| full cache, {name.replace('_', ' ')} | " + " | ".join(_num(run.get(k)) for k in keys) + " |")
+    return lines
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 def cores_rows(cores: dict[str, Any]) -> list[str]:
@@ -234,7 +246,7 @@ def render(result: dict[str, Any]) -> str:
         lines.append(
             f"| worker RSS now / peak MiB ({kind}) | {f(rss.get('rss_mb'), 0)} / {f(rss.get('peak_mb'), 0)} | |"
         )
-    lines += full_cache_rows(result["llama_cpp"].get("full_cache", {}))
+    lines += full_cache_rows(result["llama_cpp"].get("full_cache", {}), result["llama_cpp"])
     peer = result["peer"]
     lines += [
         "",
