@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from functions.bench import engine_measure as measure
-from functions.bench.engine_quality import fp8_round_trip
+from functions.bench.engine_quality import fp8_round_trip, load_gguf_model, number_cell
 from functions.bench.prompts import long_system_prompt, prefix_messages
-from gpu_workers.engine import SamplingParams
+from functions.bench.stats import ratio
 
 RESULT_FILE = "cuda.json"
 REPORT_FILE = "cuda.md"
@@ -62,13 +62,6 @@ def device_info() -> dict[str, Any]:
 
     info["transformers"] = transformers.__version__
     return info
-
-
-def load(gguf: Path) -> tuple[Any, Any]:
-    from gpu_workers.model_loader import ModelSource, load_model_and_tokenizer
-
-    source = ModelSource(path_or_repo=str(gguf.parent), gguf_file=gguf.name)
-    return load_model_and_tokenizer(source, show_progress=False)
 
 
 def new_engine(model: Any, tokenizer: Any, *, max_batch_tokens: int = 512, kv_cache_tokens: int | None = None) -> Any:
@@ -93,26 +86,17 @@ def new_engine(model: Any, tokenizer: Any, *, max_batch_tokens: int = 512, kv_ca
 # -- the engine on the device ---------------------------------------------------------------------------------------
 
 
-async def _engine_numbers(engine: Any, max_tokens: int, parity_tokens: int) -> dict[str, Any]:
-    await measure.timed_stream(engine, _hello(engine.tokenize_chat), _greedy(2))
-    numbers: dict[str, Any] = {"single_tok_s": await measure.single_stream_tok_s(engine, max_tokens)}
-    for streams in (8, 64):
-        numbers[f"aggregate_{streams}_tok_s"] = await measure.aggregate_tok_s(engine, streams, max_tokens)
-    numbers["prefix"] = await measure.prefix_ttft(engine)
-    numbers["greedy"] = await measure.greedy_tokens(engine, parity_tokens)
-    return numbers
-
-
 def engine_part(model: Any, tokenizer: Any, reference: list[list[int]] | None, quick: bool) -> dict[str, Any]:
     engine = new_engine(model, tokenizer)
     try:
-        numbers = asyncio.run(_engine_numbers(engine, 32 if quick else 128, 16 if quick else 32))
+        sizes = {"max_tokens": 32 if quick else 128, "parity_tokens": 16 if quick else 32}
+        numbers = asyncio.run(measure.engine_numbers(engine, streams=(8, 64), **sizes))
     finally:
         engine.shutdown()
     greedy = numbers.pop("greedy")
-    numbers["aggregate_8_vs_single"] = _ratio(numbers["aggregate_8_tok_s"], numbers["single_tok_s"])
-    numbers["aggregate_64_vs_single"] = _ratio(numbers["aggregate_64_tok_s"], numbers["single_tok_s"])
-    numbers["warm_vs_cold_ttft"] = _ratio(numbers["prefix"]["warm_ttft_s"], numbers["prefix"]["cold_ttft_s"])
+    numbers["aggregate_8_vs_single"] = ratio(numbers["aggregate_8_tok_s"], numbers["single_tok_s"])
+    numbers["aggregate_64_vs_single"] = ratio(numbers["aggregate_64_tok_s"], numbers["single_tok_s"])
+    numbers["warm_vs_cold_ttft"] = ratio(numbers["prefix"]["warm_ttft_s"], numbers["prefix"]["cold_ttft_s"])
     if reference is not None:
         numbers["parity_vs_cpu"] = measure.parity(reference, greedy, tokenizer.decode)
     return numbers
@@ -126,7 +110,7 @@ async def _loaded_run(engine: Any, streams: int, max_tokens: int) -> dict[str, A
 
     async def one(i: int) -> measure.StreamTiming:
         ids = engine.tokenize_chat(prefix_messages(long_system_prompt(uuid.uuid4().hex), i))
-        return await measure.timed_stream(engine, ids, _greedy(max_tokens))
+        return await measure.timed_stream(engine, ids, measure.greedy_params(max_tokens))
 
     start = time.perf_counter()
     timings = await asyncio.gather(*(one(i) for i in range(streams)))
@@ -147,7 +131,7 @@ def batch_budget_part(model: Any, tokenizer: Any, quick: bool) -> list[dict[str,
     for budget in BUDGETS[:2] if quick else BUDGETS:
         engine = new_engine(model, tokenizer, max_batch_tokens=budget)
         try:
-            asyncio.run(measure.timed_stream(engine, _hello(engine.tokenize_chat), _greedy(2)))
+            asyncio.run(measure.warm_up(engine))
             rows.append({"max_batch_tokens": budget, **asyncio.run(_loaded_run(engine, streams, max_tokens))})
         finally:
             engine.shutdown()
@@ -199,7 +183,9 @@ def ngram_part(model: Any, tokenizer: Any, prompts_dir: Path, quick: bool) -> di
 
     per_set, max_new = (2, 24) if quick else (8, 128)
     speculate = {"prompt_lookup_num_tokens": 4, "max_matching_ngram_size": 4}  # vLLM: 4 tokens, lookup max 4
-    ids0 = _hello(lambda m: chat_prompt_ids(tokenizer, m, add_generation_prompt=True, continue_final=False))
+    ids0 = chat_prompt_ids(
+        tokenizer, [{"role": "user", "content": "Hi."}], add_generation_prompt=True, continue_final=False
+    )
     _generate(model, ids0, 4)
     _generate(model, ids0, 4, **speculate)
     result: dict[str, Any] = {"speculation": speculate, "max_new_tokens": max_new, "sets": {}}
@@ -260,7 +246,7 @@ def run(
     out_dir.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "device": device_info()}
     start = time.perf_counter()
-    model, tokenizer = load(gguf)
+    model, tokenizer = load_gguf_model(gguf)
     result["load_s"] = time.perf_counter() - start
     result["dtype"] = str(next(model.parameters()).dtype).removeprefix("torch.")
     parts: dict[str, Callable[[], Any]] = {
@@ -284,7 +270,7 @@ def run(
 
 def write_reference(gguf: Path, path: Path, tokens: int = 32) -> None:
     """The CPU engine's greedy tokens on the parity prompts: what the device's engine is compared with."""
-    model, tokenizer = load(gguf)
+    model, tokenizer = load_gguf_model(gguf)
     engine = new_engine(model, tokenizer, kv_cache_tokens=8_192)
     try:
         greedy = asyncio.run(measure.greedy_tokens(engine, tokens))
@@ -309,13 +295,14 @@ def render(result: dict[str, Any]) -> str:
         lines += [
             "| transformers engine on the device | value |",
             "|---|---|",
-            f"| single stream, tokens/s | {_f(engine['single_tok_s'])} |",
-            f"| 8 streams, tokens/s (x single) | {_f(engine['aggregate_8_tok_s'])} "
-            f"({_f(engine['aggregate_8_vs_single'])}x) |",
-            f"| 64 streams, tokens/s (x single) | {_f(engine['aggregate_64_tok_s'])} "
-            f"({_f(engine['aggregate_64_vs_single'])}x) |",
-            f"| TTFT cold / warm, {prefix['prompt_tokens']}-token prompt, s | {_f(prefix['cold_ttft_s'], 3)} / "
-            f"{_f(prefix['warm_ttft_s'], 3)} ({prefix['cached_tokens']} cached) |",
+            f"| single stream, tokens/s | {number_cell(engine['single_tok_s'])} |",
+            f"| 8 streams, tokens/s (x single) | {number_cell(engine['aggregate_8_tok_s'])} "
+            f"({number_cell(engine['aggregate_8_vs_single'])}x) |",
+            f"| 64 streams, tokens/s (x single) | {number_cell(engine['aggregate_64_tok_s'])} "
+            f"({number_cell(engine['aggregate_64_vs_single'])}x) |",
+            f"| TTFT cold / warm, {prefix['prompt_tokens']}-token prompt, s | "
+            f"{number_cell(prefix['cold_ttft_s'], 3)} / {number_cell(prefix['warm_ttft_s'], 3)} "
+            f"({prefix['cached_tokens']} cached) |",
         ]
         parity = engine.get("parity_vs_cpu")
         if parity:
@@ -328,8 +315,8 @@ def render(result: dict[str, Any]) -> str:
         lines += ["", "| max batch tokens | streams | tokens/s | TTFT p50 / p95 s |", "|---|---|---|---|"]
         for row in budget:
             lines.append(
-                f"| {row['max_batch_tokens']} | {row['streams']} | {_f(row['tok_s'])} | "
-                f"{_f(row['ttft_p50_s'], 3)} / {_f(row['ttft_p95_s'], 3)} |"
+                f"| {row['max_batch_tokens']} | {row['streams']} | {number_cell(row['tok_s'])} | "
+                f"{number_cell(row['ttft_p50_s'], 3)} / {number_cell(row['ttft_p95_s'], 3)} |"
             )
     elif isinstance(budget, dict):
         lines += ["", f"Batch budget: failed: {budget['error']}"]
@@ -342,8 +329,9 @@ def render(result: dict[str, Any]) -> str:
         ]
         for name, row in ngram["sets"].items():
             lines.append(
-                f"| {name} | {row['prompts']} | {_f(row['plain_tok_s'])} | {_f(row['ngram_tok_s'])} | "
-                f"{_f(row['speedup'])}x | {row['identical_outputs']}/{row['prompts']} |"
+                f"| {name} | {row['prompts']} | {number_cell(row['plain_tok_s'])} | "
+                f"{number_cell(row['ngram_tok_s'])} | {number_cell(row['speedup'])}x | "
+                f"{row['identical_outputs']}/{row['prompts']} |"
             )
     elif "error" in ngram:
         lines += ["", f"N-gram speculation: failed: {ngram['error']}"]
@@ -360,23 +348,6 @@ def render(result: dict[str, Any]) -> str:
     if "error" in fp8:
         lines += ["", f"fp8 weights: failed: {fp8['error']}"]
     return "\n".join(lines) + "\n"
-
-
-def _hello(tokenize_chat: Callable[[list[dict[str, str]]], list[int]]) -> list[int]:
-    """A two-token warm-up prompt."""
-    return tokenize_chat([{"role": "user", "content": "Hi."}])
-
-
-def _greedy(max_tokens: int) -> SamplingParams:
-    return SamplingParams(max_tokens=max_tokens, temperature=0.0)
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-def _f(value: Any, digits: int = 1) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
 def _sync() -> None:

@@ -7,6 +7,7 @@ import asyncio
 import statistics
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,29 @@ async def timed_stream(engine: Engine, prompt_ids: list[int], params: SamplingPa
         tokens = out.generated_total
     first = first or start
     return StreamTiming(tokens=tokens, ttft_s=first - start, decode_s=(last or first) - first)
+
+
+async def warm_up(engine: Engine) -> None:
+    """One short greedy request, so that what is timed next is not the first."""
+    await timed_stream(engine, engine.tokenize_chat([{"role": "user", "content": "Hi."}]), greedy_params(2))
+
+
+async def engine_numbers(
+    engine: Engine, *, max_tokens: int, streams: Sequence[int], parity_tokens: int
+) -> dict[str, Any]:
+    """After a warm-up: one stream's decode rate, each of `streams`' aggregate, prefix TTFT, greedy parity tokens."""
+    await warm_up(engine)
+    numbers: dict[str, Any] = {"single_tok_s": await single_stream_tok_s(engine, max_tokens)}
+    for n in streams:
+        numbers[f"aggregate_{n}_tok_s"] = await aggregate_tok_s(engine, n, max_tokens)
+    numbers["prefix"] = await prefix_ttft(engine)
+    numbers["greedy"] = await greedy_tokens(engine, parity_tokens)
+    return numbers
+
+
+def greedy_params(max_tokens: int) -> SamplingParams:
+    """Temperature 0: the engine's argmax, token by token."""
+    return SamplingParams(max_tokens=max_tokens, temperature=0.0)
 
 
 async def single_stream_tok_s(engine: Engine, max_tokens: int, rounds: int = 2) -> float | None:

@@ -23,41 +23,28 @@ from functions.bench import engine_measure as measure
 from functions.bench.deployed_options import deployed_options, render_rows
 from functions.bench.engine_cores import cores_phase
 from functions.bench.engine_peer import peer_batched, peer_single_stream
-from functions.bench.engine_quality import layout_rows, layout_table
+from functions.bench.engine_quality import layout_rows, layout_table, number_cell
 from functions.bench.engine_rss import worker_rss_mb
 from functions.bench.machine import machine_info
 from functions.bench.prompts import generation_messages
-from gpu_workers.engine import Engine
 from gpu_workers.gguf_weights import weights_for
 from gpu_workers.model_loader import packaged_gguf_source
 from gpu_workers.registry import EngineOptions, build_engine
 from shared.pools import POOLS
 
 RESULT_FILE = "engine.json"
-_LANES = ("solo_lane", "no_solo_lane")
 REPORT_FILE = "engine.md"
+_LANES = ("solo_lane", "no_solo_lane")
 console = Console(stderr=True)
 
 
-async def _engine_numbers(engine: Engine, *, max_tokens: int, streams: int, parity_tokens: int) -> dict[str, Any]:
-    await measure.timed_stream(engine, engine.tokenize_chat([{"role": "user", "content": "Hi."}]), _warm())
-    numbers: dict[str, Any] = {"single_tok_s": await measure.single_stream_tok_s(engine, max_tokens)}
-    numbers[f"aggregate_{streams}_tok_s"] = await measure.aggregate_tok_s(engine, streams, max_tokens)
-    numbers["prefix"] = await measure.prefix_ttft(engine)
-    numbers["greedy"] = await measure.greedy_tokens(engine, parity_tokens)
-    return numbers
-
-
-def _warm() -> Any:
-    from gpu_workers.engine import SamplingParams
-
-    return SamplingParams(max_tokens=2, temperature=0.0)
-
-
-def _run_engine(pool: str, kind: str, **sizes: int) -> tuple[dict[str, Any], Any]:
+def _run_engine(
+    pool: str, kind: str, *, max_tokens: int, streams: int, parity_tokens: int
+) -> tuple[dict[str, Any], Any]:
     engine = build_engine(pool, EngineOptions(engine=kind), show_progress=False)  # type: ignore[arg-type]
     try:
-        return asyncio.run(_engine_numbers(engine, **sizes)), engine.decode
+        numbers = measure.engine_numbers(engine, max_tokens=max_tokens, streams=(streams,), parity_tokens=parity_tokens)
+        return asyncio.run(numbers), engine.decode
     finally:
         engine.shutdown()
 
@@ -194,14 +181,11 @@ def full_cache_rows(full_cache: dict[str, Any], fresh: dict[str, Any]) -> list[s
     lines = ["", f"With the prefix cache {usage:.0%} full of earlier conversations, tokens/s:", ""]
     keys = [k for k in next(iter(full_cache.values())) if k.endswith("_tok_s")]
     lines += ["| | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
-    lines.append("| fresh cache | " + " | ".join(_num(fresh.get(k)) for k in keys) + " |")
+    lines.append("| fresh cache | " + " | ".join(number_cell(fresh.get(k)) for k in keys) + " |")
     for name, run in full_cache.items():
-        lines.append(f"| full cache, {name.replace('_', ' ')} | " + " | ".join(_num(run.get(k)) for k in keys) + " |")
+        cells = " | ".join(number_cell(run.get(k)) for k in keys)
+        lines.append(f"| full cache, {name.replace('_', ' ')} | {cells} |")
     return lines
-
-
-def _num(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
 
 
 def cores_rows(cores: dict[str, Any]) -> list[str]:

@@ -37,19 +37,13 @@ def _log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def reference_model(gguf: Path) -> Any:
-    """The shipped model in fp32 (transformers) on this CPU."""
+def load_gguf_model(gguf: Path) -> tuple[Any, Any]:
+    """A GGUF file's model and tokenizer through transformers (fp32 on a CPU, bf16 on a GPU: `model_loader`)."""
     from gpu_workers.model_loader import ModelSource, load_model_and_tokenizer
 
-    model, _ = load_model_and_tokenizer(
+    return load_model_and_tokenizer(
         ModelSource(path_or_repo=str(gguf.parent), gguf_file=gguf.name), show_progress=False
     )
-    return model
-
-
-def reference_logprobs(gguf: Path, token_rows: list[list[int]]) -> list[np.ndarray]:
-    """The shipped model in fp32 (transformers), every position's next-token log-probabilities."""
-    return model_logprobs(reference_model(gguf), token_rows)
 
 
 def model_logprobs(model: Any, token_rows: list[list[int]]) -> list[np.ndarray]:
@@ -84,18 +78,21 @@ def fp8_round_trip(model: Any, *, per_channel: bool = False) -> int:
     return rounded
 
 
-def fp8_distances(gguf: Path, token_rows: list[list[int]], reference: list[np.ndarray]) -> dict[str, dict[str, Any]]:
-    """vLLM's `--quantization fp8` emulated on the shipped model: its weights rounded through e4m3 (per-tensor
-    scales, as vLLM's dynamic fp8; and per output channel), fp32 arithmetic, compared with the unrounded reference."""
+def fp8_distances(model: Any, token_rows: list[list[int]], reference: list[np.ndarray]) -> dict[str, dict[str, Any]]:
+    """vLLM's `--quantization fp8` emulated on the shipped model: copies of its weights rounded through e4m3
+    (per-tensor scales, as vLLM's dynamic fp8; and per output channel), fp32 arithmetic, compared with the unrounded
+    reference (`model` itself is left as it is)."""
+    import copy
+
     rows = {}
     for scales in ("per_tensor", "per_channel"):
-        model = reference_model(gguf)
-        fp8_round_trip(model, per_channel=scales == "per_channel")
+        rounded = copy.deepcopy(model)
+        fp8_round_trip(rounded, per_channel=scales == "per_channel")
         rows[f"fp8 weights, {scales.replace('_', '-')} (vLLM)"] = {
             "size_mb": None,
             "single_tok_s": None,
             "batched_tok_s": None,
-            **compare(reference, model_logprobs(model, token_rows), token_rows),
+            **compare(reference, model_logprobs(rounded, token_rows), token_rows),
         }
     return rows
 
@@ -152,7 +149,8 @@ def layout_table(
 
     tokenizer = load_tokenizer(gguf)
     rows = [tokenizer.encode(text)[:TOKENS_PER_ARTICLE] for text in quality_text()]
-    reference = reference_logprobs(gguf, rows)
+    model, _ = load_gguf_model(gguf)  # the fp32 reference, loaded once
+    reference = model_logprobs(model, rows)
     table: dict[str, dict[str, Any]] = {}
     for layout in get_args(WeightLayout):
         weights = weights_for(gguf, layout)
@@ -163,7 +161,7 @@ def layout_table(
             "batched_tok_s": batched["aggregate_tok_s"] if batched else None,
             **compare(reference, llama_logprobs(weights, rows, threads), rows),
         }
-    return {**table, **fp8_distances(gguf, rows, reference)}
+    return {**table, **fp8_distances(model, rows, reference)}
 
 
 def layout_rows(table: dict[str, dict[str, Any]], served: str) -> list[str]:
@@ -183,7 +181,8 @@ def layout_rows(table: dict[str, dict[str, Any]], served: str) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for layout, row in table.items():
-        size, single, batched = _num(row["size_mb"], 0), _num(row["single_tok_s"], 1), _num(row["batched_tok_s"], 1)
+        size = number_cell(row["size_mb"], 0)
+        single, batched = number_cell(row["single_tok_s"]), number_cell(row["batched_tok_s"])
         lines.append(
             f"| {layout} | {size} | {single} | {batched} | {row['top1_agreement']:.1%} | "
             f"{row['mean_kl_nats']:.4f} | {row['perplexity']:.2f} |"
@@ -191,5 +190,6 @@ def layout_rows(table: dict[str, dict[str, Any]], served: str) -> list[str]:
     return lines
 
 
-def _num(value: float | None, digits: int) -> str:
+def number_cell(value: float | None, digits: int = 1) -> str:
+    """A report cell for a measured number: fixed digits, or n/a when it was not measured."""
     return "n/a" if value is None else f"{value:.{digits}f}"
