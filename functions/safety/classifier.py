@@ -33,6 +33,7 @@ class ClassifierVerdict(BaseModel):
 class FastScore:
     score: float  # the first stage's P(harmful) on its most harmful row
     spans: list[Span]  # what the later stages must read (the regions scored >= escalate_at); empty: let through
+    short: bool = False  # every view fits in one first-stage window: the second stage reads it whatever its score
 
 
 class SafetyClassifier:
@@ -64,7 +65,11 @@ class SafetyClassifier:
         """The first stage on every view of the conversation (as written, and with obfuscation undone), and what of
         it the later stages must read: each view whose whole scores `escalate_at` or more (its last tokens), and the
         worst window if it does and lies before what the first reader of those reads. A region the first stage clears
-        is not read again."""
+        is not read again, except a short conversation (no longer than one window): the second stage reads it
+        whatever the first stage scored. The first stage is there to keep long text cheap; on a short ask from a
+        source it never saw it is the weaker reader (it let through 40 % of the hh-rlhf red-team asks that the
+        shipped model never trained on, where the second stage alone blocks 62 %), and the second stage's pass on a
+        short ask costs a few milliseconds."""
         views = [conversation]
         plain = conversation.map(deobfuscate)
         if plain != conversation:
@@ -78,7 +83,8 @@ class SafetyClassifier:
         harmful = self.head.harmful_probability(features)
         firsts = np.cumsum([0] + [len(p.spans) for p in parts])[:-1]  # each view's row 0 (its whole)
         view_of = np.repeat(np.arange(len(parts)), [len(p.spans) for p in parts])
-        read = [i for i, first in enumerate(firsts) if harmful[first] >= escalate_at]
+        short = self.intent is not None and all(len(p.spans) == 1 for p in parts)
+        read = [i for i, first in enumerate(firsts) if harmful[first] >= escalate_at or short]
         spans = [parts[i].spans[0] for i in read]
         worst = int(np.argmax(harmful))
         reader = self.screen or self.intent
@@ -86,13 +92,14 @@ class SafetyClassifier:
         covered = view_of[worst] in read and features.spans[worst].to_end <= tail
         if harmful[worst] >= escalate_at and worst not in firsts and not covered:
             spans.append(features.spans[worst])
-        return FastScore(score=float(harmful[worst]), spans=spans)
+        return FastScore(score=float(harmful[worst]), spans=spans, short=short)
 
     def judge(
         self, conversation: ConversationText, *, escalate_at: float | None = None, block_at: float | None = None
     ) -> ClassifierVerdict:
-        """Let through what the first stage scores below `escalate_at` and the regions of the rest the screen clears;
-        the second stage decides what remains."""
+        """Let through what the first stage scores below `escalate_at` (a short conversation excepted) and the
+        regions of the rest the screen clears (a short conversation is not screened); the second stage decides what
+        remains."""
         if self.intent is None:
             fast = self.fast(conversation)
             threshold = self.head.meta.threshold if block_at is None else block_at
@@ -102,7 +109,7 @@ class SafetyClassifier:
         if not fast.spans:
             return ClassifierVerdict(score=fast.score, category="benign", flagged=False, stage="fast")
         spans = fast.spans
-        if self.screen is not None:
+        if self.screen is not None and not fast.short:
             screened = self.screen_scores(spans)
             clear_below = self.screen.meta.clear_below
             spans = [span for span, score in zip(spans, screened, strict=True) if score >= clear_below]

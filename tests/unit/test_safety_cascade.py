@@ -70,12 +70,28 @@ def _one_turn(text: str) -> ConversationText:
     return ConversationText(turns=[text], last=text)
 
 
-def test_what_the_first_stage_clears_never_reaches_the_second(
+def test_what_the_first_stage_clears_of_a_long_text_never_reaches_the_second(
     counted: tuple[SafetyClassifier, _CountingIntent],
 ) -> None:
     classifier, intent = counted
-    verdict = classifier.judge(_one_turn("What is a good sourdough starter ratio for a beginner?"))
+    verdict = classifier.judge(_one_turn(TRAVEL * 6))
     assert (verdict.stage, verdict.flagged, intent.calls) == ("fast", False, [])
+
+
+def test_a_short_conversation_is_read_by_the_second_stage_whatever_the_first_scored(
+    screened: tuple[SafetyClassifier, _CountingIntent],
+) -> None:
+    """Within one first-stage window the second stage reads the conversation even when the first stage would clear
+    it, and the screen (shipped here) does not clear it first."""
+    classifier, intent = screened
+    for text in ("What is a good sourdough starter ratio for a beginner?", TRAVEL):
+        intent.calls.clear()
+        conversation = _one_turn(text)
+        fast = classifier.fast(conversation, intent.meta.escalate_at)
+        assert fast.short and fast.score < intent.meta.escalate_at
+        verdict = classifier.judge(conversation)
+        assert (verdict.stage, verdict.flagged) == ("intent", False)
+        assert intent.read(fast.spans) and fast.spans[0].text == conversation.whole
 
 
 def test_the_second_stage_decides_what_the_first_escalates(counted: tuple[SafetyClassifier, _CountingIntent]) -> None:

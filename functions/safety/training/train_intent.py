@@ -37,8 +37,8 @@ LEARNING_RATE = 5e-5
 PROBE_LEARNING_RATE = 3e-3
 CATEGORY_LOSS_WEIGHT = 0.5
 IGNORED = -100  # a category target that trains nothing (cross_entropy's ignore_index)
-# Requests the first stage scores below `escalate_at` are let through unseen by this stage: it is the highest score
-# that still sends this share of the validation split's harmful examples on.
+# Requests longer than one first-stage window that it scores below `escalate_at` are let through unseen by this
+# stage: it is the highest score that still sends this share of the validation split's long harmful examples on.
 MIN_ESCALATED_RECALL = 0.99
 # The second stage is the average of this many fine-tunes' weights (seeds seed, seed+1, ...: a "model soup"). One
 # fine-tune's over-refusals move with its seed (the same data refused a coffee-stain question at 0.99 under one seed
@@ -191,12 +191,10 @@ def _escalate_at(first_stage: np.ndarray, harmful: np.ndarray) -> float:
     return float(np.quantile(first_stage[harmful], 1.0 - MIN_ESCALATED_RECALL, method="lower"))
 
 
-def _measure(
-    first: np.ndarray, second: np.ndarray, labels: np.ndarray, escalate_at: float, threshold: float
-) -> CascadeMetrics:
-    escalated = first >= escalate_at
-    blocked = escalated & (second >= threshold)
-    return CascadeMetrics(**block_metrics(blocked, labels), escalated=float(escalated.mean()))
+def _measure(read: np.ndarray, second: np.ndarray, labels: np.ndarray, threshold: float) -> CascadeMetrics:
+    """The cascade's blocks: read by the second stage (`read`) and scored at `threshold` or more there."""
+    blocked = read & (second >= threshold)
+    return CascadeMetrics(**block_metrics(blocked, labels), escalated=float(read.mean()))
 
 
 def benign_windows(
@@ -268,12 +266,16 @@ def calibrate_intent(
     cascade = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), shipped)
     conversations = [[neutral_conversation(item) for item in part] for part in splits[1:]]
     labels = [np.asarray([CLASSIFIER_LABELS.index(item.label) for item in part], np.int64) for part in splits[1:]]
-    first = [np.asarray([cascade.fast(c).score for c in part]) for part in conversations]
-    escalate_at = _escalate_at(first[0], labels[0] != 0)
-    # What the second stage reads depends on escalate_at (only the regions the first stage is unsure of).
+    fast = [cascade.fast(c) for c in conversations[0]]
+    first = np.asarray([f.score for f in fast])
+    # escalate_at decides only for conversations longer than one window (a short one is always read).
+    long = ~np.asarray([f.short for f in fast])
+    escalate_at = _escalate_at(first[long], labels[0][long] != 0)
+    # What the second stage reads depends on escalate_at (the regions the first stage is unsure of, and every short
+    # conversation); what it does not read scores 0.
+    read = [np.asarray([bool(cascade.fast(c, escalate_at).spans) for c in part]) for part in conversations]
     second = [np.asarray([cascade.intent_score(c, escalate_at) for c in part]) for part in conversations]
-    gated = np.where(first[0] >= escalate_at, second[0], 0.0)
-    threshold = choose_threshold(gated, labels[0], SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE)
+    threshold = choose_threshold(second[0], labels[0], SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE)
     meta = shipped.meta.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     report = IntentReport(
@@ -282,8 +284,8 @@ def calibrate_intent(
         escalate_at=escalate_at,
         config=config,
         sizes={name: len(part) for name, part in zip(("train", "validation", "test"), splits, strict=True)},
-        validation=_measure(first[0], second[0], labels[0], escalate_at, threshold),
-        test=_measure(first[1], second[1], labels[1], escalate_at, threshold),
+        validation=_measure(read[0], second[0], labels[0], threshold),
+        test=_measure(read[1], second[1], labels[1], threshold),
     )
     (out_dir / INTENT_METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
     return report

@@ -119,10 +119,12 @@ def transfer_regions(
 def _scored(cascade: SafetyClassifier, conversation: ConversationText) -> tuple[list[float], list[float]]:
     """(screen scores, second-stage scores) of each region the first stage hands on (empty: let through)."""
     assert cascade.intent is not None and cascade.screen is not None
-    spans = cascade.fast(conversation, cascade.intent.meta.escalate_at).spans
+    fast = cascade.fast(conversation, cascade.intent.meta.escalate_at)
+    spans = fast.spans
     if not spans:
         return [], []
-    return cascade.screen_scores(spans), [v.score for v in cascade.intent.judge_tokens([s.ids for s in spans])]
+    screen = [1.0] * len(spans) if fast.short else cascade.screen_scores(spans)  # a short one is not screened
+    return screen, [v.score for v in cascade.intent.judge_tokens([s.ids for s in spans])]
 
 
 def _clear_below(scored: list[tuple[list[float], list[float]]], labels: np.ndarray, threshold: float) -> float:
