@@ -189,8 +189,8 @@ def test_a_spent_budget_drops_and_an_unreadable_grade_fails(stack_for: StackFact
 def test_pii_never_reaches_the_judge(stack_for: StackFactory) -> None:
     answer = "Sure, I will write to jane.doe@example.com and call +1 415 555 2671 tomorrow."
     stack = stack_for(mini=answer)
-    # The ask is plainly a support request: "...; my card is 4111 ..." alone scores 0.349 against the 0.343 block
-    # threshold on some CPUs (docs/safety.md, known failures), and this test is about the judge, not the pre-filter.
+    # The ask is plainly a support request, but "...; my card is 4111 ..." alone scores 0.349 against the 0.328 block
+    # threshold and is refused (docs/safety.md, known failures); this test is about the judge, not the pre-filter.
     question = (
         "Please contact jane.doe@example.com or +1 415 555 2671 about the refund for my card 4111 1111 1111 1111."
     )
