@@ -69,7 +69,7 @@ class SafetyClassifier:
         whatever the first stage scored. The first stage is there to keep long text cheap; on a short ask from a
         source it never saw it is the weaker reader (it let through 40 % of the hh-rlhf red-team asks that the
         shipped model never trained on, where the second stage alone blocks 62 %), and the second stage's pass on a
-        short ask costs a few milliseconds."""
+        short ask costs 4-20 ms on 2 cores."""
         views = [conversation]
         plain = conversation.map(deobfuscate)
         if plain != conversation:

@@ -1,6 +1,7 @@
-"""The classifier's cascade as shipped: the second stage only runs on what the first finds uncertain, it decides
-those, it reads a long conversation's worst window as well as its end, and its encoder keeps a span's last tokens;
-the screen between them clears what it is sure of, and the second stage reads only the rest."""
+"""The classifier's cascade as shipped: the second stage runs on every short conversation and, of a long one, only
+on what the first finds uncertain; it decides those, it reads a long conversation's worst window as well as its end,
+and its encoder keeps a span's last tokens; the screen between them clears what it is sure of, and the second stage
+reads only the rest."""
 
 from __future__ import annotations
 
