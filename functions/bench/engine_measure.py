@@ -80,7 +80,7 @@ async def single_stream_tok_s(engine: Engine, max_tokens: int, rounds: int = 2) 
     rates = []
     for i in range(rounds):
         ids = engine.tokenize_chat(generation_messages(i))  # type: ignore[arg-type]
-        timing = await timed_stream(engine, ids, SamplingParams(max_tokens=max_tokens, temperature=0.0))
+        timing = await timed_stream(engine, ids, greedy_params(max_tokens))
         if timing.decode_tok_s:
             rates.append(timing.decode_tok_s)
     return max(rates) if rates else None
@@ -92,7 +92,7 @@ async def full_cache_tok_s(engine: Engine, max_tokens: int, streams: int, conver
     each) and kept as entries."""
     for i in range(conversations):
         ids = engine.tokenize_chat(prefix_messages(long_system_prompt(uuid.uuid4().hex), i))  # type: ignore[arg-type]
-        await timed_stream(engine, ids, SamplingParams(max_tokens=1, temperature=0.0))
+        await timed_stream(engine, ids, greedy_params(1))
     usage = engine.stats().kv_cache_usage
     single = await single_stream_tok_s(engine, max_tokens)
     aggregate = await aggregate_tok_s(engine, streams, max_tokens)
@@ -116,7 +116,7 @@ async def prefix_ttft(engine: Engine, runs: int = 3, system_words: int = 640) ->
     """Median TTFT of a ~1,000-token prompt: cold (a system prompt no cache has seen) and warm (the same system prompt
     again, another question), `runs` pairs."""
     cold, warm, cached, prompt_tokens = [], [], [], 0
-    params = SamplingParams(max_tokens=1, temperature=0.0)
+    params = greedy_params(1)
     for _ in range(runs):
         system = long_system_prompt(uuid.uuid4().hex, system_words)
         first = engine.tokenize_chat(prefix_messages(system, 0))  # type: ignore[arg-type]
@@ -139,9 +139,7 @@ async def greedy_tokens(engine: Engine, max_tokens: int) -> list[list[int]]:
     for prompt in PARITY_PROMPTS:
         ids = engine.tokenize_chat([{"role": "user", "content": prompt}])
         tokens: list[int] = []
-        async for out in engine.generate(
-            f"parity-{uuid.uuid4().hex}", ids, SamplingParams(max_tokens=max_tokens, temperature=0.0)
-        ):
+        async for out in engine.generate(f"parity-{uuid.uuid4().hex}", ids, greedy_params(max_tokens)):
             tokens += out.new_token_ids
         outputs.append(tokens)
     return outputs

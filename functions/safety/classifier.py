@@ -109,8 +109,8 @@ class SafetyClassifier:
         if not fast.spans:
             return ClassifierVerdict(score=fast.score, category="benign", flagged=False, stage="fast")
         spans = fast.spans
-        if self.screen is not None and not fast.short:
-            screened = self.screen_scores(spans)
+        if self.screen is not None:
+            screened = self.handed_on_scores(fast)
             clear_below = self.screen.meta.clear_below
             spans = [span for span, score in zip(spans, screened, strict=True) if score >= clear_below]
             if not spans:
@@ -125,6 +125,11 @@ class SafetyClassifier:
             distribution=worst.distribution,
         )
 
+    def handed_on_scores(self, fast: FastScore) -> list[float]:
+        """The screen's score on each span the first stage hands on; 1.0 (hand on) for every span of a short
+        conversation, which the second stage reads unscreened."""
+        return [1.0] * len(fast.spans) if fast.short else self.screen_scores(fast.spans)
+
     def screen_scores(self, spans: list[Span]) -> list[float]:
         """The screen's score on each span it reads, 1.0 (hand on) for each it does not: a span that fits in the
         screen's window is a short ask, on which the second stage costs little more than the screen and the screen
@@ -137,11 +142,11 @@ class SafetyClassifier:
             scores[i] = verdict.score
         return scores
 
-    def intent_score(self, conversation: ConversationText, escalate_at: float = 0.0) -> float:
-        """The second stage's score on what the first escalates at `escalate_at` (0 when it escalates nothing)."""
+    def intent_score(self, conversation: ConversationText, escalate_at: float = 0.0) -> float | None:
+        """The second stage's score on what the first hands on at `escalate_at` (None when it hands on nothing)."""
         assert self.intent is not None
         spans = self.fast(conversation, escalate_at).spans
-        return max(v.score for v in self.intent.judge_tokens([s.ids for s in spans])) if spans else 0.0
+        return max(v.score for v in self.intent.judge_tokens([s.ids for s in spans])) if spans else None
 
     def features(self, conversation: ConversationText) -> Features:
         return conversation_features(self.table, conversation, self.head.idf)

@@ -273,8 +273,9 @@ def calibrate_intent(
     escalate_at = _escalate_at(first[long], labels[0][long] != 0)
     # What the second stage reads depends on escalate_at (the regions the first stage is unsure of, and every short
     # conversation); what it does not read scores 0.
-    read = [np.asarray([bool(cascade.fast(c, escalate_at).spans) for c in part]) for part in conversations]
-    second = [np.asarray([cascade.intent_score(c, escalate_at) for c in part]) for part in conversations]
+    scores = [[cascade.intent_score(c, escalate_at) for c in part] for part in conversations]
+    read = [np.asarray([score is not None for score in part]) for part in scores]
+    second = [np.asarray([score or 0.0 for score in part]) for part in scores]
     threshold = choose_threshold(second[0], labels[0], SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE)
     meta = shipped.meta.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")

@@ -123,8 +123,7 @@ def _scored(cascade: SafetyClassifier, conversation: ConversationText) -> tuple[
     spans = fast.spans
     if not spans:
         return [], []
-    screen = [1.0] * len(spans) if fast.short else cascade.screen_scores(spans)  # a short one is not screened
-    return screen, [v.score for v in cascade.intent.judge_tokens([s.ids for s in spans])]
+    return cascade.handed_on_scores(fast), [v.score for v in cascade.intent.judge_tokens([s.ids for s in spans])]
 
 
 def _clear_below(scored: list[tuple[list[float], list[float]]], labels: np.ndarray, threshold: float) -> float:
