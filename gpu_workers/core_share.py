@@ -55,8 +55,12 @@ class CoreShare:
         self._directory.mkdir(parents=True, exist_ok=True)
         self._marker = self._directory / f"{os.getpid()}-{id(self):x}"
         _remove_dead_markers(self._directory)
-        self._marker.touch()
-        os.utime(self._marker, (0, 0))  # made, not generating: counted by no one until its first step
+        # Made, not generating: counted by no one until its first step. The marker appears already dated 1970 (made
+        # under a name no one counts, then renamed), so no engine stepping meanwhile sees it fresh for an instant.
+        unborn = self._directory / f".{self._marker.name}"
+        unborn.touch()
+        os.utime(unborn, (0, 0))
+        unborn.rename(self._marker)
         self._checked_at = 0.0
         self._busy = 1
 
@@ -86,7 +90,7 @@ class CoreShare:
         mtimes = []
         with contextlib.suppress(OSError), os.scandir(self._directory) as entries:
             for entry in entries:
-                if entry.name == self._marker.name:
+                if entry.name == self._marker.name or entry.name.startswith("."):
                     continue
                 with contextlib.suppress(OSError):
                     mtime = entry.stat().st_mtime
@@ -112,7 +116,7 @@ class CoreShare:
 def _remove_dead_markers(directory: Path) -> None:
     """Markers left by engines whose process is gone (killed, crashed): they would only go stale, but pile up."""
     for marker in directory.iterdir():
-        pid = marker.name.split("-", 1)[0]
+        pid = marker.name.lstrip(".").split("-", 1)[0]  # a dot: one made but not yet renamed into place
         if not pid.isdigit():
             continue
         try:
