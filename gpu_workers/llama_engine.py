@@ -43,8 +43,8 @@ class LlamaEngine(ChatTokenizing):
         threads: int | None = None,  # None: a share of the host's cores, among its busy engines (core_share.py)
         show_progress: bool = True,
         weights: Path | None = None,  # the GGUF whose weights to load (gguf_weights.py); None: `gguf` itself
-        solo_lane: bool = False,  # a second context for a request running alone (llama_solo.py)
-        solo_kv_tokens: int = 4096,
+        decode_lane: bool = False,  # a second context for requests whose prompt is done (llama_decode_lane.py)
+        decode_lane_kv_tokens: int = 8192,
     ) -> None:
         self.model_name = model_name
         with Progress(
@@ -60,12 +60,12 @@ class LlamaEngine(ChatTokenizing):
                 max_sequences=max_running + max_cached,
                 threads=threads or host_cores(),
             )
-            solo = None
-            if solo_lane:
-                solo = self._runtime.sibling(
-                    kv_cache_tokens=min(solo_kv_tokens, kv_cache_tokens),
-                    max_batch_tokens=32,  # it decodes one token a step
-                    max_sequences=1,
+            lane = None
+            if decode_lane:
+                lane = self._runtime.sibling(
+                    kv_cache_tokens=min(decode_lane_kv_tokens, kv_cache_tokens),
+                    max_batch_tokens=max(32, max_running),  # it decodes one token a sequence a step
+                    max_sequences=max_running,
                 )
             context = min(self._runtime.n_ctx_train, self._runtime.kv_cache_tokens)
             self.max_model_len = min(context, max_model_len) if max_model_len else context
@@ -82,7 +82,7 @@ class LlamaEngine(ChatTokenizing):
                 page_size=page_size,
                 prefix_caching=prefix_caching,
                 core_share=None if threads else CoreShare(self._runtime.threads),
-                solo=solo,
+                lane=lane,
             )
             p.update(task, advance=1, description="engine ready")
         self._wake_lock = threading.Lock()

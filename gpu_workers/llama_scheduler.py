@@ -4,9 +4,10 @@ Each step: admit waiting requests into free sequence slots (copying their longes
 then one `llama_decode` over every running sequence's next token plus prefill chunks up to `max_batch_tokens`, then
 one token sampled per sequence whose prompt is done. A finished or cancelled sequence keeps its KV as a prefix-cache
 entry (LRU) until its slot or its cells are needed. When cells run out, cache entries go first; then the youngest
-running sequence is preempted and recomputed later (vLLM's recompute preemption), its answer so far kept. A request
-running alone with its prompt done decodes in the solo lane when there is one (llama_solo.py: a second context whose
-KV holds nothing else), and comes back before anything else is admitted.
+running sequence is preempted and recomputed later (vLLM's recompute preemption), its answer so far kept. When there
+is a decode lane (llama_decode_lane.py: a second context whose KV holds only running requests), a request whose prompt
+is done decodes there, batched with the lane's others, in a second llama_decode of the same step; it comes back to the
+main context, answer included, when it ends.
 
 Requests come in and go out through thread-safe calls (`submit`, `cancel`); results go back through each job's
 `emit`, called on this thread.
@@ -25,9 +26,9 @@ from dataclasses import dataclass, field
 from gpu_workers.core_share import CoreShare
 from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
 from gpu_workers.kv_blocks import KvBlocks
+from gpu_workers.llama_decode_lane import DecodeLane
 from gpu_workers.llama_runtime import KvCacheFullError, LlamaRuntime, Row
 from gpu_workers.llama_sampling import RequestSampler
-from gpu_workers.llama_solo import SoloLane
 
 Emit = Callable[[EngineOutput | BaseException], None]
 _order = itertools.count()
@@ -63,10 +64,11 @@ class Scheduler:
         page_size: int = 16,
         prefix_caching: bool = True,
         core_share: CoreShare | None = None,  # None: the runtime keeps the threads it was made with
-        solo: LlamaRuntime | None = None,  # a second context on the same model, for a request running alone
+        lane: LlamaRuntime | None = None,  # a second context on the same model, for requests whose prompt is done
     ) -> None:
         self._rt = runtime
-        self._solo = SoloLane(solo) if solo is not None else None
+        self._lane = DecodeLane(lane, slots=max_running) if lane is not None else None
+        self._lane_barred: set[str] = set()  # requests whose lane decode found no cells: they stay in the main context
         self._core_share = core_share
         self._blocks = KvBlocks(runtime.kv_cache_tokens, page_size)
         self._max_running = max_running
@@ -97,9 +99,9 @@ class Scheduler:
         self._wake.set()
 
     @property
-    def solo_entries(self) -> int:
-        """How many times a request was handed to the solo lane (0 without one)."""
-        return self._solo.entries if self._solo is not None else 0
+    def lane_entries(self) -> int:
+        """How many times a request was handed to the decode lane (0 without one)."""
+        return self._lane.entries if self._lane is not None else 0
 
     def is_running(self) -> bool:
         return self._thread.is_alive() and not self._stopping
@@ -163,8 +165,6 @@ class Scheduler:
         self._waiting = deque(j for j in self._waiting if j.request_id != request_id)
 
     def _admit(self) -> None:
-        if self._solo is not None and self._solo.job is not None and self._waiting:
-            self._solo.leave(self._rt, self._blocks)  # the newcomer batches with it on the main context
         while self._waiting and len(self._running) < self._max_running:
             if not self._fits(self._waiting[0]):
                 return  # it waits for running requests to finish (instead of being preempted over and over)
@@ -222,9 +222,12 @@ class Scheduler:
         self._free_ids.append(seq)
 
     def _plan(self) -> list[tuple[Job, int, bool]]:
-        """(job, tokens to decode this step, whether its logits are wanted): decodes first, then prefill chunks."""
+        """The main context's rows, (job, tokens to decode this step, whether its logits are wanted): decodes first,
+        then prefill chunks. Jobs in the decode lane decode there."""
         budget = self._rt.max_batch_tokens
-        jobs = sorted(self._running.values(), key=lambda j: (len(j.tokens) - j.n_past > 1, j.admitted))
+        lane = self._lane
+        here = [j for j in self._running.values() if lane is None or not lane.holds(j)]
+        jobs = sorted(here, key=lambda j: (len(j.tokens) - j.n_past > 1, j.admitted))
         plan: list[tuple[Job, int, bool]] = []
         for job in jobs:
             pending = len(job.tokens) - job.n_past
@@ -249,25 +252,32 @@ class Scheduler:
         return plan
 
     def _preempt(self, job: Job) -> None:
+        if self._lane is not None and self._lane.holds(job):
+            self._lane.drop(job)
         del self._running[job.request_id]
         self._forget(job.seq)
         job.seq, job.n_past = -1, 0
         self._waiting.appendleft(job)
 
     def _step(self) -> None:
-        if self._solo is not None:
-            with self._lock:
-                alone = self._goes_solo()
-            if alone:
-                self._solo_step()
-                return
         with self._lock:
+            self._enter_lane()
             plan = self._make_room(self._plan())
-        if not plan:
+        lane = self._lane
+        if not plan and (lane is None or not lane.jobs):
             return
-        rows: list[Row] = [(j.seq, j.n_past, j.tokens[j.n_past : j.n_past + take], want) for j, take, want in plan]
         if self._core_share is not None:
-            self._rt.set_threads(self._core_share.threads_for_step())
+            threads = self._core_share.threads_for_step()
+            self._rt.set_threads(threads)
+            if lane is not None:
+                lane.runtime.set_threads(threads)
+        if plan:
+            self._main_step(plan)
+        if lane is not None and lane.jobs:
+            self._lane_step(lane)
+
+    def _main_step(self, plan: list[tuple[Job, int, bool]]) -> None:
+        rows: list[Row] = [(j.seq, j.n_past, j.tokens[j.n_past : j.n_past + take], want) for j, take, want in plan]
         try:
             outputs = iter(self._rt.decode(rows))
         except KvCacheFullError:
@@ -282,30 +292,30 @@ class Scheduler:
                 if want:
                     self._sampled(job, job.sampler.pick(self._rt, next(outputs)))  # type: ignore[union-attr]
 
-    def _goes_solo(self) -> bool:
-        """Whether this step decodes in the solo lane (handing the lone request over first if needed)."""
-        lane = self._solo
-        assert lane is not None
-        if lane.job is not None:
-            return True
-        if len(self._running) != 1 or self._waiting or not self._inbox.empty():
-            return False
-        job = next(iter(self._running.values()))
-        if not lane.can_take(job, job.params.max_tokens):
-            return False
-        lane.enter(self._rt, job)
-        return True
+    def _enter_lane(self) -> None:
+        """Hand each running job whose prompt is done (oldest first) to the decode lane, while it has room."""
+        lane = self._lane
+        if lane is None:
+            return
+        for job in sorted(self._running.values(), key=lambda j: j.admitted):
+            if job.request_id in self._lane_barred:
+                continue
+            if lane.can_take(job, job.params.max_tokens) and not lane.enter(self._rt, job, job.params.max_tokens):
+                return  # its cells are fragmented: the rest decode in the main context this step
 
-    def _solo_step(self) -> None:
-        lane = self._solo
-        assert lane is not None and lane.job is not None
-        if self._core_share is not None:
-            lane.runtime.set_threads(self._core_share.threads_for_step())
-        index = lane.decode_next()
+    def _lane_step(self, lane: DecodeLane) -> None:
+        try:
+            decoded = lane.decode()
+        except KvCacheFullError:  # (its reservations make this rare) back to the main context, answers so far kept
+            with self._lock:
+                for job in lane.jobs:
+                    lane.leave(self._rt, self._blocks, job)
+                    self._lane_barred.add(job.request_id)  # not handed over again, step after step
+            return
         with self._lock:
-            job = lane.job
-            if job is not None:  # (a cancel is only read between steps, on this thread)
-                self._sampled(job, job.sampler.pick(lane.runtime, index))  # type: ignore[arg-type,union-attr]
+            for job, index in decoded:
+                if job.seq >= 0:  # (a cancel is only read between steps, on this thread)
+                    self._sampled(job, job.sampler.pick(lane.runtime, index))  # type: ignore[attr-defined]
 
     def _sampled(self, job: Job, token: int) -> None:
         job.tokens.append(token)
@@ -333,9 +343,14 @@ class Scheduler:
 
     def _retire(self, job: Job) -> None:
         """A job leaves the batch (finished or cancelled); its KV stays as a prefix-cache entry if it holds a block."""
-        if self._solo is not None and self._solo.job is job:
-            self._solo.leave(self._rt, self._blocks)  # back to the main context, answer included
+        if self._lane is not None and self._lane.holds(job):
+            # Back to the main context, answer included, over its copy of the prompt: older cache entries make room
+            # for it (so the next turn finds it), as a newcomer's would.
+            while self._blocks.free_tokens() < job.n_past - self._blocks.tokens_of(job.seq) and self._cached:
+                self._evict_one()
+            self._lane.leave(self._rt, self._blocks, job)
         self._running.pop(job.request_id, None)
+        self._lane_barred.discard(job.request_id)
         seq, job.seq = job.seq, -1
         if seq < 0:
             return
@@ -347,8 +362,8 @@ class Scheduler:
 
     def _fail_all(self, error: EngineError) -> None:
         with self._lock:
-            if self._solo is not None and self._solo.job is not None:
-                self._solo.drop()
+            if self._lane is not None:
+                self._lane.drop_all()
             jobs = [*self._running.values(), *self._waiting]
             for job in list(self._running.values()):
                 self._running.pop(job.request_id, None)

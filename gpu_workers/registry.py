@@ -30,8 +30,8 @@ class EngineOptions(BaseModel):
     engine: EngineKind | None = None
     # Overrides the pool table's `local.llama_weights` (the bench measures both layouts).
     llama_weights: WeightLayout | None = None
-    # False: no solo lane even where the pool table names one (the bench measures both).
-    solo_lane: bool = True
+    # False: no decode lane even where the pool table names one (the bench measures both).
+    decode_lane: bool = True
     # The llama.cpp engine's threads, fixed; None: its share of the host's cores among the engines generating at the
     # moment (gpu_workers/core_share.py).
     threads: int | None = Field(default=None, ge=1)
@@ -74,8 +74,8 @@ def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool 
         gguf = Path(source.path_or_repo) / str(source.gguf_file)
         local = get_pool(pool_name).local  # type: ignore[union-attr]
         weights = weights_for(gguf, options.llama_weights or local.llama_weights)
-        solo = local.llama_solo_lane and options.solo_lane
-        return LlamaEngine(gguf, weights=weights, solo_lane=solo, threads=options.threads, **common)
+        lane = local.llama_decode_lane and options.decode_lane
+        return LlamaEngine(gguf, weights=weights, decode_lane=lane, threads=options.threads, **common)
     from gpu_workers.model_loader import load_model_and_tokenizer
     from gpu_workers.transformers_engine import TransformersEngine
 

@@ -27,9 +27,9 @@ class LocalModel(BaseModel):
     # The weights the llama.cpp engine loads: as shipped, or re-encoded once to Q8_0 (gpu_workers/gguf_weights.py:
     # x86 llama.cpp has batched kernels for Q8_0, none for Q4_1; faster prefill and batches, same model).
     llama_weights: Literal["as_shipped", "q8_0"] = "q8_0"
-    # A request running alone decodes in a second llama.cpp context whose KV holds nothing else (gpu_workers/
-    # llama_solo.py): it no longer attends over the prefix cache's cells. False: every request stays in the main one.
-    llama_solo_lane: bool = True
+    # Requests whose prompt is done decode in a second llama.cpp context whose KV holds only them (gpu_workers/
+    # llama_decode_lane.py): they no longer attend over the prefix cache's cells. False: all stay in the main one.
+    llama_decode_lane: bool = True
 
 
 class DeployedModel(BaseModel):

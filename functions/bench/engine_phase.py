@@ -34,7 +34,7 @@ from shared.pools import POOLS
 
 RESULT_FILE = "engine.json"
 REPORT_FILE = "engine.md"
-_LANES = ("solo_lane", "no_solo_lane")
+_LANES = ("decode_lane", "no_decode_lane")
 console = Console(stderr=True)
 
 
@@ -49,9 +49,9 @@ def _run_engine(
         engine.shutdown()
 
 
-def _full_cache(pool: str, max_tokens: int, streams: int, *, solo_lane: bool) -> dict[str, Any]:
-    """The llama.cpp engine behind a full prefix cache, with or without its solo lane: one stream, and `streams`."""
-    engine = build_engine(pool, EngineOptions(engine="llama_cpp", solo_lane=solo_lane), show_progress=False)
+def _full_cache(pool: str, max_tokens: int, streams: int, *, decode_lane: bool) -> dict[str, Any]:
+    """The llama.cpp engine behind a full prefix cache, with or without its decode lane: one stream, and `streams`."""
+    engine = build_engine(pool, EngineOptions(engine="llama_cpp", decode_lane=decode_lane), show_progress=False)
     try:
         return asyncio.run(measure.full_cache_tok_s(engine, max_tokens, streams))
     finally:
@@ -67,9 +67,9 @@ def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, stre
     result["machine"] = machine_info()
     console.print("engine phase: llama.cpp batched engine")
     ours, decode = _run_engine(pool, "llama_cpp", **sizes)
-    console.print("engine phase: llama.cpp engine behind a full prefix cache, with and without the solo lane")
+    console.print("engine phase: llama.cpp engine behind a full prefix cache, with and without the decode lane")
     ours["full_cache"] = {
-        lane: _full_cache(pool, max_tokens, streams, solo_lane=lane == "solo_lane") for lane in _LANES
+        lane: _full_cache(pool, max_tokens, streams, decode_lane=lane == "decode_lane") for lane in _LANES
     }
     console.print("engine phase: transformers engine (today's)")
     today, _ = _run_engine(pool, "transformers", **sizes)
@@ -135,7 +135,7 @@ def checks(result: dict[str, Any], streams: int) -> list[dict[str, Any]]:
         ("single-stream tokens/s", ours["single_tok_s"], ">= 30", 30.0, None),
         (
             "single-stream behind a full prefix cache vs llama.cpp peer",
-            _ratio(ours.get("full_cache", {}).get("solo_lane", {}).get("single_tok_s"), peer["single_tok_s"]),
+            _ratio(ours.get("full_cache", {}).get("decode_lane", {}).get("single_tok_s"), peer["single_tok_s"]),
             ">= 1.0x",
             1.0,
             None,
@@ -173,7 +173,7 @@ def ceiling_row(result: dict[str, Any]) -> str | None:
 
 
 def full_cache_rows(full_cache: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
-    """Tokens/s once earlier conversations fill the prefix cache (with the solo lane and without), beside the same
+    """Tokens/s once earlier conversations fill the prefix cache (with the decode lane and without), beside the same
     engine's on a fresh cache (`fresh`: the llama.cpp engine's own numbers)."""
     if not full_cache:
         return []

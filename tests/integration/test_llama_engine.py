@@ -40,7 +40,7 @@ def engine() -> Iterator[LlamaEngine]:
         kv_cache_tokens=8192,
         show_progress=False,
         weights=weights,
-        solo_lane=LocalModel().llama_solo_lane,  # as the pool table serves
+        decode_lane=LocalModel().llama_decode_lane,  # as the pool table serves
     )
     yield built
     built.shutdown()

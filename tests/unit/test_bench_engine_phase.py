@@ -43,8 +43,8 @@ def test_the_report_shows_each_arrangement_or_why_not() -> None:
 
 def test_the_full_cache_single_stream_is_checked_against_the_peer_and_reported() -> None:
     full = {
-        "solo_lane": {"kv_cache_usage": 0.86, "single_tok_s": 104.0, "aggregate_8_tok_s": 90.0},
-        "no_solo_lane": {"kv_cache_usage": 0.85, "single_tok_s": 77.0, "aggregate_8_tok_s": 88.5},
+        "decode_lane": {"kv_cache_usage": 0.86, "single_tok_s": 104.0, "aggregate_8_tok_s": 90.0},
+        "no_decode_lane": {"kv_cache_usage": 0.85, "single_tok_s": 77.0, "aggregate_8_tok_s": 88.5},
     }
     result = _result({})
     result["llama_cpp"] = {**result["llama_cpp"], "full_cache": full}
@@ -53,5 +53,8 @@ def test_the_full_cache_single_stream_is_checked_against_the_peer_and_reported()
     lines = full_cache_rows(full, result["llama_cpp"])
     assert "86% full of earlier conversations" in lines[1]
     assert "| fresh cache | 100.0 | 250.0 |" in lines
-    assert "| full cache, solo lane | 104.0 | 90.0 |" in lines and "| full cache, no solo lane | 77.0 | 88.5 |" in lines
+    assert (
+        "| full cache, decode lane | 104.0 | 90.0 |" in lines
+        and "| full cache, no decode lane | 77.0 | 88.5 |" in lines
+    )
     assert full_cache_rows({}, {}) == []
