@@ -42,7 +42,9 @@ class KvBlocks:
         self.capacity_tokens = capacity_tokens
         self.page_size = page_size
         self._seqs: dict[int, _SeqState] = {}
-        self._index: dict[int, Block] = {}
+        # key -> the live blocks with that key: one, unless the same prefix was computed twice (two cold requests at
+        # once, a sequence copied back from the decode lane); the others stay findable when one is freed.
+        self._index: dict[int, list[Block]] = {}
         self._used = 0
 
     # -- reading ----------------------------------------------------------------------------------------------------
@@ -69,8 +71,8 @@ class KvBlocks:
         for i in range(usable):
             chunk = list(prompt[i * self.page_size : (i + 1) * self.page_size])
             key = hash((key, tuple(chunk)))
-            block = self._index.get(key)
-            if block is None or not block.holders or block.tokens != chunk:
+            block = next((b for b in self._index.get(key, ()) if b.holders and b.tokens == chunk), None)
+            if block is None:
                 break
             found, depth = block, i + 1
         if found is None:
@@ -104,9 +106,7 @@ class KvBlocks:
             if len(tail.tokens) == self.page_size:
                 previous = state.blocks[-2].key if len(state.blocks) > 1 else None
                 tail.key = hash((previous, tuple(tail.tokens)))
-                indexed = self._index.get(tail.key)
-                if indexed is None or not indexed.holders:
-                    self._index[tail.key] = tail
+                self._index.setdefault(tail.key, []).append(tail)
         state.tokens += len(new_tokens)
 
     def release(self, seq: int) -> None:
@@ -118,5 +118,13 @@ class KvBlocks:
             block.holders.discard(seq)
             if not block.holders:
                 self._used -= len(block.tokens)
-                if block.key is not None and self._index.get(block.key) is block:
-                    del self._index[block.key]
+                if block.key is not None:
+                    self._unindex(block)
+
+    def _unindex(self, block: Block) -> None:
+        assert block.key is not None
+        kept = [b for b in self._index.get(block.key, ()) if b is not block]
+        if kept:
+            self._index[block.key] = kept
+        else:
+            self._index.pop(block.key, None)

@@ -163,6 +163,7 @@ class Scheduler:
             self._retire(job)
             return
         self._waiting = deque(j for j in self._waiting if j.request_id != request_id)
+        self._lane_barred.discard(request_id)
 
     def _admit(self) -> None:
         while self._waiting and len(self._running) < self._max_running:
@@ -244,7 +245,10 @@ class Scheduler:
             if self._cached:
                 self._evict_one()
                 continue
-            youngest = max(self._running.values(), key=lambda j: j.admitted)
+            # The youngest in the main context (preempting a lane job frees only its copy of the prompt here).
+            lane = self._lane
+            here = [j for j in self._running.values() if lane is None or not lane.holds(j)]
+            youngest = max(here or self._running.values(), key=lambda j: j.admitted)
             if len(self._running) == 1:
                 raise EngineError("the prompt does not fit in the KV cache")
             self._preempt(youngest)
@@ -262,6 +266,7 @@ class Scheduler:
     def _step(self) -> None:
         with self._lock:
             self._enter_lane()
+            self._relieve_lane()
             plan = self._make_room(self._plan())
         lane = self._lane
         if not plan and (lane is None or not lane.jobs):
@@ -303,14 +308,30 @@ class Scheduler:
             if lane.can_take(job, job.params.max_tokens) and not lane.enter(self._rt, job, job.params.max_tokens):
                 return  # its cells are fragmented: the rest decode in the main context this step
 
+    def _relieve_lane(self) -> None:
+        """Send the lane's youngest jobs back to the main context while the lane has no cell for each job's next
+        token (their answers outgrew the headroom they entered with)."""
+        lane = self._lane
+        while lane is not None and (job := lane.overflow()) is not None:
+            self._leave_lane(job)
+            self._lane_barred.add(job.request_id)  # not handed over again, step after step
+
+    def _leave_lane(self, job: Job) -> None:
+        """Back to the main context, answer so far included: older cache entries make room for its KV (so the next
+        turn finds it), as they would for a newcomer's."""
+        assert self._lane is not None
+        while self._blocks.free_tokens() < job.n_past and self._cached:
+            self._evict_one()
+        self._lane.leave(self._rt, self._blocks, job)
+
     def _lane_step(self, lane: DecodeLane) -> None:
         try:
             decoded = lane.decode()
-        except KvCacheFullError:  # (its reservations make this rare) back to the main context, answers so far kept
+        except KvCacheFullError:  # (fragmented cells) back to the main context, answers so far kept
             with self._lock:
                 for job in lane.jobs:
-                    lane.leave(self._rt, self._blocks, job)
-                    self._lane_barred.add(job.request_id)  # not handed over again, step after step
+                    self._leave_lane(job)  # type: ignore[arg-type]
+                    self._lane_barred.add(job.request_id)  # type: ignore[attr-defined]
             return
         with self._lock:
             for job, index in decoded:
@@ -344,11 +365,7 @@ class Scheduler:
     def _retire(self, job: Job) -> None:
         """A job leaves the batch (finished or cancelled); its KV stays as a prefix-cache entry if it holds a block."""
         if self._lane is not None and self._lane.holds(job):
-            # Back to the main context, answer included, over its copy of the prompt: older cache entries make room
-            # for it (so the next turn finds it), as a newcomer's would.
-            while self._blocks.free_tokens() < job.n_past - self._blocks.tokens_of(job.seq) and self._cached:
-                self._evict_one()
-            self._lane.leave(self._rt, self._blocks, job)
+            self._leave_lane(job)
         self._running.pop(job.request_id, None)
         self._lane_barred.discard(job.request_id)
         seq, job.seq = job.seq, -1
@@ -364,6 +381,7 @@ class Scheduler:
         with self._lock:
             if self._lane is not None:
                 self._lane.drop_all()
+            self._lane_barred.clear()
             jobs = [*self._running.values(), *self._waiting]
             for job in list(self._running.values()):
                 self._running.pop(job.request_id, None)

@@ -14,7 +14,7 @@ import pytest
 from gpu_workers.engine import SamplingParams
 from gpu_workers.gguf_weights import weights_for
 from gpu_workers.kv_blocks import KvBlocks
-from gpu_workers.llama_decode_lane import DecodeLane
+from gpu_workers.llama_decode_lane import HEADROOM, DecodeLane
 from gpu_workers.llama_engine import LlamaEngine
 from gpu_workers.llama_runtime import KvCacheFullError
 from gpu_workers.model_loader import packaged_gguf_source
@@ -74,7 +74,22 @@ async def test_a_lone_request_decodes_in_the_lane_with_the_same_tokens(
 async def test_requests_at_once_batch_in_the_lane(engines: tuple[LlamaEngine, LlamaEngine]) -> None:
     with_lane, without = engines
     entered = with_lane._scheduler.lane_entries
-    together = await asyncio.gather(*(_greedy(with_lane, q, 32, rid=f"together-{i}") for i, q in enumerate(QUESTIONS)))
+    lane = with_lane._scheduler._lane
+    assert lane is not None
+    decode, rows_per_step = lane.runtime.decode, []
+
+    def counted(rows: list) -> list[int]:
+        rows_per_step.append(len(rows))
+        return decode(rows)
+
+    lane.runtime.decode = counted  # type: ignore[method-assign]
+    try:
+        together = await asyncio.gather(
+            *(_greedy(with_lane, q, 32, rid=f"together-{i}") for i, q in enumerate(QUESTIONS))
+        )
+    finally:
+        lane.runtime.decode = decode  # type: ignore[method-assign]
+    assert max(rows_per_step) == len(QUESTIONS), "one llama_decode for all three"
     alone = await asyncio.gather(*(_greedy(without, q, 32, rid=f"alone-{i}") for i, q in enumerate(QUESTIONS)))
     assert with_lane._scheduler.lane_entries - entered == len(QUESTIONS), "each one, once its prompt was done"
     # Logits of a batch depend on what shares it (test_llama_engine.py), so greedy tokens of two batched runs may part
@@ -100,18 +115,21 @@ async def test_a_newcomer_prefills_beside_the_lane_and_joins_it(engines: tuple[L
 async def test_a_request_in_the_lane_can_be_aborted(engines: tuple[LlamaEngine, LlamaEngine]) -> None:
     with_lane, _ = engines
     ids = with_lane.tokenize_chat([{"role": "user", "content": "Tell me a very long story about a lighthouse."}])
+    entered = with_lane._scheduler.lane_entries
     stream = with_lane.generate("abort-me", ids, SamplingParams(max_tokens=400, temperature=0))
     received = 0
     async for _ in stream:
         received += 1
         if received == 5:
             break
+    assert with_lane._scheduler.lane_entries == entered + 1, "it was decoding in the lane"
     await stream.aclose()
     for _ in range(200):
         if with_lane.stats().running == 0:
             break
         await asyncio.sleep(0.02)
     assert with_lane.stats().running == 0
+    assert with_lane._scheduler._lane.jobs == [], "its slot is free"  # type: ignore[union-attr]
     entered = with_lane._scheduler.lane_entries
     assert await _greedy(with_lane, QUESTIONS[2], 8)  # the lane has room for the next request
     assert with_lane._scheduler.lane_entries == entered + 1
@@ -121,9 +139,11 @@ async def test_the_lanes_answer_is_cached_for_the_next_turn(engines: tuple[Llama
     with_lane, _ = engines
     messages = [{"role": "user", "content": "Name one Portuguese city and say why it is famous."}]
     ids = with_lane.tokenize_chat(messages)
+    entered = with_lane._scheduler.lane_entries
     answer: list[int] = []
     async for out in with_lane.generate("turn-1", ids, SamplingParams(max_tokens=40, temperature=0)):
         answer += out.new_token_ids
+    assert with_lane._scheduler.lane_entries == entered + 1, "the answer was decoded in the lane"
     follow = [*messages, {"role": "assistant", "content": with_lane.decode(answer)}]
     follow.append({"role": "user", "content": "Why?"})
     cached = 0
@@ -137,7 +157,8 @@ async def test_a_request_the_lane_cannot_hold_decodes_in_the_main_context() -> N
     try:
         question = "Explain in a few sentences how a lighthouse works and why ships need one at night."
         lane_cells = small._scheduler._lane.runtime.kv_cache_tokens  # type: ignore[union-attr]
-        assert lane_cells < 600, "llama.cpp rounds a context up, not this far"
+        prompt = small.tokenize_chat([{"role": "user", "content": question}])
+        assert len(prompt) + HEADROOM > lane_cells, "llama.cpp rounds a context up, not this far"
         assert await _greedy(small, question, 600) == await _greedy(without, question, 600)
         assert small._scheduler.lane_entries == 0, "the answer it may write outgrows the lane's cells"
     finally:
@@ -166,7 +187,7 @@ async def test_a_lane_step_without_cells_sends_its_requests_back(engines: tuple[
 
 
 class _FullMain:
-    """A main context with no free cells: importing a sequence back fails."""
+    """A main context with no free cells: importing a sequence fails."""
 
     def __init__(self) -> None:
         self.forgotten: list[int] = []
@@ -179,6 +200,9 @@ class _FullMain:
 
     def import_seq(self, seq: int, state: bytes) -> None:
         raise ValueError("failed to restore sequence state")
+
+    def copy_prefix(self, src: int, dst: int, n_tokens: int) -> None:
+        raise AssertionError("nothing was imported to share")
 
 
 class _LaneContext:
@@ -197,42 +221,74 @@ class _LaneContext:
 
 
 class _Job:
-    def __init__(self, seq: int = 7) -> None:
-        self.tokens, self.seq, self.n_past, self.prompt_len = list(range(40)), seq, 39, 30
+    def __init__(self, seq: int = 7, tokens: int = 40, prompt_len: int = 30) -> None:
+        self.tokens, self.seq, self.n_past, self.prompt_len = list(range(tokens)), seq, tokens - 1, prompt_len
+
+
+def _in_lane(lane: DecodeLane, blocks: KvBlocks, job: _Job) -> None:
+    blocks.extend(job.seq, job.tokens[: job.n_past])  # what the main context holds when it enters
+    assert lane.enter(_FullMain(), job, max_tokens=20)  # type: ignore[arg-type]
+    job.tokens += [1, 2, 3]  # it decodes three more tokens there
+    job.n_past += 3
 
 
 def test_no_room_to_come_back_means_recompute_not_loss() -> None:
     blocks = KvBlocks(1024, 16)
-    job = _Job()
-    blocks.extend(job.seq, job.tokens[:32])
     lane = DecodeLane(_LaneContext(), slots=4)  # type: ignore[arg-type]
+    job = _Job()
+    _in_lane(lane, blocks, job)
     main = _FullMain()
-    assert lane.enter(main, job, max_tokens=20)  # type: ignore[arg-type]
     lane.leave(main, blocks, job)  # type: ignore[arg-type]
-    assert not lane.holds(job) and job.n_past == 0 and job.tokens == list(range(40)), "the answer so far is kept"
-    assert blocks.tokens_of(job.seq) == 0 and main.forgotten == [7, 7]
+    assert not lane.holds(job) and job.tokens == [*range(40), 1, 2, 3], "the answer so far is kept"
+    assert job.n_past == 0 and blocks.tokens_of(job.seq) == 0 and main.forgotten == [7, 7]
 
 
 def test_the_lane_takes_what_fits_and_refuses_the_rest() -> None:
     lane = DecodeLane(_LaneContext(kv_cache_tokens=100), slots=2)  # type: ignore[arg-type]
     main = _FullMain()
-    first = _Job(1)  # 40 tokens now, 10 written of at most 20: 50 cells reserved
+    first = _Job(1)  # 40 tokens now, 10 written of at most 20: 50 cells wanted
     assert lane.can_take(first, max_tokens=20) and lane.enter(main, first, max_tokens=20)  # type: ignore[arg-type]
     assert not lane.can_take(first, max_tokens=20), "already there"
     assert not lane.can_take(_Job(2), max_tokens=21), "51 more cells than the 50 left"
-    second = _Job(3)
-    assert lane.can_take(second, max_tokens=20) and lane.enter(main, second, max_tokens=20)  # type: ignore[arg-type]
-    assert not lane.can_take(_Job(4), max_tokens=10), "both slots taken"
     prefilling = _Job(5)
     prefilling.n_past = 20
-    lane.drop(first)
     assert not lane.can_take(prefilling, max_tokens=10), "its prompt is not done"
-    assert [job.seq for job in lane.jobs] == [3]
+    roomy = DecodeLane(_LaneContext(kv_cache_tokens=10_000), slots=2)  # type: ignore[arg-type]
+    for seq in (1, 2):
+        assert roomy.enter(main, _Job(seq), max_tokens=20)  # type: ignore[arg-type]
+    assert not roomy.can_take(_Job(3), max_tokens=20), "both slots taken"
+
+
+def test_a_request_without_max_tokens_counts_only_its_headroom() -> None:
+    lane = DecodeLane(_LaneContext(kv_cache_tokens=2 * (40 + HEADROOM)), slots=4)  # type: ignore[arg-type]
+    main = _FullMain()
+    for seq in (1, 2):  # max_tokens left to the model's whole context, as a client that sets none gets
+        assert lane.can_take(_Job(seq), max_tokens=8192) and lane.enter(main, _Job(seq), max_tokens=8192)  # type: ignore[arg-type]
+    assert not lane.can_take(_Job(3), max_tokens=8192)
+
+
+def test_a_lane_outgrown_sends_its_youngest_back() -> None:
+    lane = DecodeLane(_LaneContext(kv_cache_tokens=100), slots=4)  # type: ignore[arg-type]
+    old, young = _Job(1, tokens=40), _Job(2, tokens=40)
+    for job in (old, young):
+        assert lane.enter(_FullMain(), job, max_tokens=8192)  # type: ignore[arg-type]
+    assert lane.overflow() is None
+    old.n_past, young.n_past = 49, 49  # 98 cells held, 2 needed for the next step: full, not over
+    assert lane.overflow() is None
+    young.n_past = 50
+    assert lane.overflow() is young
 
 
 def test_fragmented_lane_cells_leave_the_request_where_it_was() -> None:
-    lane = DecodeLane(_LaneContext(fragmented=True), slots=2)  # type: ignore[arg-type]
-    job = _Job()
+    context = _LaneContext()
+    lane = DecodeLane(context, slots=3)  # type: ignore[arg-type]
+    inside = _Job(1)
+    assert lane.enter(_FullMain(), inside, max_tokens=20)  # type: ignore[arg-type]
+    context.fragmented = True
+    job = _Job(2)
     assert lane.can_take(job, max_tokens=20)
     assert not lane.enter(_FullMain(), job, max_tokens=20)  # type: ignore[arg-type]
-    assert not lane.holds(job) and lane.entries == 0 and job.n_past == 39
+    assert not lane.holds(job) and lane.entries == 1 and job.n_past == 39
+    assert not lane.can_take(_Job(3), max_tokens=20), "not tried again, step after step"
+    lane.drop(inside)  # a job leaving frees cells: worth another try
+    assert lane.can_take(_Job(3), max_tokens=20)

@@ -68,3 +68,13 @@ def test_the_index_survives_a_duplicate_prefix_being_freed() -> None:
     assert blocks.used_tokens == 16
     blocks.release(1)
     assert blocks.match([*tokens(8), 1]) == (0, 8)
+
+
+def test_a_duplicate_prefix_stays_findable_when_the_first_is_freed() -> None:
+    blocks = KvBlocks(capacity_tokens=64, page_size=PAGE)
+    blocks.extend(0, tokens(8))
+    blocks.extend(1, tokens(8))  # the same prefix again (a sequence copied back from the decode lane)
+    blocks.release(0)  # the first one, which the index found until now
+    assert blocks.match([*tokens(8), 1]) == (1, 8)
+    blocks.release(1)
+    assert blocks.match([*tokens(8), 1]) == (None, 0) and blocks.used_tokens == 0
