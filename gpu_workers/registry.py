@@ -75,7 +75,14 @@ def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool 
         local = get_pool(pool_name).local  # type: ignore[union-attr]
         weights = weights_for(gguf, options.llama_weights or local.llama_weights)
         lane = local.llama_decode_lane and options.decode_lane
-        return LlamaEngine(gguf, weights=weights, decode_lane=lane, threads=options.threads, **common)
+        return LlamaEngine(
+            gguf,
+            weights=weights,
+            decode_lane=lane,
+            decode_lane_kv_tokens=local.llama_decode_lane_tokens,
+            threads=options.threads,
+            **common,
+        )
     from gpu_workers.model_loader import load_model_and_tokenizer
     from gpu_workers.transformers_engine import TransformersEngine
 

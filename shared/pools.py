@@ -30,6 +30,10 @@ class LocalModel(BaseModel):
     # Requests whose prompt is done decode in a second llama.cpp context whose KV holds only them (gpu_workers/
     # llama_decode_lane.py): they no longer attend over the prefix cache's cells. False: all stay in the main one.
     llama_decode_lane: bool = True
+    # The lane's KV cells (f16, ~23 KB a token for SmolLM2-135M): how much of the running requests' prompts and
+    # answers it holds at once; a request that does not fit decodes in the main context. 8,192: a worker peaks at
+    # ~914 MiB with 8 streams (docs/engine.md).
+    llama_decode_lane_tokens: int = Field(default=8192, ge=256)
 
 
 class DeployedModel(BaseModel):

@@ -232,3 +232,25 @@ def test_a_problem_in_a_builtin_default_has_no_line(tmp_path: Path) -> None:
         ("judge.pool", None),
     }
     assert "(built-in default)" in str(refused.value)
+
+
+LOCAL_ENGINE = "      engine: llama_cpp  #"  # the mini pool's `local` section, first in the shipped file
+
+
+def test_the_decode_lane_too_small(tmp_path: Path) -> None:
+    path = shipped_with(tmp_path, LOCAL_ENGINE, f"      llama_decode_lane_tokens: 64\n{LOCAL_ENGINE}")
+    [issue] = only_issue(path).issues
+    assert issue.field.endswith("local.llama_decode_lane_tokens") and "greater than or equal to 256" in issue.reason
+
+
+def test_the_decode_lane_size_reaches_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_tables: None
+) -> None:
+    import gpu_workers.llama_engine
+    from gpu_workers.registry import EngineOptions, build_engine
+
+    install(load_config(shipped_with(tmp_path, LOCAL_ENGINE, f"      llama_decode_lane_tokens: 2048\n{LOCAL_ENGINE}")))
+    made: dict[str, object] = {}
+    monkeypatch.setattr(gpu_workers.llama_engine, "LlamaEngine", lambda gguf, **kwargs: made.update(kwargs))
+    build_engine("mini", EngineOptions(engine="llama_cpp"), show_progress=False)
+    assert made["decode_lane"] is True and made["decode_lane_kv_tokens"] == 2048
