@@ -68,7 +68,9 @@ class Scheduler:
     ) -> None:
         self._rt = runtime
         self._lane = DecodeLane(lane, slots=max_running) if lane is not None else None
-        self._lane_barred: set[str] = set()  # requests whose lane decode found no cells: they stay in the main context
+        # Requests sent back from the lane (it outgrew them, or a lane step found no cells): they stay in the main
+        # context until they end, instead of being handed over again step after step.
+        self._lane_barred: set[str] = set()
         self._core_share = core_share
         self._blocks = KvBlocks(runtime.kv_cache_tokens, page_size)
         self._max_running = max_running
@@ -226,9 +228,7 @@ class Scheduler:
         """The main context's rows, (job, tokens to decode this step, whether its logits are wanted): decodes first,
         then prefill chunks. Jobs in the decode lane decode there."""
         budget = self._rt.max_batch_tokens
-        lane = self._lane
-        here = [j for j in self._running.values() if lane is None or not lane.holds(j)]
-        jobs = sorted(here, key=lambda j: (len(j.tokens) - j.n_past > 1, j.admitted))
+        jobs = sorted(self._in_main_context(), key=lambda j: (len(j.tokens) - j.n_past > 1, j.admitted))
         plan: list[tuple[Job, int, bool]] = []
         for job in jobs:
             pending = len(job.tokens) - job.n_past
@@ -246,14 +246,17 @@ class Scheduler:
                 self._evict_one()
                 continue
             # The youngest in the main context (preempting a lane job frees only its copy of the prompt here).
-            lane = self._lane
-            here = [j for j in self._running.values() if lane is None or not lane.holds(j)]
-            youngest = max(here or self._running.values(), key=lambda j: j.admitted)
+            youngest = max(self._in_main_context() or self._running.values(), key=lambda j: j.admitted)
             if len(self._running) == 1:
                 raise EngineError("the prompt does not fit in the KV cache")
             self._preempt(youngest)
             plan = [entry for entry in plan if entry[0] is not youngest]
         return plan
+
+    def _in_main_context(self) -> list[Job]:
+        """The running jobs not decoding in the lane."""
+        lane = self._lane
+        return [j for j in self._running.values() if lane is None or not lane.holds(j)]
 
     def _preempt(self, job: Job) -> None:
         if self._lane is not None and self._lane.holds(job):
@@ -313,8 +316,12 @@ class Scheduler:
         token (their answers outgrew the headroom they entered with)."""
         lane = self._lane
         while lane is not None and (job := lane.overflow()) is not None:
-            self._leave_lane(job)
-            self._lane_barred.add(job.request_id)  # not handed over again, step after step
+            self._send_back(job)  # type: ignore[arg-type]
+
+    def _send_back(self, job: Job) -> None:
+        """Out of the lane for the rest of its answer."""
+        self._leave_lane(job)
+        self._lane_barred.add(job.request_id)
 
     def _leave_lane(self, job: Job) -> None:
         """Back to the main context, answer so far included: older cache entries make room for its KV (so the next
@@ -330,8 +337,7 @@ class Scheduler:
         except KvCacheFullError:  # (fragmented cells) back to the main context, answers so far kept
             with self._lock:
                 for job in lane.jobs:
-                    self._leave_lane(job)  # type: ignore[arg-type]
-                    self._lane_barred.add(job.request_id)  # type: ignore[attr-defined]
+                    self._send_back(job)  # type: ignore[arg-type]
             return
         with self._lock:
             for job, index in decoded:
