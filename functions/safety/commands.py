@@ -55,19 +55,28 @@ def safety_train(
         int,
         typer.Option(help="Composed long chats whose windows around a buried harmful request the second stage learns."),
     ] = 0,
+    leave_out: Annotated[
+        list[str] | None,
+        typer.Option(help="A trained-on public source this run does not learn from (repeatable)."),
+    ] = None,
 ) -> None:
     """Train the cascade on the hand-written and public training sources (functions/safety/training/data) and write
     functions/safety/model (about an hour on 2 cores with the defaults)."""
     from functions.safety.token_table import MODEL_DIR
-    from functions.safety.training.train import SEED, train
+    from functions.safety.training.train import SEED, learnt_sources, train
     from functions.safety.training.train_intent import IntentConfig
     from functions.safety.training.train_screen import SCREEN_CONFIG
 
+    try:
+        learnt_sources(frozenset(leave_out or ()))
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--leave-out") from None
     train(
         out_dir or MODEL_DIR,
         seed=SEED if seed is None else seed,
         intent_config=IntentConfig(epochs=epochs, soup=soup, buried_chats=buried_chats),
         screen_config=SCREEN_CONFIG.model_copy(update={"epochs": screen_epochs}),
+        leave_out=frozenset(leave_out or ()),
     )
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import collections
 
+import pytest
+
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier import shipped_classifier
 from functions.safety.training.buried_requests import buried_windows
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, training_set
 from functions.safety.training.long_chats import HARMFUL_EVERY, MIN_CHARS, compose_long_chats, composed_long_chats
-from functions.safety.training.train import HELD_OUT_PERCENT, split
+from functions.safety.training.public_sources import trained_request_sources
+from functions.safety.training.train import HELD_OUT_PERCENT, learnt_sources, split
 from functions.safety.training.train_intent import neutral_messages
 
 
@@ -101,3 +104,12 @@ def test_the_benign_window_learnt_of_a_long_chat_is_the_one_the_second_stage_wou
         )
     holding = [text for text in texts if "heroin" in text or "teenagers" in text]
     assert len(holding) > len(texts) // 2, "in most chats that is the window around the court record"
+
+
+def test_a_run_can_leave_out_a_trained_on_source_but_not_name_an_unknown_one() -> None:
+    everything = trained_request_sources()
+    assert learnt_sources() == everything
+    left = learnt_sources(frozenset({"hh-red-team-asks", "cona-hate-asks"}))
+    assert left == [s for s in everything if s not in {"hh-red-team-asks", "cona-hate-asks"}]
+    with pytest.raises(ValueError, match="not trained-on public request sources: strongreject"):
+        learnt_sources(frozenset({"strongreject"}))  # held out: never learnt from anyway

@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 
 from functions.safety.categories import BENIGN, Category
+from functions.safety.training.mlcommons_sources import MLCOMMONS_SOURCES
 from functions.safety.training.public_source_model import (
     TEACHER,
     Kind,
@@ -842,6 +843,7 @@ SOURCES: tuple[PublicSource, ...] = (
     ),
     *SENSITIVE_BENIGN_SOURCES,
     *RED_TEAM_SOURCES,
+    *MLCOMMONS_SOURCES,
 )
 
 

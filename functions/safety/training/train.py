@@ -155,6 +155,15 @@ def load_or_distil(cache: Path, progress: Progress) -> np.ndarray:
     return vectors
 
 
+def learnt_sources(leave_out: frozenset[str] = frozenset()) -> list[str]:
+    """The trained-on public request sources a run learns from; a name in `leave_out` that is not one is an error."""
+    sources = trained_request_sources()
+    unknown = sorted(leave_out - set(sources))
+    if unknown:
+        raise ValueError(f"not trained-on public request sources: {', '.join(unknown)} (known: {', '.join(sources)})")
+    return [s for s in sources if s not in leave_out]
+
+
 def train(
     out_dir: Path = MODEL_DIR,
     *,
@@ -162,9 +171,11 @@ def train(
     cache: Path = Path(".fleetchat/cache/minilm_token_vectors.npy"),
     intent_config: IntentConfig | None = None,
     screen_config: IntentConfig = SCREEN_CONFIG,
+    leave_out: frozenset[str] = frozenset(),
 ) -> TrainingReport:
+    """Train every model of the cascade into `out_dir`; `leave_out` names trained-on public sources not learnt from."""
     console = Console()
-    data = training_set(public_sources=trained_request_sources())
+    data = training_set(public_sources=learnt_sources(leave_out))
     train_items, val_items, test_items = split(data)
     with Progress(console=console, transient=True) as progress:
         vectors = reduce(load_or_distil(cache, progress), TABLE_DIMS)
