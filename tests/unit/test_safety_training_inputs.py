@@ -5,6 +5,8 @@ of those chats the second stage learns: the ones holding the buried harmful requ
 from __future__ import annotations
 
 import collections
+import json
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +16,13 @@ from functions.safety.training.buried_requests import buried_windows
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, training_set
 from functions.safety.training.long_chats import HARMFUL_EVERY, MIN_CHARS, compose_long_chats, composed_long_chats
 from functions.safety.training.public_sources import trained_request_sources
-from functions.safety.training.train import HELD_OUT_PERCENT, learnt_sources, split
+from functions.safety.training.train import (
+    HELD_OUT_PERCENT,
+    SPLIT_SOURCES_FILE,
+    learnt_sources,
+    split,
+    split_sources_of,
+)
 from functions.safety.training.train_intent import neutral_messages
 
 
@@ -113,3 +121,9 @@ def test_a_run_can_leave_out_a_trained_on_source_but_not_name_an_unknown_one() -
     assert left == [s for s in everything if s not in {"hh-red-team-asks", "cona-hate-asks"}]
     with pytest.raises(ValueError, match="not trained-on public request sources: strongreject"):
         learnt_sources(frozenset({"strongreject"}))  # held out: never learnt from anyway
+
+
+def test_a_model_directory_says_which_sources_its_split_holds(tmp_path: Path) -> None:
+    assert split_sources_of(tmp_path) == trained_request_sources()  # no record: every trained-on source
+    (tmp_path / SPLIT_SOURCES_FILE).write_text(json.dumps(["alpaca", "advbench"]))
+    assert split_sources_of(tmp_path) == ["alpaca", "advbench"]

@@ -12,8 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from functions.safety.training.labelled_data import training_set
-from functions.safety.training.public_sources import trained_request_sources
-from functions.safety.training.train import SEED, split
+from functions.safety.training.train import SEED, split, split_sources_of
 from functions.safety.training.train_intent import INTENT_METRICS_FILE, IntentConfig, IntentReport, calibrate_intent
 from functions.safety.training.train_screen import SCREEN_METRICS_FILE, ScreenReport, calibrate_screen
 
@@ -22,9 +21,9 @@ def recalibrate(
     model_dir: Path, *, seed: int = SEED, console: Console | None = None
 ) -> tuple[IntentReport, ScreenReport]:
     """Rewrite the meta and metrics files of the second stage and the screen in `model_dir` (trained with `seed`:
-    the screen's long validation chats are composed with it)."""
+    the screen's long validation chats are composed with it), on the split its record names (`split_sources.json`)."""
     console = console or Console()
-    splits = split(training_set(public_sources=trained_request_sources()))
+    splits = split(training_set(public_sources=split_sources_of(model_dir)))
     intent_config = IntentConfig.model_validate(json.loads((model_dir / INTENT_METRICS_FILE).read_text())["config"])
     intent = calibrate_intent(model_dir, splits, intent_config)
     screen_metrics = json.loads((model_dir / SCREEN_METRICS_FILE).read_text())

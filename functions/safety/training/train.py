@@ -155,6 +155,11 @@ def load_or_distil(cache: Path, progress: Progress) -> np.ndarray:
     return vectors
 
 
+# A model directory's record of the public request sources in its split: what a training run learnt from, and what
+# its thresholds are chosen on (`fleetchat safety recalibrate` rebuilds the same split from it).
+SPLIT_SOURCES_FILE = "split_sources.json"
+
+
 def learnt_sources(leave_out: frozenset[str] = frozenset()) -> list[str]:
     """The trained-on public request sources a run learns from; a name in `leave_out` that is not one is an error."""
     sources = trained_request_sources()
@@ -162,6 +167,12 @@ def learnt_sources(leave_out: frozenset[str] = frozenset()) -> list[str]:
     if unknown:
         raise ValueError(f"not trained-on public request sources: {', '.join(unknown)} (known: {', '.join(sources)})")
     return [s for s in sources if s not in leave_out]
+
+
+def split_sources_of(model_dir: Path) -> list[str]:
+    """The public sources of `model_dir`'s split: its record, or every trained-on source (a directory without one)."""
+    record = model_dir / SPLIT_SOURCES_FILE
+    return json.loads(record.read_text()) if record.exists() else trained_request_sources()
 
 
 def train(
@@ -175,11 +186,13 @@ def train(
 ) -> TrainingReport:
     """Train every model of the cascade into `out_dir`; `leave_out` names trained-on public sources not learnt from."""
     console = Console()
-    data = training_set(public_sources=learnt_sources(leave_out))
+    sources = learnt_sources(leave_out)
+    data = training_set(public_sources=sources)
     train_items, val_items, test_items = split(data)
     with Progress(console=console, transient=True) as progress:
         vectors = reduce(load_or_distil(cache, progress), TABLE_DIMS)
     write_table(out_dir, vectors)
+    (out_dir / SPLIT_SOURCES_FILE).write_text(json.dumps(sources, indent=2) + "\n")
     table = TokenTable.load(out_dir)
     ones = np.ones(WIDTH, np.float32)
     train_features, _ = featurise(table, train_items, ones)
