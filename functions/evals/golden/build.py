@@ -26,7 +26,8 @@ from functions.evals.golden.items import (
     write_jsonl,
 )
 from functions.evals.golden.sources import CALIBRATION, SOURCES, CalibrationSource, GoldenSource, read_calibration
-from functions.safety.training.build_public_data import read_blob, sample_order, snapshot_dir
+from functions.safety.training.build_public_data import read_blob, snapshot_dir
+from functions.safety.training.public_source_model import sample_order
 
 
 class SourceRecord(BaseModel):

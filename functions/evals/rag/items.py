@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from functions.evals.golden.items import write_jsonl
-from functions.safety.training.build_public_data import sample_order
+from functions.safety.training.public_source_model import sample_order
 
 DATA_DIR = Path(__file__).parent / "data"
 DOCS_FILE = "documents.jsonl"

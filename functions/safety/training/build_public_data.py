@@ -10,7 +10,6 @@ such. Also writes the benchmark-synthetic prose held-out set: what guidellm 0.8.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -28,6 +27,7 @@ from functions.safety.training.labelled_data import (
     public_examples,
     whole_text,
 )
+from functions.safety.training.public_source_model import sample_order
 from functions.safety.training.public_sources import SOURCES, TEACHER, Kind, Measures, PublicSource, Use
 
 MANIFEST = "sources.json"
@@ -93,10 +93,6 @@ def expand_paths(git_dir: Path, commit: str, paths: tuple[str, ...]) -> list[str
             raise FileNotFoundError(f"no files under {path} at {commit[:12]} in {git_dir}")
         files.extend(found)
     return files
-
-
-def sample_order(key: str) -> bytes:
-    return hashlib.sha256(key.encode()).digest()
 
 
 def build_source(

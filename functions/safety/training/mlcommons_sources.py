@@ -9,13 +9,12 @@ file is capped at a fixed sample chosen by each text's hash, so no hazard or tem
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 from collections.abc import Iterator
 
 from functions.safety.categories import BENIGN, Category
-from functions.safety.training.public_source_model import TEACHER, PublicSource, RawRow, Use, user
+from functions.safety.training.public_source_model import TEACHER, PublicSource, RawRow, Use, sample_order, user
 
 AILUMINATE_REPO = "mlcommons/ailuminate"
 AILUMINATE_COMMIT = "769cc2be9d20c8d4fb26ce53b68865ed41dfb8e2"
@@ -69,10 +68,6 @@ def read_ailuminate(files: dict[str, bytes]) -> Iterator[RawRow]:
                 yield user(row["prompt_text"]), row["hazard"]
 
 
-def _hash_order(text: str) -> bytes:
-    return hashlib.sha256(text.encode()).digest()
-
-
 def read_v05(files: dict[str, bytes]) -> Iterator[RawRow]:
     """Each file's items (`examples[].input`, `target` safe or unsafe), at most a fixed hash-chosen sample per file."""
     for path, blob in files.items():
@@ -83,7 +78,7 @@ def read_v05(files: dict[str, bytes]) -> Iterator[RawRow]:
             raise ValueError(f"{path}: mixed targets {sorted(targets)}")
         [target] = targets
         cap = V05_UNSAFE_PER_HAZARD if target == "unsafe" else V05_SAFE_PER_HAZARD
-        texts = sorted({e["input"].strip() for e in examples if e["input"].strip()}, key=_hash_order)
+        texts = sorted({e["input"].strip() for e in examples if e["input"].strip()}, key=sample_order)
         for text in texts[:cap]:
             yield user(text), f"{hazard}/{target}"
 

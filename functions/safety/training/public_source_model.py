@@ -4,6 +4,7 @@ of its files that every source table shares."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from collections.abc import Callable, Iterator
@@ -70,6 +71,11 @@ class PublicSource(BaseModel):
         if self.harmful is False:
             return BENIGN
         return self.categories.get(source_category)
+
+
+def sample_order(key: str) -> bytes:
+    """A text's place in a source's fixed sample (its SHA-256): the same rows are kept on every build."""
+    return hashlib.sha256(key.encode()).digest()
 
 
 def user(text: str) -> Messages:
