@@ -59,6 +59,23 @@ def safety_train(
         list[str] | None,
         typer.Option(help="A trained-on public source this run does not learn from (repeatable)."),
     ] = None,
+    export_intent_data: Annotated[
+        Path | None,
+        typer.Option(
+            help="After the first stage, write the second stage's training arrays to this .npz and stop (to fine-tune "
+            "on a GPU: python -m functions.safety.training.intent_fine_tune)."
+        ),
+    ] = None,
+    intent_weights: Annotated[
+        Path | None,
+        typer.Option(
+            help="Second-stage weights fine-tuned elsewhere from this same run's --export-intent-data, used instead "
+            "of fine-tuning here.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    output: Annotated[bool, typer.Option(help="Train the output check too (--no-output keeps the one there).")] = True,
 ) -> None:
     """Train the cascade on the hand-written and public training sources (functions/safety/training/data) and write
     functions/safety/model (about an hour on 2 cores with the defaults)."""
@@ -77,6 +94,9 @@ def safety_train(
         intent_config=IntentConfig(epochs=epochs, soup=soup, buried_chats=buried_chats),
         screen_config=SCREEN_CONFIG.model_copy(update={"epochs": screen_epochs}),
         leave_out=frozenset(leave_out or ()),
+        intent_weights=intent_weights,
+        export_intent_data=export_intent_data,
+        output=output,
     )
 
 

@@ -27,6 +27,7 @@ from functions.safety.training.public_source_model import (
     user,
 )
 from functions.safety.training.red_team_sources import RED_TEAM_SOURCES
+from functions.safety.training.safebench_source import SAFEBENCH_SOURCE
 from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN_SOURCES
 
 __all__ = ["TEACHER", "Kind", "Measures", "PublicSource", "Use"]
@@ -844,6 +845,7 @@ SOURCES: tuple[PublicSource, ...] = (
     *SENSITIVE_BENIGN_SOURCES,
     *RED_TEAM_SOURCES,
     *MLCOMMONS_SOURCES,
+    SAFEBENCH_SOURCE,
 )
 
 

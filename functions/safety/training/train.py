@@ -183,8 +183,14 @@ def train(
     intent_config: IntentConfig | None = None,
     screen_config: IntentConfig = SCREEN_CONFIG,
     leave_out: frozenset[str] = frozenset(),
+    intent_weights: Path | None = None,
+    export_intent_data: Path | None = None,
+    output: bool = True,
 ) -> TrainingReport:
-    """Train every model of the cascade into `out_dir`; `leave_out` names trained-on public sources not learnt from."""
+    """Train every model of the cascade into `out_dir`; `leave_out` names trained-on public sources not learnt from.
+    `export_intent_data`: after the first stage, write the second stage's training arrays there and stop (to fine-tune
+    on a GPU machine, `intent_fine_tune.py`); `intent_weights`: the second stage fine-tuned so, for this same run, used
+    instead of fine-tuning here. `output=False` leaves the output check in `out_dir` as it is."""
     console = Console()
     sources = learnt_sources(leave_out)
     data = training_set(public_sources=sources)
@@ -230,9 +236,21 @@ def train(
     (out_dir / METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
     console.print(_table(report))
     splits = (train_items, val_items, test_items)
-    train_intent(splits, out_dir, seed=seed, console=console, config=intent_config)
+    intent = train_intent(
+        splits,
+        out_dir,
+        seed=seed,
+        console=console,
+        config=intent_config,
+        sources=sources,
+        weights=intent_weights,
+        export_to=export_intent_data,
+    )
+    if intent is None:
+        return report
     train_screen(splits, out_dir, seed=seed, console=console, config=screen_config)
-    train_output(out_dir, console, seed)
+    if output:
+        train_output(out_dir, console, seed)
     return report
 
 

@@ -10,6 +10,7 @@ import hashlib
 import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -26,17 +27,20 @@ from functions.safety.rules import neutralise_idioms
 from functions.safety.token_table import TokenTable
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.training.distill import minilm_dir
+from functions.safety.training.intent_fine_tune import (
+    BATCH,
+    TrainingRun,
+    average_weights,
+    fine_tune_arrays,
+    load_base,
+    pad_rows,
+    save_arrays,
+)
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample
 from functions.safety.training.long_chats import composed_long_chats
 from functions.safety.training.thresholds import SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE, choose_threshold
 
 INTENT_METRICS_FILE = "intent_metrics.json"
-BATCH = 16
-LEARNING_RATE = 5e-5
-# The category head is a linear probe on the (detached) pooled vector: it learns at a linear model's pace.
-PROBE_LEARNING_RATE = 3e-3
-CATEGORY_LOSS_WEIGHT = 0.5
-IGNORED = -100  # a category target that trains nothing (cross_entropy's ignore_index)
 # Requests longer than one first-stage window that it scores below `escalate_at` are let through unseen by this
 # stage: it is the highest score that still sends this share of the validation split's long harmful examples on.
 MIN_ESCALATED_RECALL = 0.99
@@ -100,63 +104,21 @@ def fine_tune(
     progress: Progress,
 ) -> object:
     """MiniLM's bottom `config.layers` layers tuned to P(harmful) = `targets` (a label or a teacher's probability)
-    per text, with the category probe on `categories` (IGNORED: no category for that text)."""
-    import torch
-    from transformers import AutoModel
-
-    from functions.safety.training.intent_net import IntentNet
-
-    torch.manual_seed(seed)
-    base = AutoModel.from_pretrained(minilm_dir())
-    base.encoder.layer = base.encoder.layer[: config.layers]
-    base.config.num_hidden_layers = config.layers
-    net = IntentNet(base, len(CLASSIFIER_LABELS))
-    steps = config.epochs * ((len(texts) + BATCH - 1) // BATCH)
-    probe = list(net.categories.parameters())
-    tuned = [p for p in net.parameters() if all(p is not q for q in probe)]
-    groups = [{"params": tuned, "lr": LEARNING_RATE}, {"params": probe, "lr": PROBE_LEARNING_RATE}]
-    optimiser = torch.optim.AdamW(groups, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(
-        optimiser,
-        max_lr=[LEARNING_RATE, PROBE_LEARNING_RATE],
-        total_steps=steps,
-        pct_start=0.1,
-        anneal_strategy="linear",
+    per text, with the category probe on `categories` (IGNORED: no category for that text), on the CPU."""
+    ids, mask = pad_rows([encoder.ids(text) for text in texts], config.max_tokens)
+    task = progress.add_task("fine-tuning MiniLM", total=config.epochs * ((len(texts) + BATCH - 1) // BATCH))
+    return fine_tune_arrays(
+        minilm_dir(),
+        ids,
+        mask,
+        targets,
+        categories,
+        layers=config.layers,
+        epochs=config.epochs,
+        classes=len(CLASSIFIER_LABELS),
+        seed=seed,
+        on_step=lambda: progress.advance(task),
     )
-    task = progress.add_task("fine-tuning MiniLM", total=steps)
-    rng = np.random.default_rng(seed)
-    net.train()
-    for _ in range(config.epochs):
-        order = rng.permutation(len(texts))
-        for start in range(0, len(order), BATCH):
-            rows = order[start : start + BATCH]
-            ids, mask = encoder.batch([texts[i] for i in rows])
-            harmful, categories_logits = net.logits(torch.from_numpy(ids), torch.from_numpy(mask))
-            target = torch.from_numpy(targets[rows]).float()
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(harmful, target)
-            category = torch.from_numpy(categories[rows])
-            if bool((category != IGNORED).any()):
-                category_loss = torch.nn.functional.cross_entropy(categories_logits, category, ignore_index=IGNORED)
-                loss = loss + CATEGORY_LOSS_WEIGHT * category_loss
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            schedule.step()
-            progress.advance(task)
-    return net.eval()
-
-
-def average_weights(nets: list) -> object:
-    """The first net, its floating-point weights replaced by the mean over `nets` (integer buffers kept)."""
-    import torch
-
-    states = [net.state_dict() for net in nets]  # type: ignore[attr-defined]
-    mean = {
-        name: torch.stack([s[name] for s in states]).mean(0) if value.is_floating_point() else value
-        for name, value in states[0].items()
-    }
-    nets[0].load_state_dict(mean)  # type: ignore[attr-defined]
-    return nets[0]
 
 
 def export_int8(net: object, encoder: IntentEncoder, out_dir: Path, name: str) -> str:
@@ -214,20 +176,18 @@ def benign_windows(
     return windows
 
 
-def train_intent(
+def intent_training_examples(
     splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
     out_dir: Path,
     *,
     seed: int,
-    console: Console,
-    config: IntentConfig | None = None,
-) -> IntentReport:
-    """Fine-tune on `splits[0]`, choose thresholds on `splits[1]`, report `splits[1]` and the held-out `splits[2]`."""
-    config = config or IntentConfig()
+    config: IntentConfig,
+) -> tuple[list[str], np.ndarray]:
+    """What the second stage learns from `splits[0]`, in order: each conversation as the gate judges it (hand-written
+    ones HAND_WRITTEN_REPEATS times), benign windows of long benign ones, buried-request windows; and label indices."""
     fast = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), None)
     conversations = [neutral_conversation(item) for item in splits[0]]
     labels = np.asarray([CLASSIFIER_LABELS.index(item.label) for item in splits[0]], np.int64)
-    encoder = IntentEncoder.load(out_dir, config.max_tokens)
     windows = benign_windows(fast, conversations, labels, seed)
     # Imported here: buried_requests reads what the gate judges through this module's neutral_messages.
     from functions.safety.training.buried_requests import buried_windows
@@ -235,13 +195,86 @@ def train_intent(
     buried, buried_labels = buried_windows(fast, composed_long_chats(splits[0], config.buried_chats, seed + 1))
     hand_written = [i for i, item in enumerate(splits[0]) if not isinstance(item, PublicExample)]
     repeated = hand_written * (HAND_WRITTEN_REPEATS - 1)
-    with Progress(console=console, transient=True) as progress:
-        texts = [c.whole for c in conversations] + [conversations[i].whole for i in repeated] + windows + buried
-        targets = np.concatenate([labels, labels[repeated], np.zeros(len(windows), np.int64), buried_labels])
-        harmful = (targets != 0).astype(np.float32)
-        soup = [fine_tune(encoder, texts, harmful, targets, config, seed + k, progress) for k in range(config.soup)]
-        net = average_weights(soup)
-        version = export_int8(net, encoder, out_dir, INTENT)
+    texts = [c.whole for c in conversations] + [conversations[i].whole for i in repeated] + windows + buried
+    targets = np.concatenate([labels, labels[repeated], np.zeros(len(windows), np.int64), buried_labels])
+    return texts, targets
+
+
+def intent_run_settings(config: IntentConfig, seed: int, sources: list[str]) -> dict[str, Any]:
+    """What a second-stage training run is: weights made on a GPU must match the run that imports them."""
+    return {
+        "layers": config.layers,
+        "max_tokens": config.max_tokens,
+        "epochs": config.epochs,
+        "soup": config.soup,
+        "buried_chats": config.buried_chats,
+        "seed": seed,
+        "classes": len(CLASSIFIER_LABELS),
+        "sources": sources,
+    }
+
+
+def intent_training_run(
+    texts: list[str], targets: np.ndarray, encoder: IntentEncoder, settings: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray, TrainingRun]:
+    """(ids, mask, run) of the second stage's training examples, each distinct text tokenised once."""
+    distinct = list(dict.fromkeys(texts))
+    index = {text: i for i, text in enumerate(distinct)}
+    ids, mask = pad_rows([encoder.ids(text) for text in distinct], settings["max_tokens"])
+    rows = np.asarray([index[text] for text in texts], np.int32)
+    run = TrainingRun(rows, (targets != 0).astype(np.float32), targets.astype(np.int32), settings)
+    return ids, mask, run
+
+
+def load_intent_weights(path: Path, settings: dict[str, Any]) -> object:
+    """The second stage fine-tuned elsewhere (`intent_fine_tune.py`), if it was made for exactly this run."""
+    import torch
+
+    from functions.safety.training.intent_net import IntentNet
+
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    if saved["settings"] != settings:
+        made = saved["settings"]
+        differing = sorted(k for k in settings.keys() | made.keys() if made.get(k) != settings.get(k))
+        raise ValueError(f"{path} was trained for another run (differs in: {', '.join(differing)})")
+    net = IntentNet(load_base(minilm_dir(), settings["layers"]), settings["classes"])
+    net.load_state_dict(saved["state_dict"])
+    return net.eval()
+
+
+def train_intent(
+    splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
+    out_dir: Path,
+    *,
+    seed: int,
+    console: Console,
+    config: IntentConfig | None = None,
+    sources: list[str] | None = None,
+    weights: Path | None = None,
+    export_to: Path | None = None,
+) -> IntentReport | None:
+    """Fine-tune on `splits[0]`, choose thresholds on `splits[1]`, report `splits[1]` and the held-out `splits[2]`.
+    With `weights` (fine-tuned elsewhere for this very run: `sources` are the split's public sources) those weights
+    are exported instead of fine-tuning here; with `export_to` the training arrays are written there and nothing is
+    trained (None is returned)."""
+    config = config or IntentConfig()
+    settings = intent_run_settings(config, seed, sources or [])
+    encoder = IntentEncoder.load(out_dir, config.max_tokens)
+    if export_to is not None:
+        texts, targets = intent_training_examples(splits, out_dir, seed=seed, config=config)
+        ids, mask, run = intent_training_run(texts, targets, encoder, settings)
+        save_arrays(export_to, ids, mask, {"main": run})
+        console.print(f"wrote {len(run.rows)} training rows ({len(ids)} distinct texts) to {export_to}")
+        return None
+    if weights is not None:
+        net = load_intent_weights(weights, settings)
+    else:
+        texts, targets = intent_training_examples(splits, out_dir, seed=seed, config=config)
+        with Progress(console=console, transient=True) as progress:
+            harmful = (targets != 0).astype(np.float32)
+            soup = [fine_tune(encoder, texts, harmful, targets, config, seed + k, progress) for k in range(config.soup)]
+            net = average_weights(soup)
+    version = export_int8(net, encoder, out_dir, INTENT)
     placeholder = IntentMeta(
         labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, threshold=1.0, escalate_at=0.0, version=version
     )

@@ -30,10 +30,10 @@ from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import SCREEN, IntentEncoder, ScreenMeta, load_intent, load_screen
 from functions.safety.token_table import MODEL_DIR, TokenTable
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
+from functions.safety.training.intent_fine_tune import IGNORED
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, training_set
 from functions.safety.training.long_chats import compose_long_chats
 from functions.safety.training.train_intent import (
-    IGNORED,
     IntentConfig,
     export_int8,
     fine_tune,
