@@ -15,6 +15,7 @@ from functions.safety.intent_model import IntentEncoder
 from functions.safety.token_table import MODEL_DIR
 from functions.safety.training.distill import minilm_dir
 from functions.safety.training.intent_fine_tune import TrainingRun, load_arrays, main, pad_rows, save_arrays
+from functions.safety.training.intent_soup import interpolate
 from functions.safety.training.train_intent import (
     IntentConfig,
     fine_tune,
@@ -61,7 +62,8 @@ def test_weights_trained_from_the_file_equal_training_here_and_load_only_for_the
     ids, mask, run = _run()
     save_arrays(tmp_path / "data.npz", ids, mask, {"main": run})
     main([str(tmp_path / "data.npz"), "--base", str(minilm_dir()), "--out", str(tmp_path / "w.pt")])
-    imported = load_intent_weights(tmp_path / "w.pt", run.settings)
+    imported, made = load_intent_weights(tmp_path / "w.pt", run.settings)
+    assert made == run.settings
 
     encoder = IntentEncoder.load(MODEL_DIR, CONFIG.max_tokens)
     with Progress(disable=True) as progress:
@@ -79,3 +81,23 @@ def test_an_unknown_run_name_stops_with_the_names_the_file_holds(tmp_path: Path)
     save_arrays(tmp_path / "data.npz", ids, mask, {"main": run})
     with pytest.raises(SystemExit, match=r"holds no run 'other'.*main"):
         main([str(tmp_path / "data.npz"), "--run", "other", "--base", str(minilm_dir()), "--out", str(tmp_path / "w")])
+
+
+def test_a_soup_of_two_fine_tunes_loads_for_the_first_ones_run_and_records_the_second(tmp_path: Path) -> None:
+    ids, mask, run = _run()
+    other = run._replace(settings=run.settings | {"sources": ["advbench", "catqa"]})
+    save_arrays(tmp_path / "data.npz", ids, mask, {"main": run, "other": other})
+    base = ["--base", str(minilm_dir())]
+    main([str(tmp_path / "data.npz"), *base, "--out", str(tmp_path / "a.pt")])
+    main([str(tmp_path / "data.npz"), "--run", "other", *base, "--out", str(tmp_path / "b.pt")])
+    interpolate(tmp_path / "a.pt", tmp_path / "b.pt", 0.25, tmp_path / "soup.pt")
+
+    soup, made = load_intent_weights(tmp_path / "soup.pt", run.settings)
+    assert made["interpolated"] == {"with": other.settings, "weight": 0.25}
+    a, _ = load_intent_weights(tmp_path / "a.pt", run.settings)
+    b, _ = load_intent_weights(tmp_path / "b.pt", other.settings)
+    name = "harmful.weight"
+    expected = 0.75 * a.state_dict()[name] + 0.25 * b.state_dict()[name]  # type: ignore[attr-defined]
+    assert torch.allclose(soup.state_dict()[name], expected)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="within"):
+        interpolate(tmp_path / "a.pt", tmp_path / "b.pt", 1.5, tmp_path / "x.pt")

@@ -91,5 +91,5 @@ def test_a_tiny_sweep_runs_on_the_cpu_and_its_winner_loads_for_its_run(tmp_path:
     assert set(np.load(tmp_path / "out" / "scores.npz").files) == {"x_full", "x_lso"}
     joined = tmp_path / "winner.pt"
     joined.write_bytes(b"".join(p.read_bytes() for p in sorted((tmp_path / "out").glob("winner.pt.part*"))))
-    net = load_intent_weights(joined, runs["x_full"])
+    net, _ = load_intent_weights(joined, runs["x_full"])
     assert sum(p.numel() for p in net.parameters()) > 0  # type: ignore[attr-defined]

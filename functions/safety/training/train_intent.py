@@ -226,20 +226,28 @@ def intent_training_run(
     return ids, mask, run
 
 
-def load_intent_weights(path: Path, settings: dict[str, Any]) -> object:
-    """The second stage fine-tuned elsewhere (`intent_fine_tune.py`), if it was made for exactly this run."""
+# What an imported second stage was made from (its run's settings, and what it was interpolated with), written beside
+# the exported model by `train --intent-weights`.
+INTENT_WEIGHTS_FILE = "intent_weights.json"
+# Keys a weights file may add to its run's settings: how the weights were made, not which run they are for.
+PROVENANCE_KEYS = frozenset({"interpolated"})
+
+
+def load_intent_weights(path: Path, settings: dict[str, Any]) -> tuple[object, dict[str, Any]]:
+    """The second stage fine-tuned elsewhere (`intent_fine_tune.py`, `intent_soup.py`), if it was made for exactly
+    this run; and the settings it carries (the run's, and its provenance keys)."""
     import torch
 
     from functions.safety.training.intent_net import IntentNet
 
     saved = torch.load(path, map_location="cpu", weights_only=True)
-    if saved["settings"] != settings:
-        made = saved["settings"]
-        differing = sorted(k for k in settings.keys() | made.keys() if made.get(k) != settings.get(k))
+    made = saved["settings"]
+    differing = sorted(k for k in (settings.keys() | made.keys()) - PROVENANCE_KEYS if made.get(k) != settings.get(k))
+    if differing:
         raise ValueError(f"{path} was trained for another run (differs in: {', '.join(differing)})")
     net = IntentNet(load_base(minilm_dir(), settings["layers"]), settings["classes"])
     net.load_state_dict(saved["state_dict"])
-    return net.eval()
+    return net.eval(), made
 
 
 def train_intent(
@@ -267,7 +275,8 @@ def train_intent(
         console.print(f"wrote {len(run.rows)} training rows ({len(ids)} distinct texts) to {export_to}")
         return None
     if weights is not None:
-        net = load_intent_weights(weights, settings)
+        net, made = load_intent_weights(weights, settings)
+        (out_dir / INTENT_WEIGHTS_FILE).write_text(json.dumps({"file": weights.name, **made}, indent=2) + "\n")
     else:
         texts, targets = intent_training_examples(splits, out_dir, seed=seed, config=config)
         with Progress(console=console, transient=True) as progress:
