@@ -85,13 +85,22 @@ def safety_train(
     from functions.safety.training.train_screen import SCREEN_CONFIG
 
     try:
-        learnt_sources(frozenset(leave_out or ()))
+        sources = learnt_sources(frozenset(leave_out or ()))
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--leave-out") from None
+    intent_config = IntentConfig(epochs=epochs, soup=soup, buried_chats=buried_chats)
+    if intent_weights is not None:
+        from functions.safety.training.train_intent import intent_run_settings, read_intent_weights
+
+        settings = intent_run_settings(intent_config, SEED if seed is None else seed, sources)
+        try:
+            read_intent_weights(intent_weights, settings)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--intent-weights") from None
     train(
         out_dir or MODEL_DIR,
         seed=SEED if seed is None else seed,
-        intent_config=IntentConfig(epochs=epochs, soup=soup, buried_chats=buried_chats),
+        intent_config=intent_config,
         screen_config=SCREEN_CONFIG.model_copy(update={"epochs": screen_epochs}),
         leave_out=frozenset(leave_out or ()),
         intent_weights=intent_weights,

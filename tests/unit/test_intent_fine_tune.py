@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import torch
 from rich.progress import Progress
+from typer.testing import CliRunner
 
+from functions.cli import app
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.intent_model import IntentEncoder
 from functions.safety.token_table import MODEL_DIR
@@ -101,3 +103,16 @@ def test_a_soup_of_two_fine_tunes_loads_for_the_first_ones_run_and_records_the_s
     assert torch.allclose(soup.state_dict()[name], expected)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="within"):
         interpolate(tmp_path / "a.pt", tmp_path / "b.pt", 1.5, tmp_path / "x.pt")
+
+
+def test_train_refuses_weights_made_for_another_run_before_training_anything(tmp_path: Path) -> None:
+    ids, mask, run = _run()
+    save_arrays(tmp_path / "data.npz", ids, mask, {"main": run})
+    main([str(tmp_path / "data.npz"), "--base", str(minilm_dir()), "--out", str(tmp_path / "w.pt")])
+    out = tmp_path / "candidate"
+    out.mkdir()
+    args = ["safety", "train", "--out-dir", str(out), "--epochs", "1", "--soup", "1", "--intent-weights"]
+    result = CliRunner().invoke(app, [*args, str(tmp_path / "w.pt")], env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "trained for another run" in result.output and "layers" in result.output
+    assert list(out.iterdir()) == []

@@ -233,21 +233,28 @@ INTENT_WEIGHTS_FILE = "intent_weights.json"
 PROVENANCE_KEYS = frozenset({"interpolated"})
 
 
-def load_intent_weights(path: Path, settings: dict[str, Any]) -> tuple[object, dict[str, Any]]:
-    """The second stage fine-tuned elsewhere (`intent_fine_tune.py`, `intent_soup.py`), if it was made for exactly
-    this run; and the settings it carries (the run's, and its provenance keys)."""
+def read_intent_weights(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    """The saved weights file, if it was made for exactly this run (else ValueError naming the settings that differ).
+    A weights file may add PROVENANCE_KEYS to its run's settings."""
     import torch
-
-    from functions.safety.training.intent_net import IntentNet
 
     saved = torch.load(path, map_location="cpu", weights_only=True)
     made = saved["settings"]
     differing = sorted(k for k in (settings.keys() | made.keys()) - PROVENANCE_KEYS if made.get(k) != settings.get(k))
     if differing:
         raise ValueError(f"{path} was trained for another run (differs in: {', '.join(differing)})")
+    return saved
+
+
+def load_intent_weights(path: Path, settings: dict[str, Any]) -> tuple[object, dict[str, Any]]:
+    """The second stage fine-tuned elsewhere (`intent_fine_tune.py`, `intent_soup.py`) for this run, and the settings
+    it carries (the run's, and its provenance keys)."""
+    from functions.safety.training.intent_net import IntentNet
+
+    saved = read_intent_weights(path, settings)
     net = IntentNet(load_base(minilm_dir(), settings["layers"]), settings["classes"])
     net.load_state_dict(saved["state_dict"])
-    return net.eval(), made
+    return net.eval(), saved["settings"]
 
 
 def train_intent(
