@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from functions.safety.training.intent_fine_tune import fine_tune_arrays
+from functions.safety.training.thresholds import SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE, choose_threshold
 
 PART_BYTES = 15 * 1024 * 1024
-FALSE_POSITIVE_SHARE = 0.01
 FPR_WEIGHT = 3.0
 GOLDEN_MIN_BLOCKED, GOLDEN_MAX_REFUSED = 0.95, 0.03
 
@@ -103,11 +103,10 @@ class Sweep:
 
 
 def threshold_at(benign_scores: np.ndarray) -> float:
-    """The lowest threshold that blocks at most FALSE_POSITIVE_SHARE of these benign scores (as `choose_threshold`)."""
-    values = np.sort(benign_scores)
-    allowed = int(np.floor(FALSE_POSITIVE_SHARE * values.size))
-    cut = values[-(allowed + 1)] if values.size > allowed else 0.0
-    return float(min(max(cut + 1e-4, 0.05), 0.99))
+    """The second stage's rule (`choose_threshold` at SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE) on these benign
+    scores."""
+    labels = np.zeros(len(benign_scores), np.int64)
+    return choose_threshold(benign_scores, labels, SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE)
 
 
 def choose(results: dict[str, dict[str, Any]], configs: list[str], meta: dict[str, Any]) -> dict[str, Any]:
