@@ -1,14 +1,14 @@
 """The transformer stages' fine-tuning loop on token arrays: numpy, torch and transformers only, so that it also runs
 on a GPU machine that has none of the project's other dependencies.
 
-`train_intent.fine_tune` tokenises and calls `fine_tune_arrays` on the CPU; `fleetchat safety export-intent-data`
-writes the second stage's training arrays to one .npz file, and on a machine with a GPU
+`train_intent.fine_tune` tokenises and calls `fine_tune_arrays` on the CPU; `fleetchat safety train
+--export-intent-data F.npz` writes the second stage's training arrays to one .npz file, and on a machine with a GPU
 
     python -m functions.safety.training.intent_fine_tune DATA.npz --base MINILM_DIR --out WEIGHTS.pt --device cuda
 
-fine-tunes on them with the same loop, the same hyper-parameters and seeds; `fleetchat safety import-intent`
-exports and calibrates the result as `fleetchat safety train` would have. Deterministic on the CPU for a given data
-set and seed; on a GPU, up to its kernels' rounding."""
+fine-tunes on them with the same loop, the same hyper-parameters and seeds; `fleetchat safety train
+--intent-weights WEIGHTS.pt` (the same options) exports and calibrates the result as if it had fine-tuned here.
+Deterministic on the CPU for a given data set and seed; on a GPU, up to its kernels' rounding."""
 
 from __future__ import annotations
 
@@ -199,7 +199,7 @@ def fine_tune_file(data: Path, name: str, base_dir: Path, out: Path, device: str
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", type=Path, help="arrays file from `fleetchat safety export-intent-data`")
+    parser.add_argument("data", type=Path, help="arrays file from `fleetchat safety train --export-intent-data`")
     parser.add_argument("--base", type=Path, required=True, help="directory of all-MiniLM-L6-v2 (config, weights)")
     parser.add_argument("--run", default="main", help="which run of the file to train (default: main)")
     parser.add_argument("--out", type=Path, required=True, help="where the fine-tuned weights are written")
