@@ -51,8 +51,11 @@ def embedding_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_the_smoke_subset_measures_recall_and_the_gain_from_retrieval(
-    gateway_for: GatewayFactory, embedding_worker: str
+    gateway_for: GatewayFactory, embedding_worker: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # This measures what retrieval finds, not how fast: on busy shared cores the real MiniLM embedding of a question
+    # has taken over the default 1.5 s budget, and a skipped retrieval is then counted (skipped_rate) as if it missed.
+    monkeypatch.setenv("FLEETCHAT_RETRIEVAL_BUDGET_MS", "60000")
     judge = scripted_judge(lambda q, a: (1, 1, 3) if a == UNKNOWN else (5, 5, 5))
     with serve(answering_worker(reader)) as worker, serve(judge) as judge_url:
         gateway = gateway_for(
