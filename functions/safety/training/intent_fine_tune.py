@@ -158,7 +158,14 @@ def load_arrays(path: Path) -> tuple[np.ndarray, np.ndarray, dict[str, TrainingR
         return data["ids"], data["mask"], runs
 
 
-def fine_tune_run(ids: np.ndarray, mask: np.ndarray, run: TrainingRun, base_dir: Path, device: str) -> Any:
+def fine_tune_run(
+    ids: np.ndarray,
+    mask: np.ndarray,
+    run: TrainingRun,
+    base_dir: Path,
+    device: str,
+    on_step: Callable[[], None] | None = None,
+) -> Any:
     """The soup of `soup` fine-tunes (seeds seed, seed + 1, ...) of one run, averaged."""
     settings = run.settings
     nets = [
@@ -173,6 +180,7 @@ def fine_tune_run(ids: np.ndarray, mask: np.ndarray, run: TrainingRun, base_dir:
             classes=settings["classes"],
             seed=settings["seed"] + k,
             device=device,
+            on_step=on_step,
         )
         for k in range(settings["soup"])
     ]

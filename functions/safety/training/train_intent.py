@@ -30,8 +30,8 @@ from functions.safety.training.distill import minilm_dir
 from functions.safety.training.intent_fine_tune import (
     BATCH,
     TrainingRun,
-    average_weights,
     fine_tune_arrays,
+    fine_tune_run,
     load_base,
     pad_rows,
     save_arrays,
@@ -275,21 +275,20 @@ def train_intent(
     config = config or IntentConfig()
     settings = intent_run_settings(config, seed, sources or [])
     encoder = IntentEncoder.load(out_dir, config.max_tokens)
-    if export_to is not None:
-        texts, targets = intent_training_examples(splits, out_dir, seed=seed, config=config)
-        ids, mask, run = intent_training_run(texts, targets, encoder, settings)
-        save_arrays(export_to, ids, mask, {"main": run})
-        console.print(f"wrote {len(run.rows)} training rows ({len(ids)} distinct texts) to {export_to}")
-        return None
-    if weights is not None:
+    if weights is not None and export_to is None:
         net, made = load_intent_weights(weights, settings)
         (out_dir / INTENT_WEIGHTS_FILE).write_text(json.dumps({"file": weights.name, **made}, indent=2) + "\n")
     else:
+        # Each distinct text tokenised once, for every fine-tune of the soup and for the arrays file alike.
         texts, targets = intent_training_examples(splits, out_dir, seed=seed, config=config)
+        ids, mask, run = intent_training_run(texts, targets, encoder, settings)
+        if export_to is not None:
+            save_arrays(export_to, ids, mask, {"main": run})
+            console.print(f"wrote {len(run.rows)} training rows ({len(ids)} distinct texts) to {export_to}")
+            return None
         with Progress(console=console, transient=True) as progress:
-            harmful = (targets != 0).astype(np.float32)
-            soup = [fine_tune(encoder, texts, harmful, targets, config, seed + k, progress) for k in range(config.soup)]
-            net = average_weights(soup)
+            task = progress.add_task("fine-tuning MiniLM", total=config.soup * config.epochs * -(-len(texts) // BATCH))
+            net = fine_tune_run(ids, mask, run, minilm_dir(), "cpu", on_step=lambda: progress.advance(task))
     version = export_int8(net, encoder, out_dir, INTENT)
     placeholder = IntentMeta(
         labels=list(CLASSIFIER_LABELS), max_tokens=config.max_tokens, threshold=1.0, escalate_at=0.0, version=version
