@@ -74,7 +74,9 @@ def _gates(classifier: SafetyClassifier) -> list[tuple[str, PreFilter]]:
     gates = [("", PreFilter(classifier)), (", every region escalated", PreFilter(classifier, escalate_at=0.0))]
     if classifier.screen is not None:
         screen = classifier.screen
-        unsure = SpanModel(screen.session, screen.encoder, screen.meta.model_copy(update={"clear_below": 0.0}))
+        unsure = SpanModel(
+            screen.session, screen.encoder, screen.meta.model_copy(update={"clear_below": 0.0}), screen.members
+        )
         worst = SafetyClassifier(classifier.table, classifier.head, classifier.intent, unsure)
         gates.append((", screen and second stage both read", PreFilter(worst, escalate_at=0.0)))
     return gates

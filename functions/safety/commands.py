@@ -122,6 +122,27 @@ def safety_recalibrate(
     recalibrate(model_dir or MODEL_DIR)
 
 
+@safety_app.command("ensemble")
+def safety_ensemble(
+    add: Annotated[Path, typer.Option(help="A trained model directory whose second stage joins the ensemble.")],
+    model_dir: Annotated[
+        Path | None, typer.Option(help="The trained models that get the member (default: the shipped model dir).")
+    ] = None,
+) -> None:
+    """Average another run's second stage with this one's, then recalibrate (no retraining)."""
+    from functions.safety.token_table import MODEL_DIR
+    from functions.safety.training.intent_ensemble import EnsembleError, add_member
+    from functions.safety.training.recalibrate import recalibrate
+
+    try:
+        meta = add_member(model_dir or MODEL_DIR, add)
+    except (EnsembleError, FileNotFoundError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from error
+    typer.echo(f"second stage {meta.version}: {1 + len(meta.members)} members; recalibrating")
+    recalibrate(model_dir or MODEL_DIR)
+
+
 @safety_app.command("train-output")
 def safety_train_output(
     out_dir: Annotated[Path | None, typer.Option(help="Write the model here (default: the shipped one).")] = None,

@@ -27,7 +27,11 @@ PASS_THREADS = 2  # the most cores one transformer pass uses
 class SpanModelMeta(BaseModel):
     labels: list[str]  # the category output's order; labels[0] is "benign"
     max_tokens: int = Field(gt=2)  # [CLS] + the span's last tokens + [SEP]
-    version: str  # content hash of the exported model
+    version: str  # content hash of the exported model (of every member's, for an ensemble)
+    # Further exported fine-tunes in the same directory (`NAME.onnx` for each NAME) whose outputs are averaged with
+    # this file's: an ensemble of independently trained models reading the same span (`training/intent_ensemble.py`).
+    # Empty: this model alone.
+    members: list[str] = Field(default_factory=list)
 
 
 class IntentMeta(SpanModelMeta):
@@ -97,10 +101,12 @@ def pad(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class SpanModel(Generic[MetaT]):
-    """One exported transformer stage: spans -> P(harmful) and the most likely category."""
+    """One exported transformer stage: spans -> P(harmful) and the most likely category. An ensemble's sessions all
+    read each span; their P(harmful) and category distributions are averaged."""
 
-    def __init__(self, session: object, encoder: IntentEncoder, meta: MetaT) -> None:
+    def __init__(self, session: object, encoder: IntentEncoder, meta: MetaT, members: Sequence[object] = ()) -> None:
         self.session = session
+        self.members = list(members)  # the ensemble's further sessions (meta.members, in order)
         self.encoder = encoder
         self.meta = meta
 
@@ -118,8 +124,11 @@ class SpanModel(Generic[MetaT]):
         options.inter_op_num_threads = 1
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        session = ort.InferenceSession(str(directory / f"{name}.onnx"), options, providers=["CPUExecutionProvider"])
-        return cls(session, IntentEncoder.load(directory, meta.max_tokens), meta)
+        sessions = [
+            ort.InferenceSession(str(directory / f"{file}.onnx"), options, providers=["CPUExecutionProvider"])
+            for file in (name, *meta.members)
+        ]
+        return cls(sessions[0], IntentEncoder.load(directory, meta.max_tokens), meta, sessions[1:])
 
     def judge(self, texts: list[str]) -> list[IntentVerdict]:
         """One verdict per text."""
@@ -135,15 +144,22 @@ class SpanModel(Generic[MetaT]):
         for i, row in enumerate(rows):
             by_length.setdefault(len(row), []).append(i)
         verdicts: list[IntentVerdict | None] = [None] * len(rows)
-        for members in by_length.values():
-            ids, mask = pad([rows[i] for i in members])
-            harmful, categories = self.session.run(None, {"input_ids": ids, "attention_mask": mask})  # type: ignore[attr-defined]
+        for same_length in by_length.values():
+            harmful, categories = self._run(*pad([rows[i] for i in same_length]))
             worst = categories[:, 1:].argmax(axis=1) + 1
-            for i, h, c, dist in zip(members, harmful, worst, categories, strict=True):
+            for i, h, c, dist in zip(same_length, harmful, worst, categories, strict=True):
                 label = self.meta.labels[int(c)]
                 distribution = {name: float(p) for name, p in zip(self.meta.labels, dist, strict=True)}
                 verdicts[i] = IntentVerdict(score=float(h), category=label, distribution=distribution)
         return [v for v in verdicts if v is not None]
+
+    def _run(self, ids: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(P(harmful), category distribution) per row, averaged over the ensemble's sessions."""
+        outputs = [
+            session.run(None, {"input_ids": ids, "attention_mask": mask})  # type: ignore[attr-defined]
+            for session in (self.session, *self.members)
+        ]
+        return np.mean([o[0] for o in outputs], axis=0), np.mean([o[1] for o in outputs], axis=0)
 
 
 IntentModel = SpanModel[IntentMeta]
