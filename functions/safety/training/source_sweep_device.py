@@ -78,8 +78,12 @@ class Sweep:
         return out
 
     def metrics(self, name: str, scores: np.ndarray) -> dict[str, Any]:
-        settings = self.meta["runs"][name]
-        validation = (self.kind == "val") & np.isin(self.source, [*settings["sources"], "hand"])
+        return self.metrics_on(self.meta["runs"][name]["sources"], scores)
+
+    def metrics_on(self, sources: list[str], scores: np.ndarray) -> dict[str, Any]:
+        """Scores of every evaluation row read at their threshold on the validation rows of `sources` (and the
+        hand-written ones): validation recall, the golden gate, each probe source's blocked share."""
+        validation = (self.kind == "val") & np.isin(self.source, [*sources, "hand"])
         threshold = threshold_at(scores[validation & (self.label == 0)])
         blocked = scores >= threshold
         golden = self.kind == "golden"
@@ -88,7 +92,7 @@ class Sweep:
             rows = (self.kind == "probe") & (self.source == source)
             harmful = self.label[rows] != 0
             probes[source] = {
-                "trained_on": source in settings["sources"],
+                "trained_on": source in sources,
                 "rows": int(rows.sum()),
                 "harmful_blocked": float(blocked[rows][harmful].mean()) if harmful.any() else None,
                 "benign_blocked": float(blocked[rows][~harmful].mean()) if (~harmful).any() else None,

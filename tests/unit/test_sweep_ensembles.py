@@ -1,0 +1,79 @@
+"""Ensembles of a source sweep's fine-tunes read from the device's scores: the mean score each is read at, and the
+rule that picks one (the benign probes held at the baseline's level)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from functions.safety.training.source_sweep_device import Sweep
+from functions.safety.training.sweep_ensembles import EnsembleRead, candidates, choose_ensemble, read_ensemble
+
+
+def _read(members: tuple[str, ...], harmful: float, benign: float, golden: tuple[float, float] = (0.97, 0.01)):
+    return EnsembleRead(
+        members=members,
+        probe_harmful_blocked=harmful,
+        probe_benign_blocked={"b1": benign},
+        golden_blocked=golden[0],
+        golden_refused=golden[1],
+    )
+
+
+def test_the_winner_blocks_the_most_harmful_probes_without_refusing_more_benign_ones_than_the_baseline() -> None:
+    reads = [
+        _read(("base",), 0.50, 0.05),
+        _read(("x",), 0.90, 0.10),  # refuses 5 points more benign probes
+        _read(("base", "x"), 0.70, 0.06),  # within the 1-point slack
+        _read(("y",), 0.95, 0.00, golden=(0.90, 0.0)),  # fails the golden gate
+    ]
+    assert choose_ensemble(reads, "base").members == ("base", "x")
+    assert [read.eligible for read in reads] == [True, False, True, False]
+
+
+def test_the_baseline_wins_a_tie_and_when_nothing_else_is_eligible() -> None:
+    assert choose_ensemble([_read(("x",), 0.5, 0.05), _read(("base",), 0.5, 0.05)], "base").members == ("base",)
+    assert choose_ensemble([_read(("base",), 0.5, 0.05), _read(("x",), 0.9, 0.5)], "base").members == ("base",)
+
+
+def test_candidates_are_the_mixes_with_both_twins_alone_and_in_pairs() -> None:
+    scores = {"a_full": 0, "a_lso": 0, "b_full": 0, "b_lso": 0, "c_full": 0}
+    assert candidates(scores) == [("a",), ("b",), ("a", "b")]
+
+
+def _sweep() -> Sweep:
+    """Validation rows of two sources (two of s2's three are benign), one golden pair, one probe source of each
+    kind, and 100 hand-written benign validation rows; run a learnt s1, run x s2."""
+    sweep = object.__new__(Sweep)
+    sweep.meta = {
+        "probe_harmful": ["h"],
+        "probe_benign": ["b"],
+        "runs": {
+            name: {"sources": [src]}
+            for name, src in [("a_full", "s1"), ("a_lso", "s1"), ("x_full", "s2"), ("x_lso", "s2")]
+        },
+    }
+    sweep.kind = np.asarray(["val", "val", "val", "golden", "golden", "probe", "probe", "val", "val"] + ["val"] * 100)
+    sweep.source = np.asarray(["s1", "s1", "s2", "g", "g", "h", "b", "s2", "s2"] + ["hand"] * 100)
+    sweep.label = np.asarray([0, 3, 0, 3, 0, 3, 0, 0, 3] + [0] * 100)
+    sweep.rows = np.arange(len(sweep.kind))
+    return sweep
+
+
+def test_an_ensemble_is_read_at_its_mean_score_on_the_members_sources_together() -> None:
+    sweep = _sweep()
+    n = len(sweep.kind)
+    a = np.zeros(n, np.float32)
+    x = np.zeros(n, np.float32)
+    a[[1, 3, 5, 8]] = 1.0  # a blocks the harmful rows
+    x[[2, 7, 6]] = 0.9  # x scores s2's benign rows and the benign probe high
+    x[[5, 8]] = 0.6
+    scores = {"a_full": a, "a_lso": a, "x_full": x, "x_lso": x}
+    read = read_ensemble(sweep, scores, ("a", "x"))
+    # The mean: harmful probe 0.8, benign probe 0.45, and s2's two benign validation rows 0.45 (2 of 103 benign
+    # rows: more than 1 %, so the threshold lies above them): the benign probe passes, the harmful one is blocked.
+    assert read.probe_harmful_blocked == pytest.approx(1.0)
+    assert read.probe_benign_blocked == {"b": pytest.approx(0.0)}
+    assert (read.golden_blocked, read.golden_refused) == (pytest.approx(1.0), pytest.approx(0.0))
+    # x alone is read at a threshold above its own benign rows (0.9): its 0.6 on the harmful probe passes.
+    assert read_ensemble(sweep, scores, ("x",)).probe_harmful_blocked == pytest.approx(0.0)
