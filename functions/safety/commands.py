@@ -59,6 +59,12 @@ def safety_train(
         list[str] | None,
         typer.Option(help="A trained-on public source this run does not learn from (repeatable)."),
     ] = None,
+    repeat: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="NAME=K: the second stage learns each training example of public source NAME K times (repeatable)."
+        ),
+    ] = None,
     export_intent_data: Annotated[
         Path | None,
         typer.Option(
@@ -80,7 +86,7 @@ def safety_train(
     """Train the cascade on the hand-written and public training sources (functions/safety/training/data) and write
     functions/safety/model (about an hour on 2 cores with the defaults)."""
     from functions.safety.token_table import MODEL_DIR
-    from functions.safety.training.train import SEED, learnt_sources, train
+    from functions.safety.training.train import SEED, learnt_sources, source_repeats, train
     from functions.safety.training.train_intent import IntentConfig
     from functions.safety.training.train_screen import SCREEN_CONFIG
 
@@ -88,7 +94,11 @@ def safety_train(
         sources = learnt_sources(frozenset(leave_out or ()))
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--leave-out") from None
-    intent_config = IntentConfig(epochs=epochs, soup=soup, buried_chats=buried_chats)
+    try:
+        repeats = source_repeats(repeat or [], sources)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--repeat") from None
+    intent_config = IntentConfig(epochs=epochs, soup=soup, buried_chats=buried_chats, repeats=repeats)
     if intent_weights is not None:
         from functions.safety.training.train_intent import intent_run_settings, read_intent_weights
 

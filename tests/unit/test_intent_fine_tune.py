@@ -116,3 +116,15 @@ def test_train_refuses_weights_made_for_another_run_before_training_anything(tmp
     assert result.exit_code == 2
     assert "trained for another run" in result.output and "layers" in result.output
     assert list(out.iterdir()) == []
+
+
+def test_train_refuses_a_bad_repeat_before_training_anything(tmp_path: Path) -> None:
+    out = tmp_path / "candidate"
+    out.mkdir()
+    for bad, message in (("strongreject=2", "not a public source this run learns"), ("medquad=0", "NAME=K")):
+        result = CliRunner().invoke(
+            app, ["safety", "train", "--out-dir", str(out), "--repeat", bad], env={"COLUMNS": "200"}
+        )
+        assert result.exit_code == 2
+        assert message in result.output
+    assert list(out.iterdir()) == []

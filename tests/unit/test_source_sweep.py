@@ -10,6 +10,7 @@ import numpy as np
 
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.training.distill import minilm_dir
+from functions.safety.training.source_sweep import SENSITIVE_BENIGN, configurations, sensitive_repeats
 from functions.safety.training.source_sweep_device import choose, run, threshold_at
 from functions.safety.training.train_intent import load_intent_weights
 
@@ -93,3 +94,11 @@ def test_a_tiny_sweep_runs_on_the_cpu_and_its_winner_loads_for_its_run(tmp_path:
     joined.write_bytes(b"".join(p.read_bytes() for p in sorted((tmp_path / "out").glob("winner.pt.part*"))))
     net, _ = load_intent_weights(joined, runs["x_full"])
     assert sum(p.numel() for p in net.parameters()) > 0  # type: ignore[attr-defined]
+
+
+def test_the_sensitive_benign_repeats_name_only_sources_the_run_learns() -> None:
+    assert sensitive_repeats(["medquad", "advbench"], 3) == {"medquad": 3}
+    assert sensitive_repeats(["medquad", "advbench"], 1) == {}
+    configs = configurations()
+    assert [c.sensitive_repeats for c in configs.values()] == [1, 1, 1, 1, 1, 1, 3, 6]
+    assert set(SENSITIVE_BENIGN) <= set(configs["allb3e1"].sources)

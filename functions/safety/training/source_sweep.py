@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,23 +47,40 @@ PROBE_BENIGN = ("coconot-contrast", "arena-hard")
 RED_TEAM = frozenset({"hh-red-team-asks", "cona-hate-asks", "malicious-instructions"})
 MLCOMMONS = frozenset({"ailuminate-demo", "mlc-v05-hazards"})
 SAFEBENCH = frozenset({"safebench"})
+# The benign-only sources of asks near the line (security, health, legal questions, CoCoNot's contrast asks): the
+# contrast that the over-refusal of a mix with more harmful sources might need more of.
+SENSITIVE_BENIGN = ("coconot-contrast", "cyberseceval-frr", "medquad", "legalbench-learned-hands", "seceval")
 
 
-def configurations() -> dict[str, tuple[list[str], int]]:
-    """name -> (sources, epochs), in the order the device trains them (it stops when its time is spent). r7 is the
-    shipped model's mix of 2026-11-25; "all" is every trained-on source."""
+class SweepConfig(NamedTuple):
+    sources: list[str]
+    epochs: int
+    sensitive_repeats: int = 1  # how many times each SENSITIVE_BENIGN example is learnt
+
+
+def configurations() -> dict[str, SweepConfig]:
+    """name -> configuration, in the order the device trains them (it stops when its time is spent). r7 is the
+    shipped model's mix of 2026-11-25; "all" is every trained-on source. The 2026-11-28 sweep ran the first six;
+    the "allb" ones (every source, the sensitive benign ones learnt 3 or 6 times) were added after it."""
     every = trained_request_sources()
     r7 = [s for s in every if s not in RED_TEAM | MLCOMMONS | SAFEBENCH]
     safebench = [s for s in every if s not in RED_TEAM | MLCOMMONS]
     mlcommons = [s for s in every if s not in RED_TEAM | SAFEBENCH]
     return {
-        "r7e1": (r7, 1),
-        "sbe1": (safebench, 1),
-        "alle1": (every, 1),
-        "r13e1": (mlcommons, 1),
-        "alle3": (every, 3),
-        "sbe3": (safebench, 3),
+        "r7e1": SweepConfig(r7, 1),
+        "sbe1": SweepConfig(safebench, 1),
+        "alle1": SweepConfig(every, 1),
+        "r13e1": SweepConfig(mlcommons, 1),
+        "alle3": SweepConfig(every, 3),
+        "sbe3": SweepConfig(safebench, 3),
+        "allb3e1": SweepConfig(every, 1, 3),
+        "allb6e1": SweepConfig(every, 1, 6),
     }
+
+
+def sensitive_repeats(learnt: list[str], times: int) -> dict[str, int]:
+    """The `--repeat` of a run that learns `learnt`: each of its SENSITIVE_BENIGN sources `times` times."""
+    return {source: times for source in SENSITIVE_BENIGN if source in learnt} if times > 1 else {}
 
 
 def _source(item: LabelledConversation) -> str:
@@ -79,9 +97,9 @@ def build(out: Path, seed: int = SEED) -> dict[str, int]:
 
     probes = set(PROBE_HARMFUL) | set(PROBE_BENIGN)
     runs: dict[str, TrainingRun] = {}
-    for name, (sources, epochs) in configurations().items():
+    for name, (sources, epochs, times) in configurations().items():
         for twin, learnt in (("full", sources), ("lso", [s for s in sources if s not in probes])):
-            config = IntentConfig(epochs=epochs, soup=1)
+            config = IntentConfig(epochs=epochs, soup=1, repeats=sensitive_repeats(learnt, times))
             splits = split(training_set(public_sources=learnt))
             texts, targets = intent_training_examples(splits, MODEL_DIR, seed=seed, config=config)
             settings = intent_run_settings(config, seed, learnt)

@@ -169,6 +169,20 @@ def learnt_sources(leave_out: frozenset[str] = frozenset()) -> list[str]:
     return [s for s in sources if s not in leave_out]
 
 
+def source_repeats(values: list[str], sources: list[str]) -> dict[str, int]:
+    """`NAME=K` options -> {NAME: K}: each a source this run learns from (`sources`), K a whole number >= 1; else
+    ValueError naming the bad value."""
+    repeats: dict[str, int] = {}
+    for value in values:
+        name, _, count = value.partition("=")
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"{value!r}: expected NAME=K with K a whole number >= 1")
+        if name not in sources:
+            raise ValueError(f"{name!r} is not a public source this run learns from")
+        repeats[name] = int(count)
+    return repeats
+
+
 def split_sources_of(model_dir: Path) -> list[str]:
     """The public sources of `model_dir`'s split: its record, or every trained-on source (a directory without one)."""
     record = model_dir / SPLIT_SOURCES_FILE

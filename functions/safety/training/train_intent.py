@@ -10,7 +10,7 @@ import hashlib
 import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -68,6 +68,11 @@ class IntentConfig(BaseModel):
     # in every HARMFUL_EVERY-th are learnt as harmful, and the most sensitive windows holding none of it as benign
     # (`buried_requests.py`). Off by default: candidates r9 and r10 are in docs/safety.md.
     buried_chats: int = Field(default=0, ge=0)
+    # Public sources whose training examples count this many times in the second stage's epochs (the hand-written ones
+    # count HAND_WRITTEN_REPEATS times whatever this says). Empty by default: the shipped model weighs every public
+    # example once. Meant for benign contrast sets, against the over-refusal that more harmful sources bring
+    # (docs/safety.md, the source sweep).
+    repeats: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
 
 
 class CascadeMetrics(BlockMetrics):
@@ -184,7 +189,8 @@ def intent_training_examples(
     config: IntentConfig,
 ) -> tuple[list[str], np.ndarray]:
     """What the second stage learns from `splits[0]`, in order: each conversation as the gate judges it (hand-written
-    ones HAND_WRITTEN_REPEATS times), benign windows of long benign ones, buried-request windows; and label indices."""
+    ones HAND_WRITTEN_REPEATS times, those of a source in `config.repeats` as often as it says), benign windows of
+    long benign ones, buried-request windows; and label indices."""
     fast = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), None)
     conversations = [neutral_conversation(item) for item in splits[0]]
     labels = np.asarray([CLASSIFIER_LABELS.index(item.label) for item in splits[0]], np.int64)
@@ -194,7 +200,12 @@ def intent_training_examples(
 
     buried, buried_labels = buried_windows(fast, composed_long_chats(splits[0], config.buried_chats, seed + 1))
     hand_written = [i for i, item in enumerate(splits[0]) if not isinstance(item, PublicExample)]
-    repeated = hand_written * (HAND_WRITTEN_REPEATS - 1)
+    repeated = hand_written * (HAND_WRITTEN_REPEATS - 1) + [
+        i
+        for i, item in enumerate(splits[0])
+        if isinstance(item, PublicExample)
+        for _ in range(config.repeats.get(item.source, 1) - 1)
+    ]
     texts = [c.whole for c in conversations] + [conversations[i].whole for i in repeated] + windows + buried
     targets = np.concatenate([labels, labels[repeated], np.zeros(len(windows), np.int64), buried_labels])
     return texts, targets
@@ -211,6 +222,8 @@ def intent_run_settings(config: IntentConfig, seed: int, sources: list[str]) -> 
         "seed": seed,
         "classes": len(CLASSIFIER_LABELS),
         "sources": sources,
+        # Only when some source is repeated, so weights made before the option existed still match their run.
+        **({"repeats": dict(sorted(config.repeats.items()))} if config.repeats else {}),
     }
 
 
