@@ -144,13 +144,14 @@ def safety_ensemble(
     from functions.safety.training.intent_ensemble import EnsembleError, add_member
     from functions.safety.training.recalibrate import recalibrate
 
+    model_dir = model_dir or MODEL_DIR
     try:
-        meta = add_member(model_dir or MODEL_DIR, add)
+        meta = add_member(model_dir, add)
     except (EnsembleError, FileNotFoundError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from error
     typer.echo(f"second stage {meta.version}: {1 + len(meta.members)} members; recalibrating")
-    recalibrate(model_dir or MODEL_DIR)
+    recalibrate(model_dir)
 
 
 @safety_app.command("train-output")

@@ -24,14 +24,23 @@ class EnsembleError(ValueError):
 
 
 def file_version(path: Path) -> str:
-    """A model file's content hash, as `export_int8` names it."""
+    """A model file's content hash: its version (`train_intent.export_int8` names an exported stage by it)."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
-def ensemble_version(model_dir: Path, meta: IntentMeta) -> str:
-    """The ensemble's version: a hash of its members' content hashes, in order (the first member's own when alone)."""
-    versions = [file_version(model_dir / f"{name}.onnx") for name in (INTENT, *meta.members)]
+def member_versions(model_dir: Path, meta: IntentMeta) -> list[str]:
+    """The content hash of each member's file, the main one first."""
+    return [file_version(model_dir / f"{name}.onnx") for name in (INTENT, *meta.members)]
+
+
+def joined_version(versions: list[str]) -> str:
+    """A hash of the members' content hashes, in order (the first member's own when alone)."""
     return versions[0] if len(versions) == 1 else hashlib.sha256("+".join(versions).encode()).hexdigest()[:12]
+
+
+def ensemble_version(model_dir: Path, meta: IntentMeta) -> str:
+    """The ensemble's version, from its files."""
+    return joined_version(member_versions(model_dir, meta))
 
 
 def add_member(model_dir: Path, other_dir: Path) -> IntentMeta:
@@ -48,12 +57,11 @@ def add_member(model_dir: Path, other_dir: Path) -> IntentMeta:
             f"{model_dir}'s reads {meta.max_tokens} into {meta.labels}"
         )
     version = file_version(other_dir / f"{INTENT}.onnx")
-    present = {file_version(model_dir / f"{name}.onnx") for name in (INTENT, *meta.members)}
+    present = member_versions(model_dir, meta)
     if version in present:
         raise EnsembleError(f"{other_dir}'s second stage ({version}) is already in {model_dir}'s")
     name = f"{INTENT}-{version}"
     shutil.copyfile(other_dir / f"{INTENT}.onnx", model_dir / f"{name}.onnx")
-    meta = meta.model_copy(update={"members": [*meta.members, name]})
-    meta = meta.model_copy(update={"version": ensemble_version(model_dir, meta)})
+    meta = meta.model_copy(update={"members": [*meta.members, name], "version": joined_version([*present, version])})
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     return meta

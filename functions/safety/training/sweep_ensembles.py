@@ -75,7 +75,8 @@ def choose_ensemble(reads: list[EnsembleRead], baseline: str) -> EnsembleRead:
 
 def candidates(scores: Any) -> list[tuple[str, ...]]:
     """Every mix with both twins scored, alone and in pairs."""
-    mixes = [name.removesuffix("_full") for name in scores if name.endswith("_full") and f"{name[:-5]}_lso" in scores]
+    fulls = [name.removesuffix("_full") for name in scores if name.endswith("_full")]
+    mixes = [mix for mix in fulls if f"{mix}_lso" in scores]
     return [(mix,) for mix in mixes] + list(itertools.combinations(mixes, 2))
 
 

@@ -6,7 +6,6 @@ intent_metrics.json to functions/safety/model/; every number it reports is measu
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from pathlib import Path
@@ -27,6 +26,7 @@ from functions.safety.rules import neutralise_idioms
 from functions.safety.token_table import TokenTable
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.training.distill import minilm_dir
+from functions.safety.training.intent_ensemble import file_version
 from functions.safety.training.intent_fine_tune import (
     BATCH,
     TrainingRun,
@@ -149,7 +149,7 @@ def export_int8(net: object, encoder: IntentEncoder, out_dir: Path, name: str) -
         )
         shipped = out_dir / f"{name}.onnx"
         quantize_dynamic(str(fp32), str(shipped), weight_type=QuantType.QInt8, per_channel=True)
-    return hashlib.sha256(shipped.read_bytes()).hexdigest()[:12]
+    return file_version(shipped)
 
 
 def _escalate_at(first_stage: np.ndarray, harmful: np.ndarray) -> float:
