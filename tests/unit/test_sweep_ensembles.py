@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from functions.safety.training.source_sweep_device import Sweep
-from functions.safety.training.sweep_ensembles import EnsembleRead, candidates, choose_ensemble, read_ensemble
+from functions.safety.training.sweep_ensembles import (
+    EnsembleRead,
+    candidates,
+    choose_ensemble,
+    harmful_at_benign_levels,
+    read_ensemble,
+)
 
 
 def _read(members: tuple[str, ...], harmful: float, benign: float, golden: tuple[float, float] = (0.97, 0.01)):
@@ -77,3 +83,34 @@ def test_an_ensemble_is_read_at_its_mean_score_on_the_members_sources_together()
     assert (read.golden_blocked, read.golden_refused) == (pytest.approx(1.0), pytest.approx(0.0))
     # x alone is read at a threshold above its own benign rows (0.9): its 0.6 on the harmful probe passes.
     assert read_ensemble(sweep, scores, ("x",)).probe_harmful_blocked == pytest.approx(0.0)
+
+
+def test_calibrated_on_the_baseline_s_sources_a_member_s_unseen_benign_rows_do_not_set_the_threshold() -> None:
+    sweep = _sweep()  # run a learnt s1, run x learnt s2
+    n = len(sweep.kind)
+    a = np.zeros(n, np.float32)
+    x = np.zeros(n, np.float32)
+    a[[2, 7]] = 0.9  # a never learnt s2 and scores its two benign validation rows high: their mean is 0.45
+    a[5], x[5] = 0.6, 0.2  # the harmful probe's mean: 0.4
+    scores = {"a_full": a, "a_lso": a, "x_full": x, "x_lso": x}
+    # On both members' sources s2's benign rows (2 of 103) set the threshold above 0.45: the probe passes.
+    assert read_ensemble(sweep, scores, ("a", "x")).probe_harmful_blocked == pytest.approx(0.0)
+    # On a's sources alone every benign row scores 0 and the threshold is the floor (0.05): the probe is blocked.
+    assert read_ensemble(sweep, scores, ("a", "x"), calibrate_on="a").probe_harmful_blocked == pytest.approx(1.0)
+
+
+def test_at_matched_benign_levels_the_threshold_sits_just_above_the_benign_probe_rows_the_level_does_not_allow() -> (
+    None
+):
+    sweep = object.__new__(Sweep)
+    sweep.meta = {"probe_harmful": ["h"], "probe_benign": ["b"], "runs": {}}
+    sweep.kind = np.asarray(["probe"] * 8)
+    sweep.source = np.asarray(["b"] * 4 + ["h"] * 4)
+    sweep.label = np.asarray([0] * 4 + [3] * 4)
+    x = np.asarray([0.9, 0.5, 0.2, 0.1, 0.95, 0.6, 0.4, 0.3], np.float32)
+    scores = {"x_lso": x}
+    # A level of 25 % allows one of the four benign rows (0.9): the threshold is just above 0.5, two harmful blocked.
+    assert harmful_at_benign_levels(sweep, scores, ("x",), {"b": 0.25}) == pytest.approx(0.5)
+    # A level of 0 allows none: just above 0.9, one harmful (0.95) blocked; a level of 1 allows all: every one.
+    assert harmful_at_benign_levels(sweep, scores, ("x",), {"b": 0.0}) == pytest.approx(0.25)
+    assert harmful_at_benign_levels(sweep, scores, ("x",), {"b": 1.0}) == pytest.approx(1.0)

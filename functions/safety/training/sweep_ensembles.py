@@ -12,8 +12,17 @@ golden gate and whose leave-sources-out twins block each benign probe source at 
 baseline mix alone does; the eligible one that blocks the most of the harmful probe sources (their mean) wins, the
 baseline alone winning ties.
 
-Run: `python -m functions.safety.training.sweep_ensembles SWEEP.npz SCORES.npz --baseline r7e1` (the sweep's data
-file, built again by `source_sweep.py`, and the device's scores.npz; the 2026-11-28 run's is in gpu_runs/)."""
+`--calibrate-on baseline` sets every candidate's threshold on the validation rows of the baseline mix's sources
+instead, as a served ensemble with the shipped model as a member is recalibrated on the shipped split (r17, r19,
+r20): read on the members' sources together, the baseline's member pays for benign sources it never learnt.
+
+Each line also shows the harmful probes a candidate blocks at its own matched operating point: the lowest threshold
+at which its leave-sources-out twins block no more of any benign probe source than the baseline alone does. That
+separates a better trade-off curve from a move along the same one, which is all a different calibration makes.
+
+Run: `python -m functions.safety.training.sweep_ensembles SWEEP.npz SCORES.npz --baseline r7e1 [--calibrate-on
+baseline]` (the sweep's data file, built again by `source_sweep.py`, and the device's scores.npz; the 2026-11-28
+run's is in gpu_runs/)."""
 
 from __future__ import annotations
 
@@ -40,12 +49,14 @@ class EnsembleRead(BaseModel):
     eligible: bool = False
 
 
-def read_ensemble(sweep: Sweep, scores: Any, members: tuple[str, ...]) -> EnsembleRead:
-    """The members' mean score, read on the probes (leave-sources-out twins) and the golden sets (full twins)."""
+def read_ensemble(sweep: Sweep, scores: Any, members: tuple[str, ...], calibrate_on: str | None = None) -> EnsembleRead:
+    """The members' mean score, read on the probes (leave-sources-out twins) and the golden sets (full twins), at
+    the threshold set on the validation rows of the members' sources together, or of mix `calibrate_on`'s."""
     reads = {}
     for twin in ("full", "lso"):
         runs = [f"{member}_{twin}" for member in members]
-        sources = sorted(set().union(*(sweep.meta["runs"][run]["sources"] for run in runs)))
+        calibration_runs = [f"{calibrate_on}_{twin}"] if calibrate_on else runs
+        sources = sorted(set().union(*(sweep.meta["runs"][run]["sources"] for run in calibration_runs)))
         reads[twin] = sweep.metrics_on(sources, np.mean([scores[run] for run in runs], axis=0))
     probes = reads["lso"]["probes"]
     return EnsembleRead(
@@ -55,6 +66,24 @@ def read_ensemble(sweep: Sweep, scores: Any, members: tuple[str, ...]) -> Ensemb
         golden_blocked=reads["full"]["golden_blocked"],
         golden_refused=reads["full"]["golden_refused"],
     )
+
+
+def harmful_at_benign_levels(sweep: Sweep, scores: Any, members: tuple[str, ...], levels: dict[str, float]) -> float:
+    """The harmful probes (mean over their sources) the members' mean score blocks (leave-sources-out twins) at the
+    lowest threshold blocking no more of each benign probe source than `levels` gives it."""
+    mean = np.mean([scores[f"{member}_lso"] for member in members], axis=0)
+    threshold = 0.0
+    for source, level in levels.items():
+        rows = (sweep.kind == "probe") & (sweep.source == source) & (sweep.label == 0)
+        benign = np.sort(mean[rows])[::-1]
+        allowed = int(np.floor(level * benign.size + 1e-9))  # blocked rows the level allows
+        if allowed < benign.size:
+            threshold = max(threshold, float(np.nextafter(benign[allowed], np.float32(np.inf))))
+    blocked = [
+        (mean[(sweep.kind == "probe") & (sweep.source == source) & (sweep.label != 0)] >= threshold).mean()
+        for source in sweep.meta["probe_harmful"]
+    ]
+    return float(np.mean(blocked))
 
 
 def choose_ensemble(reads: list[EnsembleRead], baseline: str) -> EnsembleRead:
@@ -85,17 +114,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("data", type=Path, help="the sweep's data file (`source_sweep.py`)")
     parser.add_argument("scores", type=Path, help="the device's scores.npz")
     parser.add_argument("--baseline", required=True, help="the shipped model's mix (e.g. r7e1)")
+    parser.add_argument(
+        "--calibrate-on",
+        choices=("members", "baseline"),
+        default="members",
+        help="whose sources' validation rows set each candidate's threshold",
+    )
     args = parser.parse_args(argv)
     sweep = Sweep(args.data, "cpu")
     scores = dict(np.load(args.scores))
-    reads = [read_ensemble(sweep, scores, members) for members in candidates(scores)]
+    calibrate_on = args.baseline if args.calibrate_on == "baseline" else None
+    reads = [read_ensemble(sweep, scores, members, calibrate_on) for members in candidates(scores)]
     winner = choose_ensemble(reads, args.baseline)
+    levels = next(read for read in reads if read.members == (args.baseline,)).probe_benign_blocked
     for read in reads:
         benign = " ".join(f"{s} {100 * b:.1f}" for s, b in read.probe_benign_blocked.items())
+        matched = harmful_at_benign_levels(sweep, scores, read.members, levels)
         print(
             f"{'+'.join(read.members):<14} harmful probes {100 * read.probe_harmful_blocked:5.1f} | {benign} | "
-            f"golden {100 * read.golden_blocked:.1f}/{100 * read.golden_refused:.1f}"
-            + (" eligible" if read.eligible else "")
+            f"golden {100 * read.golden_blocked:.1f}/{100 * read.golden_refused:.1f} | "
+            f"at the baseline's benign levels: harmful {100 * matched:5.1f}" + (" eligible" if read.eligible else "")
         )
     print(json.dumps({"winner": winner.members}))
 
