@@ -40,6 +40,13 @@ def eval_safety(
         raise typer.Exit(code=1)
 
 
+def _share_or_none(value: float | None) -> float | None:
+    """A share in (0, 1], or nothing."""
+    if value is not None and not 0.0 < value <= 1.0:
+        raise typer.BadParameter(f"{value} is not a share in (0, 1]")
+    return value
+
+
 @safety_app.command("train")
 def safety_train(
     seed: Annotated[
@@ -81,6 +88,14 @@ def safety_train(
             dir_okay=False,
         ),
     ] = None,
+    source_cap: Annotated[
+        float | None,
+        typer.Option(
+            help="Calibrate the second stage to block at most this share of each sensitive-but-safe source's "
+            "validation rows too (default: the pooled rule alone).",
+            callback=_share_or_none,
+        ),
+    ] = None,
     output: Annotated[bool, typer.Option(help="Train the output check too (--no-output keeps the one there).")] = True,
 ) -> None:
     """Train the cascade on the hand-written and public training sources (functions/safety/training/data) and write
@@ -98,7 +113,9 @@ def safety_train(
         repeats = source_repeats(repeat or [], sources)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--repeat") from None
-    intent_config = IntentConfig(epochs=epochs, soup=soup, buried_chats=buried_chats, repeats=repeats)
+    intent_config = IntentConfig(
+        epochs=epochs, soup=soup, buried_chats=buried_chats, repeats=repeats, source_cap=source_cap
+    )
     if intent_weights is not None:
         from functions.safety.training.train_intent import intent_run_settings, read_intent_weights
 
@@ -124,12 +141,20 @@ def safety_recalibrate(
     model_dir: Annotated[
         Path | None, typer.Option(help="The trained models to recalibrate (default: the shipped model dir).")
     ] = None,
+    source_cap: Annotated[
+        float | None,
+        typer.Option(
+            help="Also block at most this share of each sensitive-but-safe source's validation rows (kept in the "
+            "model's record; 1 lifts it; default: the record's).",
+            callback=_share_or_none,
+        ),
+    ] = None,
 ) -> None:
     """Re-choose the second stage's block threshold and the screen's cut on the validation split (no retraining)."""
     from functions.safety.token_table import MODEL_DIR
     from functions.safety.training.recalibrate import recalibrate
 
-    recalibrate(model_dir or MODEL_DIR)
+    recalibrate(model_dir or MODEL_DIR, source_cap=source_cap)
 
 
 @safety_app.command("ensemble")

@@ -10,7 +10,8 @@ import numpy as np
 
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.training.distill import minilm_dir
-from functions.safety.training.source_sweep import SENSITIVE_BENIGN, configurations, sensitive_repeats
+from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN
+from functions.safety.training.source_sweep import configurations, sensitive_repeats
 from functions.safety.training.source_sweep_device import choose, run, threshold_at
 from functions.safety.training.train_intent import load_intent_weights
 

@@ -114,3 +114,20 @@ def test_at_matched_benign_levels_the_threshold_sits_just_above_the_benign_probe
     # A level of 0 allows none: just above 0.9, one harmful (0.95) blocked; a level of 1 allows all: every one.
     assert harmful_at_benign_levels(sweep, scores, ("x",), {"b": 0.0}) == pytest.approx(0.25)
     assert harmful_at_benign_levels(sweep, scores, ("x",), {"b": 1.0}) == pytest.approx(1.0)
+
+
+def test_a_source_cap_holds_a_sensitive_benign_source_that_the_pooled_rule_lets_through() -> None:
+    sweep = object.__new__(Sweep)
+    sweep.meta = {"probe_harmful": ["h"], "probe_benign": ["b"], "runs": {"a_full": {"sources": ["medquad"]}}}
+    sweep.meta["runs"]["a_lso"] = sweep.meta["runs"]["a_full"]
+    sweep.kind = np.asarray(["val"] * 104 + ["probe", "probe", "golden", "golden", "val"])
+    sweep.source = np.asarray(["medquad"] * 4 + ["hand"] * 100 + ["h", "b", "g", "g", "hand"])
+    sweep.label = np.asarray([0] * 104 + [3, 0, 3, 0, 3])
+    a = np.ones(109, np.float32)  # the harmful validation row (last) scores 1
+    a[:108] = 0.0
+    a[0] = 0.9  # one of MedQuAD's four benign rows scores high: 1 of 104 benign rows, within the pooled 1 %
+    a[104] = a[106] = 0.5  # the harmful probe and the golden harmful row
+    scores = {"a_full": a, "a_lso": a}
+    assert read_ensemble(sweep, scores, ("a",)).probe_harmful_blocked == pytest.approx(1.0)
+    # Capped at 4 %, none of MedQuAD's four rows may be blocked: the threshold rises above 0.9, past the probe.
+    assert read_ensemble(sweep, scores, ("a",), source_cap=0.04).probe_harmful_blocked == pytest.approx(0.0)

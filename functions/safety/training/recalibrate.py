@@ -18,13 +18,16 @@ from functions.safety.training.train_screen import SCREEN_METRICS_FILE, ScreenRe
 
 
 def recalibrate(
-    model_dir: Path, *, seed: int = SEED, console: Console | None = None
+    model_dir: Path, *, seed: int = SEED, console: Console | None = None, source_cap: float | None = None
 ) -> tuple[IntentReport, ScreenReport]:
     """Rewrite the meta and metrics files of the second stage and the screen in `model_dir` (trained with `seed`:
-    the screen's long validation chats are composed with it), on the split its record names (`split_sources.json`)."""
+    the screen's long validation chats are composed with it), on the split its record names (`split_sources.json`).
+    `source_cap` replaces the second stage's recorded `IntentConfig.source_cap` (None keeps it; 1.0 lifts it)."""
     console = console or Console()
     splits = split(training_set(public_sources=split_sources_of(model_dir)))
     intent_config = IntentConfig.model_validate(json.loads((model_dir / INTENT_METRICS_FILE).read_text())["config"])
+    if source_cap is not None:
+        intent_config = IntentConfig.model_validate({**intent_config.model_dump(), "source_cap": source_cap})
     intent = calibrate_intent(model_dir, splits, intent_config)
     screen_metrics = json.loads((model_dir / SCREEN_METRICS_FILE).read_text())
     screen = calibrate_screen(
@@ -38,5 +41,10 @@ def recalibrate(
     console.print(
         f"second stage {intent.version}: block at {intent.threshold:.3f} (escalate at {intent.escalate_at:.3f}); "
         f"screen {screen.version}: cleared below {screen.clear_below:.3f}"
+    )
+    cap = "" if intent.config.source_cap is None else f" (cap {100 * intent.config.source_cap:.1f} %)"
+    console.print(
+        f"sensitive-but-safe validation rows blocked{cap}: "
+        + ", ".join(f"{source} {100 * share:.1f} %" for source, share in intent.sensitive_blocked.items())
     )
     return intent, screen

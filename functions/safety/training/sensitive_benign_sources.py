@@ -61,6 +61,11 @@ LEARNED_HANDS_AREAS = (
     "traffic",
 )
 
+# The benign-only sources of asks near the line (security, health and legal questions, CoCoNot's contrast asks, some
+# defined in public_sources.py): the contrast a mix with more harmful sources may need more of (the source sweep's
+# repeats), and what a second stage's optional per-source cap holds (`IntentConfig.source_cap`).
+SENSITIVE_BENIGN = ("coconot-contrast", "cyberseceval-frr", "medquad", "legalbench-learned-hands", "seceval")
+
 SENSITIVE_BENIGN_SOURCES: tuple[PublicSource, ...] = (
     PublicSource(
         name="medquad",

@@ -33,6 +33,7 @@ from functions.safety.training.labelled_data import (
     training_set,
 )
 from functions.safety.training.public_sources import trained_request_sources
+from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN
 from functions.safety.training.train import SEED, split
 from functions.safety.training.train_intent import (
     IntentConfig,
@@ -47,9 +48,6 @@ PROBE_BENIGN = ("coconot-contrast", "arena-hard")
 RED_TEAM = frozenset({"hh-red-team-asks", "cona-hate-asks", "malicious-instructions"})
 MLCOMMONS = frozenset({"ailuminate-demo", "mlc-v05-hazards"})
 SAFEBENCH = frozenset({"safebench"})
-# The benign-only sources of asks near the line (security, health, legal questions, CoCoNot's contrast asks): the
-# contrast that the over-refusal of a mix with more harmful sources might need more of.
-SENSITIVE_BENIGN = ("coconot-contrast", "cyberseceval-frr", "medquad", "legalbench-learned-hands", "seceval")
 
 
 class SweepConfig(NamedTuple):

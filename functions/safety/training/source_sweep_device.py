@@ -24,7 +24,12 @@ from typing import Any
 import numpy as np
 
 from functions.safety.training.intent_fine_tune import fine_tune_arrays
-from functions.safety.training.thresholds import SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE, choose_threshold
+from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN
+from functions.safety.training.thresholds import (
+    SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE,
+    choose_threshold,
+    source_capped_threshold,
+)
 
 PART_BYTES = 15 * 1024 * 1024
 FPR_WEIGHT = 3.0
@@ -80,11 +85,16 @@ class Sweep:
     def metrics(self, name: str, scores: np.ndarray) -> dict[str, Any]:
         return self.metrics_on(self.meta["runs"][name]["sources"], scores)
 
-    def metrics_on(self, sources: list[str], scores: np.ndarray) -> dict[str, Any]:
+    def metrics_on(self, sources: list[str], scores: np.ndarray, source_cap: float | None = None) -> dict[str, Any]:
         """Scores of every evaluation row read at their threshold on the validation rows of `sources` (and the
-        hand-written ones): validation recall, the golden gate, each probe source's blocked share."""
+        hand-written ones; with `source_cap`, each sensitive benign source's held at that share too, as
+        `IntentConfig.source_cap` calibrates): validation recall, the golden gate, each probe source's blocked share."""
         validation = (self.kind == "val") & np.isin(self.source, [*sources, "hand"])
-        threshold = threshold_at(scores[validation & (self.label == 0)])
+        sensitive = {source: validation & (self.source == source) & (self.label == 0) for source in SENSITIVE_BENIGN}
+        threshold = max(
+            threshold_at(scores[validation & (self.label == 0)]),
+            source_capped_threshold(scores, {s: rows for s, rows in sensitive.items() if rows.any()}, source_cap),
+        )
         blocked = scores >= threshold
         golden = self.kind == "golden"
         probes = {}

@@ -20,9 +20,11 @@ Each line also shows the harmful probes a candidate blocks at its own matched op
 at which its leave-sources-out twins block no more of any benign probe source than the baseline alone does. That
 separates a better trade-off curve from a move along the same one, which is all a different calibration makes.
 
+`--source-cap SHARE` adds the per-source rule of `IntentConfig.source_cap` to every candidate's calibration.
+
 Run: `python -m functions.safety.training.sweep_ensembles SWEEP.npz SCORES.npz --baseline r7e1 [--calibrate-on
-baseline]` (the sweep's data file, built again by `source_sweep.py`, and the device's scores.npz; the 2026-11-28
-run's is in gpu_runs/)."""
+baseline] [--source-cap SHARE]` (the sweep's data file, built again by `source_sweep.py`, and the device's
+scores.npz; the 2026-11-28 run's is in gpu_runs/)."""
 
 from __future__ import annotations
 
@@ -49,15 +51,22 @@ class EnsembleRead(BaseModel):
     eligible: bool = False
 
 
-def read_ensemble(sweep: Sweep, scores: Any, members: tuple[str, ...], calibrate_on: str | None = None) -> EnsembleRead:
+def read_ensemble(
+    sweep: Sweep,
+    scores: Any,
+    members: tuple[str, ...],
+    calibrate_on: str | None = None,
+    source_cap: float | None = None,
+) -> EnsembleRead:
     """The members' mean score, read on the probes (leave-sources-out twins) and the golden sets (full twins), at
-    the threshold set on the validation rows of the members' sources together, or of mix `calibrate_on`'s."""
+    the threshold set on the validation rows of the members' sources together, or of mix `calibrate_on`'s (with
+    `source_cap`, each sensitive benign source's held at that share too)."""
     reads = {}
     for twin in ("full", "lso"):
         runs = [f"{member}_{twin}" for member in members]
         calibration_runs = [f"{calibrate_on}_{twin}"] if calibrate_on else runs
         sources = sorted(set().union(*(sweep.meta["runs"][run]["sources"] for run in calibration_runs)))
-        reads[twin] = sweep.metrics_on(sources, np.mean([scores[run] for run in runs], axis=0))
+        reads[twin] = sweep.metrics_on(sources, np.mean([scores[run] for run in runs], axis=0), source_cap)
     probes = reads["lso"]["probes"]
     return EnsembleRead(
         members=members,
@@ -120,11 +129,14 @@ def main(argv: list[str] | None = None) -> None:
         default="members",
         help="whose sources' validation rows set each candidate's threshold",
     )
+    parser.add_argument(
+        "--source-cap", type=float, help="also hold each sensitive benign source's validation rows at this share"
+    )
     args = parser.parse_args(argv)
     sweep = Sweep(args.data, "cpu")
     scores = dict(np.load(args.scores))
     calibrate_on = args.baseline if args.calibrate_on == "baseline" else None
-    reads = [read_ensemble(sweep, scores, members, calibrate_on) for members in candidates(scores)]
+    reads = [read_ensemble(sweep, scores, members, calibrate_on, args.source_cap) for members in candidates(scores)]
     winner = choose_ensemble(reads, args.baseline)
     levels = next(read for read in reads if read.members == (args.baseline,)).probe_benign_blocked
     for read in reads:

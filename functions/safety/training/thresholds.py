@@ -27,3 +27,14 @@ def choose_threshold(
     # Block when score >= t: t just above the (allowed+1)-th highest benign score lets `allowed` through.
     cut = benign[-(allowed + 1)] if benign.size > allowed else 0.0
     return float(min(max(cut + margin, 0.05), ceiling))
+
+
+def source_capped_threshold(scores: np.ndarray, groups: dict[str, np.ndarray], cap: float | None) -> float:
+    """The lowest threshold that blocks at most `cap` of each group's rows (a mask of benign rows per source; 0.0
+    without a cap): the per-source rule a second stage may add to the pooled one (`IntentConfig.source_cap`)."""
+    if cap is None:
+        return 0.0
+    return max(
+        (choose_threshold(scores[rows], np.zeros(int(rows.sum()), np.int64), cap) for rows in groups.values()),
+        default=0.0,
+    )

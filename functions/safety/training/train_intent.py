@@ -38,7 +38,12 @@ from functions.safety.training.intent_fine_tune import (
 )
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample
 from functions.safety.training.long_chats import composed_long_chats
-from functions.safety.training.thresholds import SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE, choose_threshold
+from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN
+from functions.safety.training.thresholds import (
+    SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE,
+    choose_threshold,
+    source_capped_threshold,
+)
 
 INTENT_METRICS_FILE = "intent_metrics.json"
 # Requests longer than one first-stage window that it scores below `escalate_at` are let through unseen by this
@@ -73,6 +78,10 @@ class IntentConfig(BaseModel):
     # example once. Meant for benign contrast sets, against the over-refusal that more harmful sources bring
     # (docs/safety.md, the source sweep).
     repeats: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    # Calibration, not training: the most of each sensitive-but-safe source's (SENSITIVE_BENIGN) validation rows the
+    # second stage may block, on top of the pooled SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE, which the many easy
+    # benign rows dominate. None (the shipped model): the pooled rule alone.
+    source_cap: float | None = Field(default=None, gt=0.0, le=1.0)
 
 
 class CascadeMetrics(BlockMetrics):
@@ -87,6 +96,8 @@ class IntentReport(BaseModel):
     sizes: dict[str, int]
     validation: CascadeMetrics
     test: CascadeMetrics
+    # Share of each SENSITIVE_BENIGN source's validation rows blocked (the sources in the split).
+    sensitive_blocked: dict[str, float] = Field(default_factory=dict)
 
 
 def neutral_conversation(item: LabelledConversation) -> ConversationText:
@@ -337,7 +348,11 @@ def calibrate_intent(
     scores = [[cascade.intent_score(c, escalate_at) for c in part] for part in conversations]
     read = [np.asarray([score is not None for score in part]) for part in scores]
     second = [np.asarray([score or 0.0 for score in part]) for part in scores]
-    threshold = choose_threshold(second[0], labels[0], SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE)
+    sensitive = sensitive_rows(splits[1], labels[0])
+    threshold = max(
+        choose_threshold(second[0], labels[0], SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE),
+        source_capped_threshold(second[0], sensitive, config.source_cap),
+    )
     meta = shipped.meta.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     report = IntentReport(
@@ -348,9 +363,17 @@ def calibrate_intent(
         sizes={name: len(part) for name, part in zip(("train", "validation", "test"), splits, strict=True)},
         validation=_measure(read[0], second[0], labels[0], threshold),
         test=_measure(read[1], second[1], labels[1], threshold),
+        sensitive_blocked={source: float((second[0][rows] >= threshold).mean()) for source, rows in sensitive.items()},
     )
     (out_dir / INTENT_METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
     return report
+
+
+def sensitive_rows(items: list[LabelledConversation], labels: np.ndarray) -> dict[str, np.ndarray]:
+    """Each SENSITIVE_BENIGN source's benign rows among `items` (a mask per source present)."""
+    sources = np.asarray([item.source if isinstance(item, PublicExample) else "" for item in items])
+    masks = {source: (sources == source) & (labels == 0) for source in SENSITIVE_BENIGN}
+    return {source: rows for source, rows in masks.items() if rows.any()}
 
 
 def _table(report: IntentReport) -> Table:
