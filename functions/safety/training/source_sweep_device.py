@@ -90,11 +90,11 @@ class Sweep:
         hand-written ones; with `source_cap`, each sensitive benign source's held at that share too, as
         `IntentConfig.source_cap` calibrates): validation recall, the golden gate, each probe source's blocked share."""
         validation = (self.kind == "val") & np.isin(self.source, [*sources, "hand"])
-        sensitive = {source: validation & (self.source == source) & (self.label == 0) for source in SENSITIVE_BENIGN}
-        threshold = max(
-            threshold_at(scores[validation & (self.label == 0)]),
-            source_capped_threshold(scores, {s: rows for s, rows in sensitive.items() if rows.any()}, source_cap),
-        )
+        threshold = threshold_at(scores[validation & (self.label == 0)])
+        if source_cap is not None:
+            sensitive = {s: validation & (self.source == s) & (self.label == 0) for s in SENSITIVE_BENIGN}
+            present = {s: rows for s, rows in sensitive.items() if rows.any()}
+            threshold = max(threshold, source_capped_threshold(scores, present, source_cap))
         blocked = scores >= threshold
         golden = self.kind == "golden"
         probes = {}
