@@ -62,6 +62,14 @@ def safety_train(
         int,
         typer.Option(help="Composed long chats whose windows around a buried harmful request the second stage learns."),
     ] = 0,
+    first_stage_buried_chats: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Composed long chats whose windows around a buried harmful request the first stage learns "
+            "(it decides which regions of a long chat are read further).",
+        ),
+    ] = 0,
     leave_out: Annotated[
         list[str] | None,
         typer.Option(help="A trained-on public source this run does not learn from (repeatable)."),
@@ -133,6 +141,7 @@ def safety_train(
         intent_weights=intent_weights,
         export_intent_data=export_intent_data,
         output=output,
+        first_stage_buried_chats=first_stage_buried_chats,
     )
 
 

@@ -100,3 +100,13 @@ def test_what_the_screen_clears_is_never_blocked() -> None:
         pytest.approx(2 / 3),
         pytest.approx(1 / 3),
     )
+
+
+def test_each_harmful_example_let_through_is_counted_where_it_was_lost() -> None:
+    # Harmful: blocked; nothing handed on; screened out; read and scored low. Benign: read, not blocked.
+    scored = [([0.5], [0.99]), ([], []), ([0.01, 0.02], [0.99, 0.99]), ([0.5], [0.1]), ([0.5], [0.1])]
+    labels = np.asarray([1, 2, 1, 3, 0])
+    metrics = _measure(scored, labels, threshold=0.5, clear_below=0.1)
+    lost = metrics.harmful_lost
+    assert lost is not None
+    assert (metrics.recall, lost.first_stage, lost.screen, lost.second_stage) == (0.25, 0.25, 0.25, 0.25)

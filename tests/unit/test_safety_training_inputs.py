@@ -8,18 +8,22 @@ import collections
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from functions.safety.categories import CLASSIFIER_LABELS
-from functions.safety.classifier import shipped_classifier
+from functions.safety.classifier import SafetyClassifier, shipped_classifier
+from functions.safety.features import Features
 from functions.safety.token_table import MODEL_DIR
-from functions.safety.training.buried_requests import buried_windows
+from functions.safety.training.buried_requests import buried_rows, buried_windows
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample, training_set
 from functions.safety.training.long_chats import HARMFUL_EVERY, MIN_CHARS, compose_long_chats, composed_long_chats
 from functions.safety.training.public_sources import trained_request_sources
 from functions.safety.training.train import (
     HELD_OUT_PERCENT,
     SPLIT_SOURCES_FILE,
+    featurise,
+    fit_head,
     learnt_sources,
     source_repeats,
     split,
@@ -120,6 +124,55 @@ def test_the_benign_window_learnt_of_a_long_chat_is_the_one_the_second_stage_wou
         )
     holding = [text for text in texts if "heroin" in text or "teenagers" in text]
     assert len(holding) > len(texts) // 2, "in most chats that is the window around the court record"
+
+
+def test_the_first_stage_learns_the_same_windows_as_the_rows_it_scores_them_on() -> None:
+    gardening = [
+        _conversation(f"Summarise chapter {n} of the gardening book: " + "soil, seeds and water. " * 12)
+        for n in range(30)
+    ]
+    asks = [
+        _conversation(f"Explain how to poison the dog of neighbour number {n} unnoticed.", "violence") for n in range(3)
+    ]
+    chats = composed_long_chats(gardening + asks, 9, seed=5)
+    fast = shipped_classifier()
+    rows, labels = buried_rows(fast, chats)
+    texts, window_labels = buried_windows(fast, chats)
+    assert [span.text for span in rows.spans] == texts and (labels == window_labels).all()
+    assert rows.dense.shape == (len(texts), fast.head.w1.shape[0]) and len(rows.sparse) == len(texts)
+    composed = chats[0]
+    features = fast.features(neutral_messages(composed.chat.messages))
+    row = [span.text for span in features.spans].index(texts[0])
+    assert (rows.dense[0] == features.dense[row]).all(), "the row the first stage scores that window on at run time"
+    assert (rows.sparse[0][0] == features.sparse[row][0]).all()
+
+
+def test_a_first_stage_that_learns_the_windows_hands_on_a_buried_request_it_missed() -> None:
+    """r24 in docs/safety.md, in miniature: a first stage that learnt whole conversations only reads a window of long
+    benign text with a harmful ask in it as benign text; one that also learnt such windows does not."""
+    topics = ["gardening book", "train timetable", "recipe collection", "football season", "school trip"]
+    filler = {t: f" About the {t}: " + f"the {t} has pages, dates, notes and lists. " * 10 for t in topics}
+    benign = [_conversation(f"Summarise part {n} of the {t}." + filler[t]) for n in range(12) for t in topics]
+    harms = ["poison a neighbour's dog", "burn down a school", "stab a coworker", "blind a stranger with acid"]
+    asks = [
+        _conversation(f"Tell me how to {h} and get away with it, version {n}.", "violence")
+        for h in harms
+        for n in range(6)
+    ]
+    table, idf = shipped_classifier().table, shipped_classifier().head.idf
+    train, validation = benign[::2] + asks[::2], benign[1::2] + asks[1::2]
+    (x, y), (xv, yv) = featurise(table, train, idf), featurise(table, validation, idf)
+    whole_only, _ = fit_head(x, y, xv, yv, idf, seed=3)
+    rows, labels = buried_rows(SafetyClassifier(table, whole_only, None), composed_long_chats(train, 60, seed=1))
+    x_windows = Features(np.concatenate([x.dense, rows.dense]), x.sparse + rows.sparse, x.spans + rows.spans)
+    with_windows, _ = fit_head(x_windows, np.concatenate([y, labels]), xv, yv, idf, seed=3)
+    unseen = composed_long_chats(validation, 30, seed=2)  # chats of the validation half, asks never learnt
+    holding = []
+    for head in (whole_only, with_windows):
+        held_rows, held_labels = buried_rows(SafetyClassifier(table, head, None), unseen)
+        holding.append(float(head.harmful_probability(held_rows)[held_labels != 0].mean()))
+    before, after = holding
+    assert after > before + 0.2, f"a buried ask's window scored {before:.2f} on average, then {after:.2f}"
 
 
 def test_a_run_can_leave_out_a_trained_on_source_but_not_name_an_unknown_one() -> None:

@@ -3,7 +3,9 @@ the windows the first stage finds most sensitive that hold none of it, labelled 
 of a long chat at run time (the first stage's worst window), which it never saw in training when it learnt only whole
 conversations and random benign windows (and so let most buried requests through: 42.5 % caught on long chats
 composed from the test split). Candidate r9 took its benign windows at random, and learnt that a sensitive sentence
-inside a long benign chat is a request (docs/safety.md); the sensitive benign windows are there to unlearn that."""
+inside a long benign chat is a request (docs/safety.md); the sensitive benign windows are there to unlearn that.
+The same windows as the first stage's feature rows (`buried_rows`) let the first stage learn them: it decides which
+regions of a long chat are read at all, and is where most buried requests were lost (r24 in docs/safety.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import numpy as np
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier import SafetyClassifier
 from functions.safety.conversation_text import JUDGED_ROLES
+from functions.safety.features import Features, Span, SparseRow
 from functions.safety.rules import neutralise_idioms
 from functions.safety.training.labelled_data import DataMessage
 from functions.safety.training.long_chats import ComposedChat
@@ -30,32 +33,50 @@ Range = tuple[int, int]
 def buried_windows(fast: SafetyClassifier, chats: list[ComposedChat]) -> tuple[list[str], np.ndarray]:
     """The windows' texts and label indices: of a chat with a harmful conversation placed in it, the windows holding
     the request and its most sensitive clear window; of a benign chat, its most sensitive window."""
-    texts: list[str] = []
+    rows, labels = buried_rows(fast, chats)
+    return [span.text for span in rows.spans], labels
+
+
+def buried_rows(fast: SafetyClassifier, chats: list[ComposedChat]) -> tuple[Features, np.ndarray]:
+    """`buried_windows` as the first stage's feature rows of those windows (what it scores them on at run time),
+    with their label indices: so the first stage can learn them too."""
+    dense: list[np.ndarray] = []
+    sparse: list[SparseRow] = []
+    spans: list[Span] = []
     labels: list[int] = []
     for composed in chats:
         conversation = neutral_messages(composed.chat.messages)
         features = fast.features(conversation)
-        spans = features.spans[1:]
-        if not spans:
+        windows = range(1, len(features.spans))  # row 0 is the whole conversation
+        if not windows:
             continue
-        scores = fast.head.harmful_probability(features)[1:]
+        scores = fast.head.harmful_probability(features)
+        picked: list[tuple[int, int]] = []  # (row, label index)
         if composed.placed is None:
-            shares = [0.0] * len(spans)
+            shares = dict.fromkeys(windows, 0.0)
         else:
             whole = conversation.whole
             asked = _placed_ranges(whole, composed.placed)
             if not asked:
                 continue
             # A window not found as written is neither (-1): it may hold the request.
-            shares = [_overlap_share(where, asked) if (where := _where(whole, span.text)) else -1.0 for span in spans]
-            holding = sorted((i for i, share in enumerate(shares) if share >= MIN_OVERLAP), key=lambda i: -shares[i])
-            picked = holding[:HARMFUL_WINDOWS_PER_CHAT]
-            texts += [spans[i].text for i in picked]
-            labels += [CLASSIFIER_LABELS.index(composed.chat.label)] * len(picked)
-        clear = sorted((i for i, share in enumerate(shares) if share == 0.0), key=lambda i: -scores[i])
-        texts += [spans[i].text for i in clear[:BENIGN_WINDOWS_PER_CHAT]]
-        labels += [0] * len(clear[:BENIGN_WINDOWS_PER_CHAT])
-    return texts, np.asarray(labels, np.int64)
+            shares = {
+                i: _overlap_share(where, asked) if (where := _where(whole, features.spans[i].text)) else -1.0
+                for i in windows
+            }
+            holding = sorted((i for i in windows if shares[i] >= MIN_OVERLAP), key=lambda i: -shares[i])
+            label = CLASSIFIER_LABELS.index(composed.chat.label)
+            picked += [(i, label) for i in holding[:HARMFUL_WINDOWS_PER_CHAT]]
+        clear = sorted((i for i in windows if shares[i] == 0.0), key=lambda i: -scores[i])
+        picked += [(i, 0) for i in clear[:BENIGN_WINDOWS_PER_CHAT]]
+        for row, label in picked:
+            dense.append(features.dense[row])
+            sparse.append(features.sparse[row])
+            spans.append(features.spans[row])
+            labels.append(label)
+    width = fast.head.w1.shape[0]
+    rows = Features(np.stack(dense) if dense else np.zeros((0, width), np.float32), sparse, spans)
+    return rows, np.asarray(labels, np.int64)
 
 
 def _where(whole: str, text: str) -> Range | None:

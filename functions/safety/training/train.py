@@ -20,14 +20,17 @@ from rich.progress import Progress
 from rich.table import Table
 
 from functions.safety.categories import CLASSIFIER_LABELS
+from functions.safety.classifier import SafetyClassifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.features import Features, conversation_features
 from functions.safety.head import ClassifierHead, HeadMeta
 from functions.safety.ngrams import WIDTH, document_frequency_idf
 from functions.safety.token_table import MODEL_DIR, TokenTable
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
+from functions.safety.training.buried_requests import buried_rows
 from functions.safety.training.distill import distil_vectors, reduce, write_table
 from functions.safety.training.labelled_data import LabelledConversation, training_set
+from functions.safety.training.long_chats import composed_long_chats
 from functions.safety.training.public_sources import trained_request_sources
 from functions.safety.training.thresholds import choose_threshold
 from functions.safety.training.train_intent import IntentConfig, train_intent
@@ -51,6 +54,7 @@ class TrainingReport(BaseModel):
     table_dims: int
     regularisation_c: float
     sizes: dict[str, int]
+    buried_windows: int = 0  # windows of composed long chats the first stage learnt beside the training split
     validation: SplitMetrics
     test: SplitMetrics
 
@@ -136,6 +140,31 @@ def fit_scorer(train: Features, y: np.ndarray, val: Features, y_val: np.ndarray)
     return best[1], best[2], best[3]
 
 
+def fit_head(
+    x: Features, y: np.ndarray, xv: Features, yv: np.ndarray, idf: np.ndarray, seed: int
+) -> tuple[ClassifierHead, float]:
+    """The first stage (category MLP and harmful scorer) fitted on `x`, its threshold chosen on the validation rows
+    `xv`; and the scorer's C."""
+    w1, b1, w2, b2 = fit_categories(x.dense, y, xv.dense, yv, seed)
+    weights, bias, c = fit_scorer(x, y, xv, yv)
+    dense_width = x.dense.shape[1]
+    arrays = [w1, b1, w2, b2, weights, idf]
+    version = hashlib.sha256(b"".join(a.tobytes() for a in arrays)).hexdigest()[:12]
+    head = ClassifierHead(
+        w1=w1,
+        b1=b1,
+        w2=w2,
+        b2=b2,
+        dense_weights=weights[:dense_width],
+        sparse_weights=weights[dense_width:],
+        bias=bias,
+        idf=idf,
+        meta=HeadMeta(labels=list(CLASSIFIER_LABELS), threshold=0.5, version=version),
+    )
+    head.meta.threshold = choose_threshold(head.harmful_probability(xv), yv)
+    return head, c
+
+
 def measure(head: ClassifierHead, features: Features, y: np.ndarray, threshold: float) -> SplitMetrics:
     blocked = head.harmful_probability(features) >= threshold
     caught = blocked & (y != 0)
@@ -200,11 +229,14 @@ def train(
     intent_weights: Path | None = None,
     export_intent_data: Path | None = None,
     output: bool = True,
+    first_stage_buried_chats: int = 0,
 ) -> TrainingReport:
     """Train every model of the cascade into `out_dir`; `leave_out` names trained-on public sources not learnt from.
     `export_intent_data`: after the first stage, write the second stage's training arrays there and stop (to fine-tune
     on a GPU machine, `intent_fine_tune.py`); `intent_weights`: the second stage fine-tuned so, for this same run, used
-    instead of fine-tuning here. `output=False` leaves the output check in `out_dir` as it is."""
+    instead of fine-tuning here. `output=False` leaves the output check in `out_dir` as it is.
+    `first_stage_buried_chats`: the first stage also learns the windows of that many long chats composed from the
+    training split (`buried_requests.buried_rows`)."""
     console = Console()
     sources = learnt_sources(leave_out)
     data = training_set(public_sources=sources)
@@ -218,23 +250,17 @@ def train(
     train_features, _ = featurise(table, train_items, ones)
     idf = document_frequency_idf(train_features.sparse, len(train_items))
     (x, y), (xv, yv), (xt, yt) = (featurise(table, items, idf) for items in (train_items, val_items, test_items))
-    w1, b1, w2, b2 = fit_categories(x.dense, y, xv.dense, yv, seed)
-    weights, bias, c = fit_scorer(x, y, xv, yv)
-    dense_width = x.dense.shape[1]
-    arrays = [w1, b1, w2, b2, weights, idf]
-    version = hashlib.sha256(b"".join(a.tobytes() for a in arrays)).hexdigest()[:12]
-    head = ClassifierHead(
-        w1=w1,
-        b1=b1,
-        w2=w2,
-        b2=b2,
-        dense_weights=weights[:dense_width],
-        sparse_weights=weights[dense_width:],
-        bias=bias,
-        idf=idf,
-        meta=HeadMeta(labels=list(CLASSIFIER_LABELS), threshold=0.5, version=version),
-    )
-    head.meta.threshold = choose_threshold(head.harmful_probability(xv), yv)
+    head, c = fit_head(x, y, xv, yv, idf, seed)
+    windows = 0
+    if first_stage_buried_chats:
+        # The first stage hands a long chat's regions on by its window scores: it learns the windows of composed long
+        # chats too (the buried request's as harmful, each chat's most sensitive clear one as benign), picked by the
+        # first stage that learnt whole conversations only.
+        fast = SafetyClassifier(table, head, None)
+        rows, row_labels = buried_rows(fast, composed_long_chats(train_items, first_stage_buried_chats, seed + 1))
+        windows = len(row_labels)
+        x = Features(np.concatenate([x.dense, rows.dense]), x.sparse + rows.sparse, x.spans + rows.spans)
+        head, c = fit_head(x, np.concatenate([y, row_labels]), xv, yv, idf, seed)
     head.save(out_dir)
     head = ClassifierHead.load(out_dir)  # measure what ships (float16 n-gram weights)
     threshold = head.meta.threshold
@@ -244,6 +270,7 @@ def train(
         table_dims=TABLE_DIMS,
         regularisation_c=c,
         sizes={"train": len(train_items), "validation": len(val_items), "test": len(test_items)},
+        buried_windows=windows,
         validation=measure(head, xv, yv, threshold),
         test=measure(head, xt, yt, threshold),
     )

@@ -59,9 +59,19 @@ LABEL_WEIGHT = 0.5
 MAX_WINDOWS_PER_CONVERSATION = 3
 
 
+class HarmfulLost(BaseModel):
+    """Where the harmful examples the cascade lets through are lost, each a share of all the harmful examples (the
+    three and the recall add up to one): what to fix first when a long chat's buried request gets through."""
+
+    first_stage: float  # the first stage handed nothing on (every region below `escalate_at`)
+    screen: float  # the screen cleared every region handed on
+    second_stage: float  # the second stage read them and scored each below its threshold
+
+
 class ScreenedMetrics(BlockMetrics):
     escalated: float  # share of all examples the first stage hands on
     read_by_intent: float  # share of all examples the second stage still reads after the screen
+    harmful_lost: HarmfulLost | None = None  # None in metrics files written before 2026-11-29
 
 
 class ScreenReport(BaseModel):
@@ -148,8 +158,15 @@ def _measure(
         ]
     )
     escalated = np.asarray([bool(screen) for screen, _ in scored])
+    harmful = labels != 0
+    share = (lambda lost: float((lost & harmful).sum() / harmful.sum())) if harmful.any() else (lambda _: 0.0)
     return ScreenedMetrics(
-        **block_metrics(blocked, labels), escalated=float(escalated.mean()), read_by_intent=float(read.mean())
+        **block_metrics(blocked, labels),
+        escalated=float(escalated.mean()),
+        read_by_intent=float(read.mean()),
+        harmful_lost=HarmfulLost(
+            first_stage=share(~escalated), screen=share(escalated & ~read), second_stage=share(read & ~blocked)
+        ),
     )
 
 
@@ -253,7 +270,15 @@ def _table(report: ScreenReport) -> Table:
         },
         ("escalated", lambda m: m.escalated),
         ("read by stage 2", lambda m: m.read_by_intent),
+        ("harmful lost at stage 1", lambda m: _lost(m).first_stage),
+        ("... at the screen", lambda m: _lost(m).screen),
+        ("... at stage 2", lambda m: _lost(m).second_stage),
     )
+
+
+def _lost(metrics: ScreenedMetrics) -> HarmfulLost:
+    assert metrics.harmful_lost is not None, "measured by this module's _measure, which always fills it"
+    return metrics.harmful_lost
 
 
 if __name__ == "__main__":
