@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from functions.safety.training.intent_fine_tune import fine_tune_arrays
-from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN
 from functions.safety.training.thresholds import (
     SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE,
     choose_threshold,
+    sensitive_benign_rows,
     source_capped_threshold,
 )
 
@@ -92,9 +92,8 @@ class Sweep:
         validation = (self.kind == "val") & np.isin(self.source, [*sources, "hand"])
         threshold = threshold_at(scores[validation & (self.label == 0)])
         if source_cap is not None:
-            sensitive = {s: validation & (self.source == s) & (self.label == 0) for s in SENSITIVE_BENIGN}
-            present = {s: rows for s, rows in sensitive.items() if rows.any()}
-            threshold = max(threshold, source_capped_threshold(scores, present, source_cap))
+            sensitive = sensitive_benign_rows(self.source, validation & (self.label == 0))
+            threshold = max(threshold, source_capped_threshold(scores, sensitive, source_cap))
         blocked = scores >= threshold
         golden = self.kind == "golden"
         probes = {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN
+
 # The block threshold is the lowest that refuses at most this share of the validation split's benign examples.
 MAX_VALIDATION_FALSE_POSITIVE = 0.02
 # The second stage (what blocks) is held to half that. At 2 % its fine-tunes on the public data refused 3.4 to 5.6 % of
@@ -38,3 +40,10 @@ def source_capped_threshold(scores: np.ndarray, groups: dict[str, np.ndarray], c
         (choose_threshold(scores[rows], np.zeros(int(rows.sum()), np.int64), cap) for rows in groups.values()),
         default=0.0,
     )
+
+
+def sensitive_benign_rows(sources: np.ndarray, benign: np.ndarray) -> dict[str, np.ndarray]:
+    """Each SENSITIVE_BENIGN source's rows among the `benign` ones (`sources`: each row's source name), a mask per
+    source present: the groups `source_capped_threshold` holds."""
+    masks = {source: (sources == source) & benign for source in SENSITIVE_BENIGN}
+    return {source: rows for source, rows in masks.items() if rows.any()}

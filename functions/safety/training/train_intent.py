@@ -38,10 +38,10 @@ from functions.safety.training.intent_fine_tune import (
 )
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample
 from functions.safety.training.long_chats import composed_long_chats
-from functions.safety.training.sensitive_benign_sources import SENSITIVE_BENIGN
 from functions.safety.training.thresholds import (
     SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE,
     choose_threshold,
+    sensitive_benign_rows,
     source_capped_threshold,
 )
 
@@ -372,8 +372,7 @@ def calibrate_intent(
 def sensitive_rows(items: list[LabelledConversation], labels: np.ndarray) -> dict[str, np.ndarray]:
     """Each SENSITIVE_BENIGN source's benign rows among `items` (a mask per source present)."""
     sources = np.asarray([item.source if isinstance(item, PublicExample) else "" for item in items])
-    masks = {source: (sources == source) & (labels == 0) for source in SENSITIVE_BENIGN}
-    return {source: rows for source, rows in masks.items() if rows.any()}
+    return sensitive_benign_rows(sources, labels == 0)
 
 
 def _table(report: IntentReport) -> Table:
