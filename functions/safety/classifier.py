@@ -97,6 +97,17 @@ class SafetyClassifier:
     def judge(
         self, conversation: ConversationText, *, escalate_at: float | None = None, block_at: float | None = None
     ) -> ClassifierVerdict:
+        """The regions' verdict (`region_verdict`); where it lets the conversation through, the turn reads' verdict
+        (`turn_verdict`) if they block it."""
+        verdict = self.region_verdict(conversation, escalate_at=escalate_at, block_at=block_at)
+        if verdict.flagged or self.intent is None:
+            return verdict
+        turns = self.turn_verdict(conversation)
+        return turns if turns is not None and turns.flagged else verdict
+
+    def region_verdict(
+        self, conversation: ConversationText, *, escalate_at: float | None = None, block_at: float | None = None
+    ) -> ClassifierVerdict:
         """Let through what the first stage scores below `escalate_at` (a short conversation excepted) and the
         regions of the rest the screen clears (a short conversation is not screened); the second stage decides what
         remains."""
@@ -124,6 +135,51 @@ class SafetyClassifier:
             stage="intent",
             distribution=worst.distribution,
         )
+
+    def turn_verdict(self, conversation: ConversationText) -> ClassifierVerdict | None:
+        """The second stage's verdict on the turns `turn_spans` hands on, each read alone and blocked at the stricter
+        `turn_block_at` (None: none handed on, or no turn reads calibrated)."""
+        assert self.intent is not None
+        block_at = self.intent.meta.turn_block_at
+        spans = self.turn_spans(conversation) if block_at is not None else []
+        if not spans:
+            return None
+        worst = max(self.intent.judge_tokens([span.ids for span in spans]), key=lambda verdict: verdict.score)
+        return ClassifierVerdict(
+            score=worst.score,
+            category=worst.category,
+            flagged=worst.score >= block_at,
+            stage="intent",
+            distribution=worst.distribution,
+        )
+
+    def turn_spans(self, conversation: ConversationText) -> list[Span]:
+        """The turns of `turn_rows` that the first stage scores `turn_escalate_at` or more (none where turn reads are
+        not calibrated). A request placed among other turns is read as the short ask it is, where the second stage
+        is strongest: read in a long chat's windows it is mixed with its neighbours (on long chats composed from
+        the validation split, the second stage on every window caught 45.5 % of the requests, on every turn 87 %)."""
+        assert self.intent is not None
+        escalate_at = self.intent.meta.turn_escalate_at
+        if escalate_at is None:
+            return []
+        spans, scores = self.turn_rows(conversation)
+        return [span for span, score in zip(spans, scores, strict=True) if score >= escalate_at]
+
+    def turn_rows(self, conversation: ConversationText) -> tuple[list[Span], np.ndarray]:
+        """Each judged turn of a conversation of two or more (as written and with obfuscation undone, each once),
+        with the first stage's score of it read alone as a one-turn conversation; nothing for a single turn (the
+        regions read it)."""
+        if len(conversation.turns) < 2:
+            return [], np.zeros(0, np.float32)
+        turns = list(dict.fromkeys(conversation.turns + conversation.map(deobfuscate).turns))
+        parts = [
+            conversation_features(self.table, ConversationText(turns=[turn], last=turn), self.head.idf, windows=False)
+            for turn in turns
+        ]
+        rows = Features(
+            np.concatenate([p.dense for p in parts]), [p.sparse[0] for p in parts], [p.spans[0] for p in parts]
+        )
+        return rows.spans, self.head.harmful_probability(rows)
 
     def handed_on_scores(self, fast: FastScore) -> list[float]:
         """The screen's score on each span the first stage hands on; 1.0 (hand on) for every span of a short

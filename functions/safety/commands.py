@@ -158,12 +158,25 @@ def safety_recalibrate(
             callback=_share_or_none,
         ),
     ] = None,
+    turn_reads_only: Annotated[
+        bool,
+        typer.Option(
+            "--turn-reads-only",
+            help="Only choose the turn reads' thresholds, keeping the second stage's and the screen's as they are.",
+        ),
+    ] = False,
 ) -> None:
-    """Re-choose the second stage's block threshold and the screen's cut on the validation split (no retraining)."""
+    """Re-choose the second stage's block threshold, the screen's cut and the turn reads' thresholds on the validation
+    split (no retraining)."""
     from functions.safety.token_table import MODEL_DIR
-    from functions.safety.training.recalibrate import recalibrate
+    from functions.safety.training.recalibrate import recalibrate, recalibrate_turn_reads
 
-    recalibrate(model_dir or MODEL_DIR, source_cap=source_cap)
+    if turn_reads_only and source_cap is not None:
+        raise typer.BadParameter("--source-cap sets the second stage's threshold, which --turn-reads-only keeps")
+    if turn_reads_only:
+        recalibrate_turn_reads(model_dir or MODEL_DIR)
+    else:
+        recalibrate(model_dir or MODEL_DIR, source_cap=source_cap)
 
 
 @safety_app.command("ensemble")

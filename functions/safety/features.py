@@ -36,12 +36,15 @@ class Features:
     spans: list[Span]  # one per row: the whole conversation, then each window
 
 
-def conversation_features(table: TokenTable, conversation: ConversationText, idf: np.ndarray) -> Features:
+def conversation_features(
+    table: TokenTable, conversation: ConversationText, idf: np.ndarray, *, windows: bool = True
+) -> Features:
+    """Row 0 (the whole) and, with `windows` and a context longer than one window, a row per window."""
     whole = conversation.whole
     ids, offsets = table.encode(whole)
     dense = [np.concatenate([table.embed_ids(ids), table.embed_ids(_last_turn_ids(table, conversation, offsets, ids))])]
     spans = [Span(whole, ids, int(ids.size))]
-    if ids.size > WINDOW_TOKENS:
+    if windows and ids.size > WINDOW_TOKENS:
         starts = [*range(0, ids.size - WINDOW_TOKENS, WINDOW_STRIDE), ids.size - WINDOW_TOKENS]
         for window, start in zip(table.embed_windows(ids, WINDOW_TOKENS, WINDOW_STRIDE), starts, strict=True):
             end = start + WINDOW_TOKENS

@@ -38,6 +38,12 @@ class IntentMeta(SpanModelMeta):
     threshold: float = Field(ge=0.0, le=1.0)  # block when P(harmful) >= threshold
     # The first stage's score from which a request is worth this stage's pass (below it: let through).
     escalate_at: float = Field(ge=0.0, le=1.0)
+    # Turn reads (`SafetyClassifier.turn_verdict`): each judged turn of a conversation of two or more that the first
+    # stage, reading it alone, scores `turn_escalate_at` or more is read alone by this stage too, and blocks the
+    # conversation at `turn_block_at` (stricter than `threshold`: a long chat has many turns). None: no turn reads
+    # (a model calibrated before 2026-11-29, or not yet calibrated for them: `training/turn_reads.py`).
+    turn_escalate_at: float | None = Field(default=None, ge=0.0, le=1.0)
+    turn_block_at: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class ScreenMeta(SpanModelMeta):

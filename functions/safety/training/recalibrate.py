@@ -1,7 +1,8 @@
 """Re-choose a trained cascade's thresholds on the validation split without retraining any weights.
 
 The second stage's block threshold (at SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE of the validation split's benign
-examples) and then the screen's `clear_below`, which depends on it. Run: `fleetchat safety recalibrate --model-dir
+examples), then the screen's `clear_below`, which depends on it, then the turn reads' thresholds (`turn_reads.py`),
+which depend on both. Run: `fleetchat safety recalibrate --model-dir
 DIR`, then `fleetchat eval safety --model-dir DIR`. The held-out public sources are never read."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functions.safety.training.labelled_data import training_set
 from functions.safety.training.train import SEED, split, split_sources_of
 from functions.safety.training.train_intent import INTENT_METRICS_FILE, IntentConfig, IntentReport, calibrate_intent
 from functions.safety.training.train_screen import SCREEN_METRICS_FILE, ScreenReport, calibrate_screen
+from functions.safety.training.turn_reads import calibrate_turn_reads
 
 
 def recalibrate(
@@ -38,6 +40,7 @@ def recalibrate(
         config=IntentConfig.model_validate(screen_metrics["config"]),
         transfer_spans=screen_metrics["transfer_spans"],
     )
+    calibrate_turn_reads(model_dir, splits, seed=seed, console=console)
     console.print(
         f"second stage {intent.version}: block at {intent.threshold:.3f} (escalate at {intent.escalate_at:.3f}); "
         f"screen {screen.version}: cleared below {screen.clear_below:.3f}"
@@ -48,3 +51,10 @@ def recalibrate(
         + ", ".join(f"{source} {100 * share:.1f} %" for source, share in intent.sensitive_blocked.items())
     )
     return intent, screen
+
+
+def recalibrate_turn_reads(model_dir: Path, *, seed: int = SEED, console: Console | None = None) -> None:
+    """Choose only the turn reads' thresholds in `model_dir` (the second stage's and the screen's kept), on the split
+    its record names."""
+    splits = split(training_set(public_sources=split_sources_of(model_dir)))
+    calibrate_turn_reads(model_dir, splits, seed=seed, console=console or Console())

@@ -1,7 +1,7 @@
 """Train the safety classifier: distil MiniLM's token table, featurise the labelled set, fit the first stage's head,
 choose its threshold on a validation split and report precision/recall on a held-out test split; then fine-tune the
-second stage on the same split (`train_intent.py`), distil the screen from it (`train_screen.py`), and train the output
-check on model answers (`train_output.py`).
+second stage on the same split (`train_intent.py`), distil the screen from it (`train_screen.py`), calibrate the turn
+reads (`turn_reads.py`), and train the output check on model answers (`train_output.py`).
 
 Run: `fleetchat safety train` (or `python -m functions.safety.training.train`). Writes functions/safety/model/
 (token table, tokenizer, head) and functions/safety/model/metrics.json. Deterministic for a given data set and seed."""
@@ -36,6 +36,7 @@ from functions.safety.training.thresholds import choose_threshold
 from functions.safety.training.train_intent import IntentConfig, train_intent
 from functions.safety.training.train_output import train_output
 from functions.safety.training.train_screen import SCREEN_CONFIG, train_screen
+from functions.safety.training.turn_reads import calibrate_turn_reads
 
 METRICS_FILE = "metrics.json"
 SEED = 11  # the training runs' seed
@@ -290,6 +291,7 @@ def train(
     if intent is None:
         return report
     train_screen(splits, out_dir, seed=seed, console=console, config=screen_config)
+    calibrate_turn_reads(out_dir, splits, seed=seed, console=console)
     if output:
         train_output(out_dir, console, seed)
     return report

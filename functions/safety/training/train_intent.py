@@ -353,7 +353,10 @@ def calibrate_intent(
         choose_threshold(second[0], labels[0], SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE),
         source_capped_threshold(second[0], sensitive, config.source_cap),
     )
-    meta = shipped.meta.model_copy(update={"threshold": threshold, "escalate_at": escalate_at})
+    # The turn reads' thresholds depend on this one and the screen's: chosen again after both (`turn_reads.py`).
+    meta = shipped.meta.model_copy(
+        update={"threshold": threshold, "escalate_at": escalate_at, "turn_block_at": None, "turn_escalate_at": None}
+    )
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     report = IntentReport(
         version=meta.version,
