@@ -126,15 +126,7 @@ class SafetyClassifier:
             spans = [span for span, score in zip(spans, screened, strict=True) if score >= clear_below]
             if not spans:
                 return ClassifierVerdict(score=max(screened), category="benign", flagged=False, stage="screen")
-        worst = max(self.intent.judge_tokens([span.ids for span in spans]), key=lambda verdict: verdict.score)
-        threshold = meta.threshold if block_at is None else block_at
-        return ClassifierVerdict(
-            score=worst.score,
-            category=worst.category,
-            flagged=worst.score >= threshold,
-            stage="intent",
-            distribution=worst.distribution,
-        )
+        return self._second_stage_verdict(spans, meta.threshold if block_at is None else block_at)
 
     def turn_verdict(self, conversation: ConversationText) -> ClassifierVerdict | None:
         """The second stage's verdict on the turns `turn_spans` hands on, each read alone and blocked at the stricter
@@ -142,8 +134,11 @@ class SafetyClassifier:
         assert self.intent is not None
         block_at = self.intent.meta.turn_block_at
         spans = self.turn_spans(conversation) if block_at is not None else []
-        if not spans:
-            return None
+        return self._second_stage_verdict(spans, block_at) if spans and block_at is not None else None
+
+    def _second_stage_verdict(self, spans: list[Span], block_at: float) -> ClassifierVerdict:
+        """The second stage reads `spans` and decides on the worst of them."""
+        assert self.intent is not None
         worst = max(self.intent.judge_tokens([span.ids for span in spans]), key=lambda verdict: verdict.score)
         return ClassifierVerdict(
             score=worst.score,

@@ -2,8 +2,8 @@
 
 The second stage's block threshold (at SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE of the validation split's benign
 examples), then the screen's `clear_below`, which depends on it, then the turn reads' thresholds (`turn_reads.py`),
-which depend on both. Run: `fleetchat safety recalibrate --model-dir
-DIR`, then `fleetchat eval safety --model-dir DIR`. The held-out public sources are never read."""
+which depend on both. Run: `fleetchat safety recalibrate --model-dir DIR`, then `fleetchat eval safety --model-dir
+DIR`. The held-out public sources are never read."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ class TurnReadsReport(BaseModel):
     long_test: TurnReadMetrics  # ... and from the test split
 
 
-class _ChatScores(BaseModel):
+class ChatTurnScores(BaseModel):
     """One composed chat as the cascade reads it."""
 
     label: int
@@ -62,14 +62,14 @@ class _ChatScores(BaseModel):
     second_stage: list[float]
 
 
-def _scores(cascade: SafetyClassifier, chats: list[LabelledConversation], progress: Progress) -> list[_ChatScores]:
+def _scores(cascade: SafetyClassifier, chats: list[LabelledConversation], progress: Progress) -> list[ChatTurnScores]:
     assert cascade.intent is not None
     scored = []
     for item in progress.track(chats, description="turn reads: the cascade reads the long chats"):
         conversation = neutral_conversation(item)
         spans, first = cascade.turn_rows(conversation)
         scored.append(
-            _ChatScores(
+            ChatTurnScores(
                 label=CLASSIFIER_LABELS.index(item.label),
                 regions_block=cascade.region_verdict(conversation).flagged,
                 first_stage=[float(s) for s in first],
@@ -79,7 +79,7 @@ def _scores(cascade: SafetyClassifier, chats: list[LabelledConversation], progre
     return scored
 
 
-def choose_turn_thresholds(chats: list[_ChatScores], threshold: float) -> tuple[float, float]:
+def choose_turn_thresholds(chats: list[ChatTurnScores], threshold: float) -> tuple[float, float]:
     """(turn_block_at, turn_escalate_at) for these validation chats and the second stage's own `threshold`."""
     benign = [c for c in chats if c.label == 0]
     # Each benign chat's key: the worst turn's second-stage score where the regions let it through (0 otherwise).
@@ -98,7 +98,7 @@ def choose_turn_thresholds(chats: list[_ChatScores], threshold: float) -> tuple[
     return block_at, escalate_at
 
 
-def _measure(chats: list[_ChatScores], block_at: float, escalate_at: float) -> TurnReadMetrics:
+def measure_turn_reads(chats: list[ChatTurnScores], block_at: float, escalate_at: float) -> TurnReadMetrics:
     labels = np.asarray([c.label for c in chats])
     regions = np.asarray([c.regions_block for c in chats])
     read = [[s for f, s in zip(c.first_stage, c.second_stage, strict=True) if f >= escalate_at] for c in chats]
@@ -130,8 +130,8 @@ def calibrate_turn_reads(
     report = TurnReadsReport(
         turn_block_at=block_at,
         turn_escalate_at=escalate_at,
-        long_validation=_measure(validation, block_at, escalate_at),
-        long_test=_measure(test, block_at, escalate_at),
+        long_validation=measure_turn_reads(validation, block_at, escalate_at),
+        long_test=measure_turn_reads(test, block_at, escalate_at),
     )
     (model_dir / TURN_READS_METRICS_FILE).write_text(json.dumps(report.model_dump(), indent=2) + "\n")
     console.print(
