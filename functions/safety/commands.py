@@ -62,6 +62,14 @@ def safety_train(
         int,
         typer.Option(help="Composed long chats whose windows around a buried harmful request the second stage learns."),
     ] = 0,
+    benign_sentences: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Sentences of each long benign training text the second stage learns alone as benign (a sentence "
+            "telling of harm is not an ask for it).",
+        ),
+    ] = 0,
     first_stage_buried_chats: Annotated[
         int,
         typer.Option(
@@ -122,7 +130,12 @@ def safety_train(
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--repeat") from None
     intent_config = IntentConfig(
-        epochs=epochs, soup=soup, buried_chats=buried_chats, repeats=repeats, source_cap=source_cap
+        epochs=epochs,
+        soup=soup,
+        buried_chats=buried_chats,
+        repeats=repeats,
+        source_cap=source_cap,
+        benign_sentences=benign_sentences,
     )
     if intent_weights is not None:
         from functions.safety.training.train_intent import intent_run_settings, read_intent_weights

@@ -13,8 +13,10 @@ import pytest
 
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier import SafetyClassifier, shipped_classifier
+from functions.safety.conversation_text import ConversationText
 from functions.safety.features import Features
 from functions.safety.token_table import MODEL_DIR
+from functions.safety.training.benign_sentences import benign_sentences, sentences
 from functions.safety.training.buried_requests import buried_rows, buried_windows
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample, training_set
 from functions.safety.training.long_chats import HARMFUL_EVERY, MIN_CHARS, compose_long_chats, composed_long_chats
@@ -223,3 +225,26 @@ def test_a_repeated_source_counts_as_often_as_it_says_in_the_second_stages_examp
     # A run's settings name the repeats only when there are some: weights made before the option still match.
     assert "repeats" not in intent_run_settings(IntentConfig(), 11, ["medquad"])
     assert intent_run_settings(config, 11, ["medquad"])["repeats"] == {"medquad": 3}
+
+
+def test_long_benign_texts_lend_their_sentences_alone_and_harmful_or_short_ones_none() -> None:
+    article = (
+        "Police said the gunman fired at the crowd outside the stadium on Saturday night. "
+        "Three people were taken to hospital with injuries that are not thought to be life-threatening. "
+        "Ok. "
+        "The club said in a statement that the match would be replayed behind closed doors next month."
+    )
+    conversations = [ConversationText(turns=[t], last=t) for t in (article, article, "Summarise this week's news.")]
+    labels = np.asarray([0, CLASSIFIER_LABELS.index("violence"), 0])
+    picked = benign_sentences(conversations, labels, [True, True, False], per_text=2, seed=3)
+    # Two of the benign article's three sentences; none of the same text labelled harmful, none of the short ask.
+    assert len(picked) == 2 and all(s in sentences(article) for s in picked)
+    assert "Ok." not in sentences(article) and len(sentences(article)) == 3
+    assert benign_sentences(conversations, labels, [True, True, False], per_text=2, seed=3) == picked
+    assert benign_sentences(conversations, labels, [True, True, False], per_text=9, seed=3) == sentences(article)
+
+
+def test_a_run_without_benign_sentences_keeps_the_settings_weights_were_made_for() -> None:
+    plain = intent_run_settings(IntentConfig(), 11, ["advbench"])
+    assert "benign_sentences" not in plain
+    assert intent_run_settings(IntentConfig(benign_sentences=2), 11, ["advbench"])["benign_sentences"] == 2

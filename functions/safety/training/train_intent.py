@@ -24,6 +24,7 @@ from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import INTENT, IntentEncoder, IntentMeta, load_intent
 from functions.safety.rules import neutralise_idioms
 from functions.safety.token_table import TokenTable
+from functions.safety.training.benign_sentences import benign_sentences
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.training.distill import minilm_dir
 from functions.safety.training.intent_ensemble import file_version
@@ -78,6 +79,8 @@ class IntentConfig(BaseModel):
     # example once. Meant for benign contrast sets, against the over-refusal that more harmful sources bring
     # (docs/safety.md, the source sweep).
     repeats: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
+    # Sentences of each long benign training example learnt alone as benign (`benign_sentences.py`). Off by default.
+    benign_sentences: int = Field(default=0, ge=0)
     # Calibration, not training: the most of each sensitive-but-safe source's (SENSITIVE_BENIGN) validation rows the
     # second stage may block, on top of the pooled SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE, which the many easy
     # benign rows dominate. None (the shipped model): the pooled rule alone.
@@ -201,11 +204,15 @@ def intent_training_examples(
 ) -> tuple[list[str], np.ndarray]:
     """What the second stage learns from `splits[0]`, in order: each conversation as the gate judges it (hand-written
     ones HAND_WRITTEN_REPEATS times, those of a source in `config.repeats` as often as it says), benign windows of
-    long benign ones, buried-request windows; and label indices."""
+    long benign ones, buried-request windows, sentences of long benign ones; and label indices."""
     fast = SafetyClassifier(TokenTable.load(out_dir), ClassifierHead.load(out_dir), None)
     conversations = [neutral_conversation(item) for item in splits[0]]
     labels = np.asarray([CLASSIFIER_LABELS.index(item.label) for item in splits[0]], np.int64)
     windows = benign_windows(fast, conversations, labels, seed)
+    sentences = []
+    if config.benign_sentences:
+        long = [len(fast.features(c).spans) > 1 for c in conversations]
+        sentences = benign_sentences(conversations, labels, long, config.benign_sentences, seed)
     # Imported here: buried_requests reads what the gate judges through this module's neutral_messages.
     from functions.safety.training.buried_requests import buried_windows
 
@@ -218,7 +225,10 @@ def intent_training_examples(
         for _ in range(config.repeats.get(item.source, 1) - 1)
     ]
     texts = [c.whole for c in conversations] + [conversations[i].whole for i in repeated] + windows + buried
-    targets = np.concatenate([labels, labels[repeated], np.zeros(len(windows), np.int64), buried_labels])
+    texts += sentences
+    targets = np.concatenate(
+        [labels, labels[repeated], np.zeros(len(windows), np.int64), buried_labels, np.zeros(len(sentences), np.int64)]
+    )
     return texts, targets
 
 
@@ -235,6 +245,7 @@ def intent_run_settings(config: IntentConfig, seed: int, sources: list[str]) -> 
         "sources": sources,
         # Only when some source is repeated, so weights made before the option existed still match their run.
         **({"repeats": dict(sorted(config.repeats.items()))} if config.repeats else {}),
+        **({"benign_sentences": config.benign_sentences} if config.benign_sentences else {}),
     }
 
 
