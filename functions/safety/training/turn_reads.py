@@ -63,6 +63,7 @@ class ChatTurnScores(BaseModel):
 
 
 def _scores(cascade: SafetyClassifier, chats: list[LabelledConversation], progress: Progress) -> list[ChatTurnScores]:
+    """Each chat's regions' verdict, and both stages' scores of each of its turns read alone."""
     assert cascade.intent is not None
     scored = []
     for item in progress.track(chats, description="turn reads: the cascade reads the long chats"):
@@ -86,7 +87,7 @@ def choose_turn_thresholds(chats: list[ChatTurnScores], threshold: float) -> tup
     keys = np.asarray([max(c.second_stage, default=0.0) if not c.regions_block else 0.0 for c in benign])
     block_at = choose_threshold(keys, np.zeros(keys.size, np.int64), MAX_ADDED_BENIGN, ceiling=0.999, margin=1e-5)
     block_at = max(block_at, threshold)
-    # Each harmful chat turn reads block: the highest first-stage score among its turns that block it.
+    # Each harmful chat that turn reads block: the highest first-stage score among its turns that block it.
     harmful_keys = [
         max(f for f, s in zip(c.first_stage, c.second_stage, strict=True) if s >= block_at)
         for c in chats
@@ -99,6 +100,7 @@ def choose_turn_thresholds(chats: list[ChatTurnScores], threshold: float) -> tup
 
 
 def measure_turn_reads(chats: list[ChatTurnScores], block_at: float, escalate_at: float) -> TurnReadMetrics:
+    """The cascade on these chats with turn reads at these thresholds, and without them."""
     labels = np.asarray([c.label for c in chats])
     regions = np.asarray([c.regions_block for c in chats])
     read = [[s for f, s in zip(c.first_stage, c.second_stage, strict=True) if f >= escalate_at] for c in chats]
