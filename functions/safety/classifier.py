@@ -133,8 +133,10 @@ class SafetyClassifier:
         `turn_block_at` (None: none handed on, or no turn reads calibrated)."""
         assert self.intent is not None
         block_at = self.intent.meta.turn_block_at
-        spans = self.turn_spans(conversation) if block_at is not None else []
-        return self._second_stage_verdict(spans, block_at) if spans and block_at is not None else None
+        if block_at is None:
+            return None
+        spans = self.turn_spans(conversation)
+        return self._second_stage_verdict(spans, block_at) if spans else None
 
     def _second_stage_verdict(self, spans: list[Span], block_at: float) -> ClassifierVerdict:
         """The second stage reads `spans` and decides on the worst of them."""
