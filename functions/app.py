@@ -118,7 +118,7 @@ def create_app(
             audit = SafetyAuditWriter(app.state.safety_audit, settings.data_dir / "safety-audit-spool.jsonl")
             client = await owned.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=limits))
             app.state.http = client
-            classifier = shipped_classifier()
+            classifier = shipped_classifier(settings.safety_sentence_reads)
             embedded = EmbeddedGuard(PreFilter(classifier))
             app.state.guard = open_guard(settings, embedded, client, app.state.metrics)
             output = OutputClassifier.load()

@@ -1,7 +1,8 @@
 """Benchmark phase: what the safety pipeline costs. The pre-filter (rules + classifier, the whole gate a request
-waits for) on ~1,000-token multi-turn chats on eight topics and on short turns: as shipped, with every region
-escalated, and with every region read by both transformer stages (the most an escalated request costs); and the
-post-filter per streamed chunk, with and without the output check."""
+waits for) on ~1,000-token multi-turn chats on eight topics, on ~1,000-token pasted documents (one user turn) and on
+short turns: as shipped, with sentence reads on (a deployment's choice; they cut a pasted document into sentences),
+with every region escalated, and with every region read by both transformer stages (the most an escalated request
+costs); and the post-filter per streamed chunk, with and without the output check."""
 
 from __future__ import annotations
 
@@ -41,6 +42,16 @@ def long_conversation(tokens: int = LONG_CONTEXT_TOKENS, topic: str = "travel") 
     return messages
 
 
+def pasted_document(tokens: int = LONG_CONTEXT_TOKENS, topic: str = "travel") -> list[ChatMessage]:
+    """One user turn of about `tokens` tokens: a request to summarise, then a chat's turns pasted as one text."""
+    table = shipped_classifier().table
+    _, turns = EVERYDAY_CHATS[topic]
+    parts = ["Please summarise these notes in five bullet points."]
+    while table.ids("\n\n".join(parts)).size < tokens:
+        parts.append(turns[(len(parts) - 1) % len(turns)])
+    return [ChatMessage(role="user", content="\n\n".join(parts))]
+
+
 def neutral(chat: list[ChatMessage]) -> ConversationText:
     """What the classifier judges of a chat (as the pre-filter hands it on)."""
     return ConversationText.of(chat).map(neutralise_idioms)
@@ -71,7 +82,11 @@ def _cost(label: str, tokens: int, timings: list[float], decided_by: str = "") -
 def _gates(classifier: SafetyClassifier) -> list[tuple[str, PreFilter]]:
     """The pre-filter as shipped, with every region escalated (the screen decides), and with every region read by
     both the screen and the second stage (the most an escalated request can cost)."""
-    gates = [("", PreFilter(classifier)), (", every region escalated", PreFilter(classifier, escalate_at=0.0))]
+    gates = [("", PreFilter(classifier))]
+    with_sentences = shipped_classifier(sentence_reads=True)
+    if with_sentences.ask is not None:
+        gates.append((", sentence reads on", PreFilter(with_sentences)))
+    gates.append((", every region escalated", PreFilter(classifier, escalate_at=0.0)))
     if classifier.screen is not None:
         screen = classifier.screen
         unsure = SpanModel(
@@ -91,13 +106,15 @@ def _decided_by(gate: PreFilter, chats: list[list[ChatMessage]]) -> str:
 def safety_phase(runs: int, progress: Progress) -> SafetyStats:
     classifier = shipped_classifier()
     gates = _gates(classifier)
-    task = progress.add_task("safety pre/post-filter cost", total=2 * len(gates) + 1)
+    task = progress.add_task("safety pre/post-filter cost", total=3 * len(gates) + 1)
     table = classifier.table
     long_chats = [long_conversation(topic=topic) for topic in EVERYDAY_CHATS]
+    documents = [pasted_document(topic=topic) for topic in EVERYDAY_CHATS]
     short_chats = [[ChatMessage(role="user", content=turns[0])] for _, turns in EVERYDAY_CHATS.values()]
     cases = []
     for label, chats in (
         (f"multi-turn context ({len(long_chats)} chats)", long_chats),
+        (f"one pasted document ({len(documents)} documents)", documents),
         ("one short turn", short_chats),
     ):
         tokens = [sum(table.ids(m.text()).size for m in chat) for chat in chats]

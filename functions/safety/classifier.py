@@ -1,6 +1,8 @@
 """The learned layer of the safety gate, a cascade: a fast first stage (distilled token table + linear scorer, every
 request) finds the uncertain regions of a conversation; a small MiniLM screen lets through those it is sure are
-benign; the fine-tuned MiniLM second stage decides the rest."""
+benign; the fine-tuned MiniLM second stage decides the rest. Where the regions let a conversation through, the second
+stage also reads alone the turns of a long chat (turn reads) and the sentences of a long turn that are phrased as a
+request (sentence reads), each gated by the first stage."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from functions.safety.ask_head import AskHead, load_ask_head
 from functions.safety.conversation_text import ConversationText
 from functions.safety.deobfuscate import deobfuscate
-from functions.safety.features import Features, Span, conversation_features
+from functions.safety.features import WINDOW_TOKENS, Features, Span, conversation_features
 from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import IntentModel, ScreenModel, load_intent, load_screen
+from functions.safety.sentence_units import sentence_units
 from functions.safety.token_table import MODEL_DIR, TokenTable
 
 
@@ -38,22 +42,35 @@ class FastScore:
 
 class SafetyClassifier:
     def __init__(
-        self, table: TokenTable, head: ClassifierHead, intent: IntentModel | None, screen: ScreenModel | None = None
+        self,
+        table: TokenTable,
+        head: ClassifierHead,
+        intent: IntentModel | None,
+        screen: ScreenModel | None = None,
+        ask: AskHead | None = None,
     ) -> None:
         self.table = table
         self.head = head
         self.intent = intent  # None only while the second stage is being trained: the first decides alone
         self.screen = screen  # None: the second stage reads every escalated region
+        self.ask = ask  # None: no sentence reads
 
     @classmethod
-    def load(cls, directory: Path = MODEL_DIR) -> SafetyClassifier:
+    def load(cls, directory: Path = MODEL_DIR, *, sentence_reads: bool = False) -> SafetyClassifier:
+        """The cascade in `directory`; with `sentence_reads`, its ask head too where it has a current one (sentence
+        reads are a deployment's choice, off by default: `Settings.safety_sentence_reads`)."""
+        head = ClassifierHead.load(directory)
         return cls(
-            TokenTable.load(directory), ClassifierHead.load(directory), load_intent(directory), load_screen(directory)
+            TokenTable.load(directory),
+            head,
+            load_intent(directory),
+            load_screen(directory),
+            load_ask_head(directory, head.meta.version) if sentence_reads else None,
         )
 
     @property
     def version(self) -> str:
-        stages = [self.head.meta] + [s.meta for s in (self.intent, self.screen) if s is not None]
+        stages = [self.head.meta] + [s.meta for s in (self.intent, self.screen, self.ask) if s is not None]
         return "+".join(meta.version for meta in stages)
 
     @property
@@ -98,12 +115,15 @@ class SafetyClassifier:
         self, conversation: ConversationText, *, escalate_at: float | None = None, block_at: float | None = None
     ) -> ClassifierVerdict:
         """The regions' verdict (`region_verdict`); where it lets the conversation through, the turn reads' verdict
-        (`turn_verdict`) if they block it."""
+        (`turn_verdict`) or the sentence reads' (`sentence_verdict`) if they block it."""
         verdict = self.region_verdict(conversation, escalate_at=escalate_at, block_at=block_at)
         if verdict.flagged or self.intent is None:
             return verdict
         turns = self.turn_verdict(conversation)
-        return turns if turns is not None and turns.flagged else verdict
+        if turns is not None and turns.flagged:
+            return turns
+        sentences = self.sentence_verdict(conversation)
+        return sentences if sentences is not None and sentences.flagged else verdict
 
     def region_verdict(
         self, conversation: ConversationText, *, escalate_at: float | None = None, block_at: float | None = None
@@ -168,15 +188,57 @@ class SafetyClassifier:
         regions read it)."""
         if len(conversation.turns) < 2:
             return [], np.zeros(0, np.float32)
-        turns = list(dict.fromkeys(conversation.turns + conversation.map(deobfuscate).turns))
-        parts = [
-            conversation_features(self.table, ConversationText(turns=[turn], last=turn), self.head.idf, windows=False)
-            for turn in turns
+        rows = self.alone_rows(_turns_and_plain(conversation))
+        return rows.spans, self.head.harmful_probability(rows)
+
+    def sentence_verdict(self, conversation: ConversationText) -> ClassifierVerdict | None:
+        """The second stage's verdict on the sentences `sentence_spans` hands on, each read alone and blocked at
+        `sentence_block_at` (None: none handed on, or no sentence reads calibrated)."""
+        assert self.intent is not None
+        block_at = self.intent.meta.sentence_block_at
+        if block_at is None or self.ask is None:
+            return None
+        spans = self.sentence_spans(conversation)
+        return self._second_stage_verdict(spans, block_at) if spans else None
+
+    def sentence_spans(self, conversation: ConversationText) -> list[Span]:
+        """The units of `sentence_rows` phrased as a request (the ask head scores them `sentence_ask_at` or more)
+        that the first stage scores `sentence_escalate_at` or more (none where sentence reads are not calibrated).
+        A request inside a pasted document is read as the short ask it is, not averaged with its neighbours."""
+        assert self.intent is not None
+        meta = self.intent.meta
+        if self.ask is None or meta.sentence_ask_at is None or meta.sentence_escalate_at is None:
+            return []
+        spans, first, ask = self.sentence_rows(conversation)
+        return [
+            span
+            for span, harmful, asks in zip(spans, first, ask, strict=True)
+            if asks >= meta.sentence_ask_at and harmful >= meta.sentence_escalate_at
         ]
-        rows = Features(
+
+    def sentence_rows(self, conversation: ConversationText) -> tuple[list[Span], np.ndarray, np.ndarray]:
+        """Each sentence unit (`sentence_units`) of the latest user turn where it is longer than one first-stage
+        window (as written and with obfuscation undone, each once), with the first stage's and the ask head's scores
+        of it read alone. Only the latest user turn: it is what the model answers now, and what a user pastes a
+        document into; a system prompt is the operator's, and full of instructions."""
+        assert self.ask is not None
+        latest = list(dict.fromkeys([conversation.last, deobfuscate(conversation.last)]))
+        long_turns = [turn for turn in latest if self.table.ids(turn).size > WINDOW_TOKENS]
+        units = list(dict.fromkeys(unit for turn in long_turns for unit in sentence_units(turn)))
+        if not units:
+            return [], np.zeros(0, np.float32), np.zeros(0, np.float32)
+        rows = self.alone_rows(units)
+        return rows.spans, self.head.harmful_probability(rows), self.ask.ask_probability(rows)
+
+    def alone_rows(self, texts: list[str]) -> Features:
+        """The first stage's row of each text read alone, as a one-turn conversation."""
+        parts = [
+            conversation_features(self.table, ConversationText(turns=[text], last=text), self.head.idf, windows=False)
+            for text in texts
+        ]
+        return Features(
             np.concatenate([p.dense for p in parts]), [p.sparse[0] for p in parts], [p.spans[0] for p in parts]
         )
-        return rows.spans, self.head.harmful_probability(rows)
 
     def handed_on_scores(self, fast: FastScore) -> list[float]:
         """The screen's score on each span the first stage hands on; 1.0 (hand on) for every span of a short
@@ -205,7 +267,12 @@ class SafetyClassifier:
         return conversation_features(self.table, conversation, self.head.idf)
 
 
+def _turns_and_plain(conversation: ConversationText) -> list[str]:
+    """The conversation's judged turns as written, then with obfuscation undone, each once."""
+    return list(dict.fromkeys(conversation.turns + conversation.map(deobfuscate).turns))
+
+
 @cache
-def shipped_classifier() -> SafetyClassifier:
-    """The classifier trained into the repo (loaded once per process)."""
-    return SafetyClassifier.load()
+def shipped_classifier(sentence_reads: bool = False) -> SafetyClassifier:
+    """The classifier trained into the repo, with or without sentence reads (loaded once per process for each)."""
+    return SafetyClassifier.load(sentence_reads=sentence_reads)

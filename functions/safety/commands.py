@@ -18,6 +18,14 @@ def eval_safety(
     model_dir: Annotated[
         Path | None, typer.Option(help="Judge with the models in this directory (default: the shipped ones).")
     ] = None,
+    sentence_reads: Annotated[
+        bool,
+        typer.Option(
+            "--sentence-reads",
+            help="Judge with sentence reads on (FLEETCHAT_SAFETY_SENTENCE_READS; off by default): a request inside a "
+            "long turn is read alone where the ask head finds it phrased as one.",
+        ),
+    ] = False,
 ) -> None:
     """Block rate on the adversarial golden set, over-refusal on the benign one, and block rates on every held-out
     public source per category; exit 1 below the thresholds or off the held-out targets."""
@@ -30,7 +38,10 @@ def eval_safety(
     from functions.safety.training.evaluate import evaluate, render
 
     console = Console()
-    classifier = SafetyClassifier.load(model_dir) if model_dir else shipped_classifier()
+    if model_dir:
+        classifier = SafetyClassifier.load(model_dir, sentence_reads=sentence_reads)
+    else:
+        classifier = shipped_classifier(sentence_reads)
     with Progress(console=console, transient=True) as progress:
         report = evaluate(PreFilter(classifier), smoke=smoke, progress=progress, model_dir=model_dir or MODEL_DIR)
     render(report, console)
@@ -175,7 +186,8 @@ def safety_recalibrate(
         bool,
         typer.Option(
             "--turn-reads-only",
-            help="Only choose the turn reads' thresholds, keeping the second stage's and the screen's as they are.",
+            help="Only choose the turn reads' thresholds (and the sentence reads', which depend on them, where the "
+            "model has an ask head), keeping the second stage's and the screen's as they are.",
         ),
     ] = False,
 ) -> None:
@@ -190,6 +202,20 @@ def safety_recalibrate(
         recalibrate_turn_reads(model_dir or MODEL_DIR)
     else:
         recalibrate(model_dir or MODEL_DIR, source_cap=source_cap)
+
+
+@safety_app.command("sentence-reads")
+def safety_sentence_reads(
+    model_dir: Annotated[
+        Path | None, typer.Option(help="The trained models that get sentence reads (default: the shipped model dir).")
+    ] = None,
+) -> None:
+    """Train the ask head on the first stage's features and choose the sentence reads' thresholds on the validation
+    split (every other weight and threshold kept): a request inside one long turn is then read alone."""
+    from functions.safety.token_table import MODEL_DIR
+    from functions.safety.training.recalibrate import train_sentence_reads
+
+    train_sentence_reads(model_dir or MODEL_DIR)
 
 
 @safety_app.command("ensemble")

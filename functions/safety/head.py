@@ -22,6 +22,15 @@ class HeadMeta(BaseModel):
     version: str  # content hash of the trained weights, part of the policy version
 
 
+def linear_probability(
+    features: Features, dense_weights: np.ndarray, sparse_weights: np.ndarray, bias: float
+) -> np.ndarray:
+    """A logistic scorer over [dense, sparse n-grams], per row."""
+    logits = features.dense @ dense_weights + bias
+    logits += np.asarray([float(sparse_weights[i] @ v) for i, v in features.sparse])
+    return 1.0 / (1.0 + np.exp(-logits))
+
+
 @dataclass
 class ClassifierHead:
     # Category MLP over the dense features.
@@ -38,9 +47,7 @@ class ClassifierHead:
 
     def harmful_probability(self, features: Features) -> np.ndarray:
         """P(harmful) per row."""
-        logits = features.dense @ self.dense_weights + self.bias
-        logits += np.asarray([float(self.sparse_weights[i] @ v) for i, v in features.sparse])
-        return 1.0 / (1.0 + np.exp(-logits))
+        return linear_probability(features, self.dense_weights, self.sparse_weights, self.bias)
 
     def category_probabilities(self, dense: np.ndarray) -> np.ndarray:
         """Softmax over meta.labels per row."""

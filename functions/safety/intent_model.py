@@ -44,6 +44,23 @@ class IntentMeta(SpanModelMeta):
     # (a model calibrated before 2026-11-29, or not yet calibrated for them: `training/turn_reads.py`).
     turn_escalate_at: float | None = Field(default=None, ge=0.0, le=1.0)
     turn_block_at: float | None = Field(default=None, ge=0.0, le=1.0)
+    # Sentence reads (`SafetyClassifier.sentence_verdict`): each sentence of a turn longer than one first-stage window
+    # that the ask head scores `sentence_ask_at` or more (phrased as a request) and the first stage
+    # `sentence_escalate_at` or more is read alone by this stage too, and blocks the conversation at
+    # `sentence_block_at`. None: no sentence reads (not calibrated for them: `training/sentence_reads.py`).
+    sentence_ask_at: float | None = Field(default=None, ge=0.0, le=1.0)
+    sentence_escalate_at: float | None = Field(default=None, ge=0.0, le=1.0)
+    sentence_block_at: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+# The IntentMeta fields of the turn and sentence reads, unset: what a recalibrated second stage starts from.
+READS_OFF: dict[str, None] = {
+    "turn_escalate_at": None,
+    "turn_block_at": None,
+    "sentence_ask_at": None,
+    "sentence_escalate_at": None,
+    "sentence_block_at": None,
+}
 
 
 class ScreenMeta(SpanModelMeta):

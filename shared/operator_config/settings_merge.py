@@ -23,6 +23,7 @@ _FILE_PLACE: dict[str, Loc] = {
     "safety_guard_timeout_s": ("guard", "timeout_s"),
     "safety_guard_attempts": ("guard", "attempts"),
     "safety_guard_fail": ("guard", "fail"),
+    "safety_sentence_reads": ("guard", "sentence_reads"),
     "judge_pool": ("judge", "pool"),
     "judge_model": ("judge", "model"),
     "pool_capacity": ("capacity",),
@@ -46,6 +47,7 @@ def settings_values(config: OperatorConfig) -> dict[str, Any]:
             safety_guard_timeout_s=guard.timeout_s,
             safety_guard_attempts=guard.attempts,
             safety_guard_fail=guard.fail,
+            safety_sentence_reads=guard.sentence_reads,
             **({"safety_guard_api_key": key} if key else {}),
         )
     if config.judge is not None:

@@ -68,6 +68,7 @@ def test_settings_sections_default_to_the_settings_defaults() -> None:
     assert guard.kind == settings.safety_guard and guard.fail == settings.safety_guard_fail
     assert frozenset(guard.ignored_codes) == settings.safety_guard_ignored_codes
     assert (guard.timeout_s, guard.attempts) == (settings.safety_guard_timeout_s, settings.safety_guard_attempts)
+    assert guard.sentence_reads is settings.safety_sentence_reads is False
     assert (judge.pool, judge.model) == (settings.judge_pool, settings.judge_model)
 
 
@@ -165,6 +166,14 @@ def test_configure_installs_tables_and_fills_unset_settings(
     assert (settings.judge_pool, settings.pool_capacity) == ("mini", {"mini": 3})
     assert settings.safety_guard_timeout_s == 2.5
     assert settings.data_dir == tmp_path
+
+
+def test_the_guard_section_turns_sentence_reads_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FLEETCHAT_SAFETY_SENTENCE_READS", raising=False)
+    path = write(tmp_path, "guard: {kind: embedded, sentence_reads: true}\n")
+    assert configure(Settings(config_file=path, data_dir=tmp_path)).safety_sentence_reads is True
+    monkeypatch.setenv("FLEETCHAT_SAFETY_SENTENCE_READS", "false")  # the environment wins over the file
+    assert configure(Settings(config_file=path, data_dir=tmp_path)).safety_sentence_reads is False
 
 
 def test_configure_refuses_before_installing(tmp_path: Path) -> None:

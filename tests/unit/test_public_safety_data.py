@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from functions.safety.training.build_public_data import build_source, read_manifest
-from functions.safety.training.cross_source import evaluate_cross_source
+from functions.safety.training.cross_source import BURIED_DOCUMENTS, evaluate_cross_source
 from functions.safety.training.labelled_data import example_key, public_examples, training_set
 from functions.safety.training.public_sources import (
     SOURCES,
@@ -142,3 +142,6 @@ def test_the_cross_source_report_counts_per_source_kind_and_category() -> None:
     assert report.recall == pytest.approx(true_positive / sum(r.items for r in harmful))
     synthetic = next(m for m in report.measures if m.measures is Measures.SYNTHETIC)
     assert synthetic.items == by_name["guidellm-synthetic"].items and (synthetic.blocked == 0) == synthetic.passed
+    # The composed buried requests are reported beside the sources, outside precision, recall and F1 (above).
+    assert report.buried is not None and report.buried.harmful and 0 < report.buried.items <= BURIED_DOCUMENTS
+    assert report.buried.source not in by_name

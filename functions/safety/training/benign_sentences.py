@@ -5,34 +5,24 @@ firearm in the hand of Rainwood's unconscious body") looks to the second stage l
 it scored 0.997, and 10 % of the validation split's long benign texts had a sentence at 0.975 or more (its short-ask
 threshold is 0.328). So a request hidden inside one long turn cannot be found by reading that turn's sentences until
 the second stage has learnt that a sentence telling of harm is not an ask for it. Off by default (`IntentConfig.
-benign_sentences`); spaCy's rule-based sentencizer splits the text (spaCy is already installed with Presidio)."""
+benign_sentences`); spaCy's rule-based sentencizer splits the text (`sentence_units.split_sentences`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
 
 import numpy as np
 
 from functions.safety.conversation_text import ConversationText
+from functions.safety.sentence_units import split_sentences
 
 # A sentence shorter than this many words says too little to teach anything ("Watch ." or a dateline).
 MIN_WORDS = 5
 
 
-@cache
-def _sentencizer() -> object:
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    return nlp
-
-
 def sentences(text: str) -> list[str]:
     """The text's sentences of at least MIN_WORDS words, in order."""
-    split = _sentencizer()(text)  # type: ignore[operator]
-    return [s.text.strip() for s in split.sents if len(s.text.split()) >= MIN_WORDS]
+    return [s for s in split_sentences(text) if len(s.split()) >= MIN_WORDS]
 
 
 def benign_sentences(

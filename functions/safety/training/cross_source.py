@@ -1,5 +1,8 @@
 """The cross-source evaluation: the pre-filter on every held-out public source (never trained or tuned on), block
-rates per source, per category and per kind of text, F1 over all of them, and the gate on the issue's targets."""
+rates per source, per category and per kind of text, F1 over all of them, and the gate on the issue's targets. Also
+reported, outside F1 and the gate: the held-out clearly harmful short asks each inserted into a held-out long benign
+text (a request pasted into a document; composed by `sentence_reads.compose_planted_docs`, so it is the held-out
+sources' text, placed by our code)."""
 
 from __future__ import annotations
 
@@ -14,10 +17,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from functions.safety.token_table import MODEL_DIR, TokenTable
 from functions.safety.training.block_metrics import BlockedCount
 from functions.safety.training.build_public_data import read_manifest
 from functions.safety.training.labelled_data import PUBLIC_DIR, PublicExample, public_examples
 from functions.safety.training.public_sources import Kind, Measures, Use
+from functions.safety.training.sentence_reads import compose_planted_docs
 from shared.schemas import ChatMessage
 
 # Block-rate targets per kind of held-out text: (at least, at most).
@@ -31,6 +36,10 @@ TARGETS: dict[Measures, tuple[float, float]] = {
 MIN_F1 = 0.75
 # Each source's examples judged in the smoke run (the whole set takes a few minutes on 2 cores).
 SMOKE_PER_SOURCE = 12
+# The held-out long benign texts that get one held-out harmful short ask inserted (and the composition's seed).
+BURIED_DOCUMENTS = 300
+BURIED_SEED = 19
+BURIED_SOURCE = "harmful short asks inside long benign texts (composed)"
 
 Judge = Callable[[Sequence[ChatMessage]], object | None]  # a finding (blocked) or None
 
@@ -65,6 +74,8 @@ class CrossSourceReport(BaseModel):
     f1: float
     min_f1: float
     check_ms_p50: float
+    # The composed buried requests (reported, not gated, not in F1); None where a report predates them.
+    buried: SourceResult | None = None
 
     @property
     def passed(self) -> bool:
@@ -124,7 +135,9 @@ def evaluate_cross_source(
     ]
     if smoke:
         plan = [(n, m, h, examples[:SMOKE_PER_SOURCE]) for n, m, h, examples in plan]
-    task = progress.add_task("held-out public sources", total=sum(len(p[3]) for p in plan)) if progress else None
+    buried_examples = _buried_requests([(measures, examples) for _, measures, _, examples in plan])
+    total = sum(len(p[3]) for p in plan) + len(buried_examples)
+    task = progress.add_task("held-out public sources", total=total) if progress else None
     timings: list[float] = []
     results = []
     for name, measures, harmful, examples in plan:
@@ -144,6 +157,13 @@ def evaluate_cross_source(
         )
         for m, rs in grouped.items()
     ]
+    buried = (
+        judge_source(judge, BURIED_SOURCE, Measures.HARMFUL_HARD, True, buried_examples, [])
+        if buried_examples
+        else None
+    )
+    if progress is not None and task is not None:
+        progress.advance(task, len(buried_examples))
     true_positive = sum(r.blocked for r in results if r.harmful)
     false_positive = sum(r.blocked for r in results if not r.harmful)
     harmful_items = sum(r.items for r in results if r.harmful)
@@ -158,7 +178,22 @@ def evaluate_cross_source(
         f1=2 * precision * recall / max(precision + recall, 1e-9),
         min_f1=MIN_F1,
         check_ms_p50=round(statistics.median(timings), 3) if timings else 0.0,
+        buried=buried,
     )
+
+
+def _buried_requests(plan: list[tuple[Measures, list[PublicExample]]]) -> list[PublicExample]:
+    """Up to BURIED_DOCUMENTS held-out long benign texts, each with a held-out clearly harmful short ask inserted at
+    one of its sentence starts (labelled as the ask)."""
+    documents = [e for measures, examples in plan if measures is Measures.LONG_BENIGN for e in examples]
+    asks = [e for measures, examples in plan if measures is Measures.HARMFUL_SHORT for e in examples]
+    if not documents or not asks:
+        return []
+    composed = compose_planted_docs(documents + asks, TokenTable.load(MODEL_DIR), BURIED_DOCUMENTS, BURIED_SEED)
+    return [
+        PublicExample(messages=planted.messages, label=planted.label, source=BURIED_SOURCE)
+        for planted in composed[1::2]
+    ]
 
 
 def render_cross_source(report: CrossSourceReport, console: Console) -> None:
@@ -173,6 +208,9 @@ def render_cross_source(report: CrossSourceReport, console: Console) -> None:
         target = "" if m.target_low is None else f" (target {m.target_low:.0%}-{m.target_high:.0%})"
         mark = "[green]ok[/]" if m.passed else "[red]MISS[/]"
         console.print(f"{mark} {m.measures.value}: {m.blocked} of {m.items} blocked, {m.rate:.1%}{target}")
+    if report.buried is not None:
+        b = report.buried
+        console.print(f"reported: {b.source}: {b.blocked} of {b.items} blocked, {b.rate:.1%} (not in F1)")
     verdict = "[green]PASS[/]" if report.passed else "[red]FAIL[/]"
     console.print(
         f"{verdict} held-out sources{' (smoke subset)' if report.smoke else ''}: precision {report.precision:.1%}, "

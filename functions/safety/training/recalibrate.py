@@ -2,8 +2,9 @@
 
 The second stage's block threshold (at SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE of the validation split's benign
 examples), then the screen's `clear_below`, which depends on it, then the turn reads' thresholds (`turn_reads.py`),
-which depend on both. Run: `fleetchat safety recalibrate --model-dir DIR`, then `fleetchat eval safety --model-dir
-DIR`. The held-out public sources are never read."""
+which depend on both, then the sentence reads' (`sentence_reads.py`), where the model has an ask head. Run:
+`fleetchat safety recalibrate --model-dir DIR`, then `fleetchat eval safety --model-dir DIR`. The held-out public
+sources are never read."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from functions.safety.training.labelled_data import training_set
+from functions.safety.ask_head import load_ask_head
+from functions.safety.head import ClassifierHead
+from functions.safety.training.labelled_data import LabelledConversation, training_set
+from functions.safety.training.sentence_reads import calibrate_sentence_reads, train_ask_head
 from functions.safety.training.train import SEED, split, split_sources_of
 from functions.safety.training.train_intent import INTENT_METRICS_FILE, IntentConfig, IntentReport, calibrate_intent
 from functions.safety.training.train_screen import SCREEN_METRICS_FILE, ScreenReport, calibrate_screen
@@ -41,6 +45,7 @@ def recalibrate(
         transfer_spans=screen_metrics["transfer_spans"],
     )
     calibrate_turn_reads(model_dir, splits, seed=seed, console=console)
+    _calibrate_sentence_reads_if_trained(model_dir, splits, seed, console)
     console.print(
         f"second stage {intent.version}: block at {intent.threshold:.3f} (escalate at {intent.escalate_at:.3f}); "
         f"screen {screen.version}: cleared below {screen.clear_below:.3f}"
@@ -54,7 +59,32 @@ def recalibrate(
 
 
 def recalibrate_turn_reads(model_dir: Path, *, seed: int = SEED, console: Console | None = None) -> None:
-    """Choose only the turn reads' thresholds in `model_dir` (the second stage's and the screen's kept), on the split
-    its record names."""
+    """Choose only the turn reads' thresholds in `model_dir`, and the sentence reads' that depend on them where it
+    has an ask head (the second stage's and the screen's kept), on the split its record names."""
+    console = console or Console()
     splits = split(training_set(public_sources=split_sources_of(model_dir)))
-    calibrate_turn_reads(model_dir, splits, seed=seed, console=console or Console())
+    calibrate_turn_reads(model_dir, splits, seed=seed, console=console)
+    _calibrate_sentence_reads_if_trained(model_dir, splits, seed, console)
+
+
+def train_sentence_reads(model_dir: Path, *, seed: int = SEED, console: Console | None = None) -> None:
+    """Train the ask head of `model_dir` on its first stage and choose the sentence reads' thresholds (every other
+    threshold kept), on the split its record names."""
+    console = console or Console()
+    splits = split(training_set(public_sources=split_sources_of(model_dir)))
+    train_ask_head(model_dir, splits, seed=seed, console=console)
+    calibrate_sentence_reads(model_dir, splits, seed=seed, console=console)
+
+
+def _calibrate_sentence_reads_if_trained(
+    model_dir: Path,
+    splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
+    seed: int,
+    console: Console,
+) -> None:
+    if load_ask_head(model_dir, ClassifierHead.load(model_dir).meta.version) is None:
+        console.print(
+            "no ask head trained on this first stage: sentence reads stay off (`fleetchat safety sentence-reads`)"
+        )
+        return
+    calibrate_sentence_reads(model_dir, splits, seed=seed, console=console)

@@ -1,7 +1,8 @@
 """Train the safety classifier: distil MiniLM's token table, featurise the labelled set, fit the first stage's head,
 choose its threshold on a validation split and report precision/recall on a held-out test split; then fine-tune the
 second stage on the same split (`train_intent.py`), distil the screen from it (`train_screen.py`), calibrate the turn
-reads (`turn_reads.py`), and train the output check on model answers (`train_output.py`).
+reads (`turn_reads.py`), train the ask head and calibrate the sentence reads (`sentence_reads.py`), and train the
+output check on model answers (`train_output.py`).
 
 Run: `fleetchat safety train` (or `python -m functions.safety.training.train`). Writes functions/safety/model/
 (token table, tokenizer, head) and functions/safety/model/metrics.json. Deterministic for a given data set and seed."""
@@ -11,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
@@ -29,9 +29,11 @@ from functions.safety.token_table import MODEL_DIR, TokenTable
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.training.buried_requests import buried_rows
 from functions.safety.training.distill import distil_vectors, reduce, write_table
+from functions.safety.training.feature_matrix import sparse_matrix
 from functions.safety.training.labelled_data import LabelledConversation, training_set
 from functions.safety.training.long_chats import composed_long_chats
 from functions.safety.training.public_sources import trained_request_sources
+from functions.safety.training.sentence_reads import calibrate_sentence_reads, train_ask_head
 from functions.safety.training.thresholds import choose_threshold
 from functions.safety.training.train_intent import IntentConfig, train_intent
 from functions.safety.training.train_output import train_output
@@ -83,16 +85,6 @@ def featurise(table: TokenTable, items: list[LabelledConversation], idf: np.ndar
     return Features(np.stack(dense).astype(np.float32), sparse, spans), labels
 
 
-def _sparse_matrix(features: Features) -> Any:
-    from scipy.sparse import csr_matrix, hstack
-
-    indptr = np.cumsum([0] + [i.size for i, _ in features.sparse])
-    indices = np.concatenate([i for i, _ in features.sparse])
-    values = np.concatenate([v for _, v in features.sparse])
-    grams = csr_matrix((values, indices, indptr), shape=(len(features.sparse), WIDTH))
-    return hstack([csr_matrix(features.dense), grams]).tocsr()
-
-
 def fit_categories(x: np.ndarray, y: np.ndarray, x_val: np.ndarray, y_val: np.ndarray, seed: int) -> list[np.ndarray]:
     """The category MLP: full-batch AdamW, class-balanced loss; the epoch with the lowest validation loss wins."""
     import torch
@@ -129,7 +121,7 @@ def fit_scorer(train: Features, y: np.ndarray, val: Features, y_val: np.ndarray)
     recall at the target false-positive rate. (weights, bias, C)."""
     from sklearn.linear_model import LogisticRegression
 
-    x, xv = _sparse_matrix(train), _sparse_matrix(val)
+    x, xv = sparse_matrix(train), sparse_matrix(val)
     best: tuple[float, np.ndarray, float, float] | None = None
     for c in (2.0, 8.0, 32.0):
         model = LogisticRegression(C=c, max_iter=5000, class_weight="balanced").fit(x, y != 0)
@@ -292,6 +284,8 @@ def train(
         return report
     train_screen(splits, out_dir, seed=seed, console=console, config=screen_config)
     calibrate_turn_reads(out_dir, splits, seed=seed, console=console)
+    train_ask_head(out_dir, splits, seed=seed, console=console)
+    calibrate_sentence_reads(out_dir, splits, seed=seed, console=console)
     if output:
         train_output(out_dir, console, seed)
     return report

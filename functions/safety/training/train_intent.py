@@ -21,7 +21,7 @@ from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier import SafetyClassifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.head import ClassifierHead
-from functions.safety.intent_model import INTENT, IntentEncoder, IntentMeta, load_intent
+from functions.safety.intent_model import INTENT, READS_OFF, IntentEncoder, IntentMeta, load_intent
 from functions.safety.rules import neutralise_idioms
 from functions.safety.token_table import TokenTable
 from functions.safety.training.benign_sentences import benign_sentences
@@ -364,10 +364,9 @@ def calibrate_intent(
         choose_threshold(second[0], labels[0], SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE),
         source_capped_threshold(second[0], sensitive, config.source_cap),
     )
-    # The turn reads' thresholds depend on this one and the screen's: chosen again after both (`turn_reads.py`).
-    meta = shipped.meta.model_copy(
-        update={"threshold": threshold, "escalate_at": escalate_at, "turn_block_at": None, "turn_escalate_at": None}
-    )
+    # The turn and sentence reads' thresholds depend on this one and the screen's: chosen again after both
+    # (`turn_reads.py`, `sentence_reads.py`).
+    meta = shipped.meta.model_copy(update={"threshold": threshold, "escalate_at": escalate_at, **READS_OFF})
     meta_file.write_text(meta.model_dump_json(indent=2) + "\n")
     report = IntentReport(
         version=meta.version,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from pydantic import BaseModel
@@ -99,16 +100,30 @@ def choose_turn_thresholds(chats: list[ChatTurnScores], threshold: float) -> tup
     return block_at, escalate_at
 
 
+class ReadOutcome(NamedTuple):
+    with_reads: dict[str, object]  # BlockMetrics' fields with the reads
+    without_reads: BlockMetrics
+    read_per_chat: float  # pieces (turns, sentences) the second stage reads alone, per chat
+
+
+def read_outcome(chats: list[ChatTurnScores], block_at: float, escalate_at: float) -> ReadOutcome:
+    """The cascade on these chats with reads of their pieces (turns, or sentences) at these thresholds, and without."""
+    labels = np.asarray([c.label for c in chats])
+    without = np.asarray([c.regions_block for c in chats])
+    read = [[s for f, s in zip(c.first_stage, c.second_stage, strict=True) if f >= escalate_at] for c in chats]
+    blocked = np.asarray([any(s >= block_at for s in r) for r in read])
+    return ReadOutcome(
+        block_metrics(without | blocked, labels),
+        BlockMetrics(**block_metrics(without, labels)),
+        float(np.mean([len(r) for r in read])),
+    )
+
+
 def measure_turn_reads(chats: list[ChatTurnScores], block_at: float, escalate_at: float) -> TurnReadMetrics:
     """The cascade on these chats with turn reads at these thresholds, and without them."""
-    labels = np.asarray([c.label for c in chats])
-    regions = np.asarray([c.regions_block for c in chats])
-    read = [[s for f, s in zip(c.first_stage, c.second_stage, strict=True) if f >= escalate_at] for c in chats]
-    turns = np.asarray([any(s >= block_at for s in r) for r in read])
+    outcome = read_outcome(chats, block_at, escalate_at)
     return TurnReadMetrics(
-        **block_metrics(regions | turns, labels),
-        without_turn_reads=BlockMetrics(**block_metrics(regions, labels)),
-        turns_read=float(np.mean([len(r) for r in read])),
+        **outcome.with_reads, without_turn_reads=outcome.without_reads, turns_read=outcome.read_per_chat
     )
 
 
