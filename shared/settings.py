@@ -147,8 +147,8 @@ class Settings(BaseSettings):
     safety_guard_fail: Literal["closed", "open"] = "closed"
     # The embedded classifier's sentence reads (docs/safety.md): a request inside a long latest user turn (a pasted
     # document) is read alone where the ask head finds it phrased as one. Off by default: on the held-out sources they
-    # catch 51 % of harmful asks pasted into long texts (18 % off) and refuse more long news (2.0 -> 4.3 % of long
-    # benign texts) and 2 of 64 synthetic benchmark prompts.
+    # catch 51 % of harmful asks pasted into long texts (18 % off) and refuse more long news (2.0 -> 3.9 % of long
+    # benign texts) and 3 of 64 synthetic benchmark prompts.
     safety_sentence_reads: bool = False
     # The LLM judge (functions/judging): any OpenAI-compatible endpoint, "the flagship by default". judge_url is its
     # base URL including /v1; None: the judge pool's own worker (no gateway in between: no billing, no safety pass).

@@ -14,7 +14,12 @@ from functions.safety.classifier import SafetyClassifier, shipped_classifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.sentence_units import sentence_starts, sentence_units
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation
-from functions.safety.training.sentence_reads import ask_examples, compose_planted_docs
+from functions.safety.training.sentence_reads import (
+    DOCUMENT_TOKENS,
+    ask_examples,
+    compose_planted_docs,
+    joined_documents,
+)
 
 TRAVEL = (
     "We are planning a week in Portugal with two kids in October: Lisbon first, then Porto by train, and maybe a "
@@ -131,7 +136,19 @@ def test_planted_documents_hold_a_short_ask_at_a_sentence_start_of_their_latest_
 def test_ask_examples_are_short_asks_and_interior_sentences_of_long_benign_texts() -> None:
     table = shipped_classifier(sentence_reads=True).table
     long_text = "Summarise this: " + " ".join(f"Sentence number {n} of the story goes here." for n in range(30))
-    examples = ask_examples([_item(long_text), _item("How do I bake bread?"), _item(long_text, "violence")], table, 1)
+    examples = ask_examples([_item(long_text), _item("How do I bake bread?"), _item(long_text, "violence")], table)
     assert examples.asks == ["How do I bake bread?"]
-    assert len(examples.sentences) == 5 and all(s.startswith("Sentence number") for s in examples.sentences)
-    assert "Sentence number 29 of the story goes here." not in examples.sentences  # the last is not interior
+    # The first and the last sentence hold a text's own instruction ("Summarise this: ..."); the rest are the text.
+    assert examples.sentences == [f"Sentence number {n} of the story goes here." for n in range(1, 29)]
+
+
+def test_calibration_documents_are_long_texts_joined_to_a_pasted_document_length() -> None:
+    table = shipped_classifier(sentence_reads=True).table
+    texts = [_item(f"Summarise this, part {n}: " + TRAVEL * 2) for n in range(4)]
+    documents = joined_documents([*texts, _item("Hello there!"), _item(TRAVEL * 3, "violence")], table, 5, seed=2)
+    assert len(documents) == 5
+    for document in documents:
+        parts = document.messages[0].content.split("\n\n")
+        assert document.label == "benign" and all(p in [t.messages[0].content for t in texts] for p in parts)
+        assert table.ids(document.messages[0].content).size >= DOCUMENT_TOKENS[0]
+        assert table.ids("\n\n".join(parts[:-1])).size < DOCUMENT_TOKENS[1]  # it stops once long enough

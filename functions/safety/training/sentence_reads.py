@@ -7,16 +7,17 @@ about crimes look like asks to the second stage too (at 0.975, 10 % of the untou
 read only if the ask head (`ask_head.py`) finds it phrased as a request. Rules, all on the validation split:
 
 - the ask head: a logistic regression on the first stage's features of a sentence read alone; the training split's
-  single-turn items of at most one first-stage window (any label) are asks, up to ASK_NEGATIVES_PER_TEXT interior
-  sentence units (not the first or the last: those hold a text's own instruction) of each long benign single-turn
-  item are not; its C is the one of ASK_HEAD_C keeping the most validation asks at 1 % of validation sentences;
+  single-turn items of at most one first-stage window (any label) are asks, the interior sentence units (not the
+  first or the last: those hold a text's own instruction) of each long benign single-turn item are not; its C is the
+  one of ASK_HEAD_C keeping the most validation asks at 1 % of validation sentences;
 - `sentence_ask_at`: the ask head's score that keeps ASK_KEPT of the validation asks;
-- on PLANTED_DOCS benign validation items whose latest user turn is longer than one window, each as it is (benign) and
-  with a short harmful validation ask inserted at one of its sentence starts (harmful): `sentence_block_at` is the
-  lowest second-stage score at which sentence reads add at most MAX_ADDED_BENIGN of the untouched ones to those the
-  cascade (regions and turn reads) already blocks, never below the second stage's own threshold, and
-  `sentence_escalate_at` the highest first-stage sentence score that still hands on TURN_KEPT_BLOCKS of the planted
-  ones that sentence reads block (the turn reads' rules, `turn_reads.py`, on sentences).
+- on PLANTED_DOCS documents joined from the long benign single-turn validation items (`joined_documents`: as long as
+  what users paste), each as it is (benign) and with a short harmful validation ask inserted at one of its sentence
+  starts (harmful): `sentence_block_at` is the lowest second-stage score at which sentence reads add at most
+  MAX_ADDED_BENIGN of the untouched ones to those the cascade (regions and turn reads) already blocks, never below
+  the second stage's own threshold, and `sentence_escalate_at` the highest first-stage sentence score that still
+  hands on TURN_KEPT_BLOCKS of the planted ones that sentence reads block (the turn reads' rules, `turn_reads.py`, on
+  sentences).
 
 Rewrites intent.json's three sentence fields and writes sentence_reads_metrics.json: the ask head on validation, and
 the cascade on the documents composed from the validation and test splits, with and without sentence reads."""
@@ -43,13 +44,12 @@ from functions.safety.sentence_units import sentence_starts, sentence_units
 from functions.safety.token_table import TokenTable
 from functions.safety.training.block_metrics import BlockMetrics, metrics_table
 from functions.safety.training.feature_matrix import sparse_matrix
-from functions.safety.training.labelled_data import LabelledConversation
+from functions.safety.training.labelled_data import DataMessage, LabelledConversation
 from functions.safety.training.train_intent import neutral_conversation
 from functions.safety.training.turn_reads import ChatTurnScores, choose_turn_thresholds, read_outcome
 
 SENTENCE_READS_METRICS_FILE = "sentence_reads_metrics.json"
 ASK_HEAD_C = (0.5, 2.0, 8.0)
-ASK_NEGATIVES_PER_TEXT = 5
 # sentence_ask_at keeps this share of the validation asks.
 ASK_KEPT = 0.95
 # The share of validation sentences the ask head may pass when its C is chosen.
@@ -58,6 +58,11 @@ ASK_C_SENTENCES_PASSED = 0.01
 # harmful ask inserted, in first-stage tokens.
 PLANTED_DOCS = 600
 PLANTED_ASK_TOKENS = 48
+# The calibration documents' lengths in first-stage tokens, drawn uniformly: as long as what users paste. The split's
+# own long texts are shorter (median 360 tokens, 14 sentences) than the held-out ones (Multi-News: 897, 34), and each
+# sentence is one more chance to block: calibrated on the split's texts as they are, sentence reads blocked 0.3 % of
+# them and 4 % of Multi-News (2026-11-29).
+DOCUMENT_TOKENS = (400, 1_500)
 
 
 class AskExamples(BaseModel):
@@ -84,14 +89,13 @@ class SentenceReadsReport(BaseModel):
     sentence_block_at: float
     validation_asks_kept: float  # at sentence_ask_at
     validation_sentences_passed: float  # at sentence_ask_at
-    docs_validation: SentenceReadMetrics  # PLANTED_DOCS documents from the validation split, each twice
+    docs_validation: SentenceReadMetrics  # PLANTED_DOCS documents joined from the validation split, each twice
     docs_test: SentenceReadMetrics  # ... and from the test split
 
 
-def ask_examples(items: list[LabelledConversation], table: TokenTable, seed: int) -> AskExamples:
-    """The ask head's examples of `items`: single-turn items of at most one window are asks; up to
-    ASK_NEGATIVES_PER_TEXT interior sentence units of each longer benign single-turn item are not."""
-    rng = random.Random(seed)
+def ask_examples(items: list[LabelledConversation], table: TokenTable) -> AskExamples:
+    """The ask head's examples of `items`: single-turn items of at most one window are asks; the interior sentence
+    units of each longer benign single-turn item are not."""
     asks, sentences = [], []
     for item in items:
         conversation = neutral_conversation(item)
@@ -101,8 +105,7 @@ def ask_examples(items: list[LabelledConversation], table: TokenTable, seed: int
         if table.ids(turn).size <= WINDOW_TOKENS:
             asks.append(turn)
         elif item.label == "benign":
-            inner = sentence_units(turn)[1:-1]
-            sentences += rng.sample(inner, min(ASK_NEGATIVES_PER_TEXT, len(inner)))
+            sentences += sentence_units(turn)[1:-1]
     return AskExamples(asks=asks, sentences=sentences)
 
 
@@ -121,7 +124,7 @@ def train_ask_head(
     from sklearn.linear_model import LogisticRegression
 
     cascade = SafetyClassifier.load(model_dir)  # its first stage's features (the ask head is what is fitted)
-    train, validation = ask_examples(splits[0], cascade.table, seed), ask_examples(splits[1], cascade.table, seed + 1)
+    train, validation = ask_examples(splits[0], cascade.table), ask_examples(splits[1], cascade.table)
     x = sparse_matrix(cascade.alone_rows(train.asks + train.sentences))
     y = np.r_[np.ones(len(train.asks)), np.zeros(len(train.sentences))]
     xv = sparse_matrix(cascade.alone_rows(validation.asks + validation.sentences))
@@ -155,6 +158,31 @@ def train_ask_head(
         train_sentences=len(train.sentences),
         validation_asks_kept=kept,
     )
+
+
+def joined_documents(
+    items: list[LabelledConversation], table: TokenTable, count: int, seed: int
+) -> list[LabelledConversation]:
+    """`count` benign one-turn documents, each the texts of benign single-turn items of `items` longer than one window,
+    picked at random and joined by a blank line until a length drawn from DOCUMENT_TOKENS."""
+    rng = random.Random(seed)
+    texts = [
+        i.messages[0].content
+        for i in items
+        if i.label == "benign"
+        and len(i.messages) == 1
+        and i.messages[0].role == "user"
+        and table.ids(i.messages[0].content).size > WINDOW_TOKENS
+    ]
+    documents = []
+    for _ in range(count if texts else 0):
+        target, parts = rng.randint(*DOCUMENT_TOKENS), [rng.choice(texts)]
+        while table.ids("\n\n".join(parts)).size < target:
+            parts.append(rng.choice(texts))
+        documents.append(
+            LabelledConversation(messages=[DataMessage(role="user", content="\n\n".join(parts))], label="benign")
+        )
+    return documents
 
 
 def compose_planted_docs(
@@ -238,15 +266,17 @@ def calibrate_sentence_reads(
     assert cascade.intent is not None
     if cascade.ask is None:
         raise ValueError(f"{model_dir} has no ask head trained on its first stage: train it first (train_ask_head)")
-    validation = ask_examples(splits[1], cascade.table, seed + 1)
+    validation = ask_examples(splits[1], cascade.table)
     asks = _ask_scores(cascade, cascade.ask, validation.asks)
     ask_at = float(np.quantile(asks, 1.0 - ASK_KEPT, method="lower"))
     passed = float((_ask_scores(cascade, cascade.ask, validation.sentences) >= ask_at).mean())
     with Progress(console=console, transient=True) as progress:
-        docs = [
-            _scores(cascade, compose_planted_docs(part, cascade.table, PLANTED_DOCS, seed), ask_at, progress)
-            for part in (splits[1], splits[2])
-        ]
+        docs = []
+        for part in (splits[1], splits[2]):
+            joined = joined_documents(part, cascade.table, PLANTED_DOCS, seed)
+            harmful = [item for item in part if item.label != "benign"]
+            composed = compose_planted_docs(joined + harmful, cascade.table, PLANTED_DOCS, seed)
+            docs.append(_scores(cascade, composed, ask_at, progress))
     block_at, escalate_at = choose_turn_thresholds(docs[0], cascade.intent.meta.threshold)
     update = {"sentence_ask_at": ask_at, "sentence_block_at": block_at, "sentence_escalate_at": escalate_at}
     meta = cascade.intent.meta.model_copy(update=update)
