@@ -72,7 +72,7 @@ def train_sentence_reads(model_dir: Path, *, seed: int = SEED, console: Console 
     threshold kept), on the split its record names."""
     console = console or Console()
     splits = split(training_set(public_sources=split_sources_of(model_dir)))
-    train_ask_head(model_dir, splits, seed=seed, console=console)
+    train_ask_head(model_dir, splits, console=console)
     calibrate_sentence_reads(model_dir, splits, seed=seed, console=console)
 
 

@@ -117,10 +117,9 @@ def train_ask_head(
     model_dir: Path,
     splits: tuple[list[LabelledConversation], list[LabelledConversation], list[LabelledConversation]],
     *,
-    seed: int,
     console: Console,
 ) -> AskHeadReport:
-    """Fit the ask head on the first stage in `model_dir` and save it there (ask_head.npz)."""
+    """Fit the ask head on the first stage in `model_dir` and save it there (ask_head.npz; deterministic: no seed)."""
     from sklearn.linear_model import LogisticRegression
 
     cascade = SafetyClassifier.load(model_dir)  # its first stage's features (the ask head is what is fitted)

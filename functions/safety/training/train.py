@@ -284,7 +284,7 @@ def train(
         return report
     train_screen(splits, out_dir, seed=seed, console=console, config=screen_config)
     calibrate_turn_reads(out_dir, splits, seed=seed, console=console)
-    train_ask_head(out_dir, splits, seed=seed, console=console)
+    train_ask_head(out_dir, splits, console=console)
     calibrate_sentence_reads(out_dir, splits, seed=seed, console=console)
     if output:
         train_output(out_dir, console, seed)
