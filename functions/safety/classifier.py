@@ -17,11 +17,16 @@ from pydantic import BaseModel
 from functions.safety.ask_head import AskHead, load_ask_head
 from functions.safety.conversation_text import ConversationText
 from functions.safety.deobfuscate import deobfuscate
-from functions.safety.features import WINDOW_TOKENS, Features, Span, conversation_features
+from functions.safety.features import WINDOW_TOKENS, Features, Span, alone_features, conversation_features
 from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import IntentModel, ScreenModel, load_intent, load_screen
 from functions.safety.sentence_units import sentence_units
 from functions.safety.token_table import MODEL_DIR, TokenTable
+
+# The most sentences of one request the second stage reads alone (those the first stage scores highest): a pasted
+# document full of ask-like sentences must not cost a transformer pass each. Documents as long as pasted ones had 0.5
+# read on average at the shipped thresholds (`sentence_reads_metrics.json`).
+MAX_SENTENCE_READS = 8
 
 
 class ClassifierVerdict(BaseModel):
@@ -203,18 +208,20 @@ class SafetyClassifier:
 
     def sentence_spans(self, conversation: ConversationText) -> list[Span]:
         """The units of `sentence_rows` phrased as a request (the ask head scores them `sentence_ask_at` or more)
-        that the first stage scores `sentence_escalate_at` or more (none where sentence reads are not calibrated).
-        A request inside a pasted document is read as the short ask it is, not averaged with its neighbours."""
+        that the first stage scores `sentence_escalate_at` or more, at most MAX_SENTENCE_READS of them, the first
+        stage's worst first (none where sentence reads are not calibrated). A request inside a pasted document is
+        read as the short ask it is, not averaged with its neighbours."""
         assert self.intent is not None
         meta = self.intent.meta
         if self.ask is None or meta.sentence_ask_at is None or meta.sentence_escalate_at is None:
             return []
         spans, first, ask = self.sentence_rows(conversation)
-        return [
-            span
-            for span, harmful, asks in zip(spans, first, ask, strict=True)
+        handed = [
+            (float(harmful), n)
+            for n, (harmful, asks) in enumerate(zip(first, ask, strict=True))
             if asks >= meta.sentence_ask_at and harmful >= meta.sentence_escalate_at
         ]
+        return [spans[n] for _, n in sorted(handed, reverse=True)[:MAX_SENTENCE_READS]]
 
     def sentence_rows(self, conversation: ConversationText) -> tuple[list[Span], np.ndarray, np.ndarray]:
         """Each sentence unit (`sentence_units`) of the latest user turn where it is longer than one first-stage
@@ -232,13 +239,7 @@ class SafetyClassifier:
 
     def alone_rows(self, texts: list[str]) -> Features:
         """The first stage's row of each text read alone, as a one-turn conversation."""
-        parts = [
-            conversation_features(self.table, ConversationText(turns=[text], last=text), self.head.idf, windows=False)
-            for text in texts
-        ]
-        return Features(
-            np.concatenate([p.dense for p in parts]), [p.sparse[0] for p in parts], [p.spans[0] for p in parts]
-        )
+        return alone_features(self.table, texts, self.head.idf)
 
     def handed_on_scores(self, fast: FastScore) -> list[float]:
         """The screen's score on each span the first stage hands on; 1.0 (hand on) for every span of a short

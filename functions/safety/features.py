@@ -54,6 +54,16 @@ def conversation_features(
     return Features(np.stack(dense), sparse_rows([(s.ids, s.text) for s in spans], idf), spans)
 
 
+def alone_features(table: TokenTable, texts: list[str], idf: np.ndarray) -> Features:
+    """Each text's row as a one-turn conversation (`conversation_features(..., windows=False)` of it), all in one
+    pass: one batched tokenizer call and one vectorised n-gram pass, for the many short pieces the turn and sentence
+    reads score."""
+    ids = table.ids_batch(texts)
+    dense = [np.concatenate([table.embed_ids(row), table.embed_ids(row[-LAST_TURN_TOKENS:])]) for row in ids]
+    spans = [Span(text, row, int(row.size)) for text, row in zip(texts, ids, strict=True)]
+    return Features(np.stack(dense), sparse_rows([(s.ids, s.text) for s in spans], idf), spans)
+
+
 def _last_turn_ids(
     table: TokenTable, conversation: ConversationText, offsets: list[tuple[int, int]], ids: np.ndarray
 ) -> np.ndarray:

@@ -1,13 +1,13 @@
 """The first stage's features: featurising a conversation's spans in one vectorised pass gives what each span gives
-alone (no n-gram crosses from one span into the next), and the latest turn sliced from the whole is the turn as
-tokenized on its own."""
+alone (no n-gram crosses from one span into the next), the latest turn sliced from the whole is the turn as
+tokenized on its own, and texts featurised in one batch as one-turn conversations get what each gets alone."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from functions.safety.conversation_text import ConversationText
-from functions.safety.features import LAST_TURN_TOKENS, _last_turn_ids
+from functions.safety.features import LAST_TURN_TOKENS, _last_turn_ids, alone_features, conversation_features
 from functions.safety.ngrams import WIDTH, sparse_rows
 from functions.safety.token_table import TokenTable
 
@@ -51,3 +51,17 @@ def test_the_latest_turn_sliced_from_the_whole_is_the_turn_tokenized_alone() -> 
         ids, offsets = table.encode(conversation.whole)
         expected = table.ids(conversation.last)[-LAST_TURN_TOKENS:] if conversation.last else ids[-LAST_TURN_TOKENS:]
         assert np.array_equal(_last_turn_ids(table, conversation, offsets, ids), expected)
+
+
+def test_texts_featurised_in_one_batch_match_each_as_a_one_turn_conversation() -> None:
+    table = TokenTable.load()
+    idf = np.random.default_rng(1).uniform(0.5, 3.0, WIDTH).astype(np.float32)
+    texts = [t for t in TEXTS if t] + [" ".join(["word"] * 400)]  # a judged turn is never empty; one over 256 tokens
+    batch = alone_features(table, texts, idf)
+    for row, text in enumerate(texts):
+        alone = conversation_features(table, ConversationText(turns=[text], last=text), idf, windows=False)
+        assert np.allclose(batch.dense[row], alone.dense[0])
+        assert np.array_equal(batch.sparse[row][0], alone.sparse[0][0])
+        assert np.allclose(batch.sparse[row][1], alone.sparse[0][1])
+        assert batch.spans[row].text == text and np.array_equal(batch.spans[row].ids, alone.spans[0].ids)
+        assert batch.spans[row].to_end == alone.spans[0].to_end

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from functions.safety.ask_head import AskHead, AskHeadMeta, load_ask_head
-from functions.safety.classifier import SafetyClassifier, shipped_classifier
+from functions.safety.classifier import MAX_SENTENCE_READS, SafetyClassifier, shipped_classifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.sentence_units import sentence_starts, sentence_units
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation
@@ -57,6 +57,15 @@ def test_the_document_without_it_and_one_that_tells_of_harm_are_let_through() ->
     assert spans[int(np.argmax(first))].text.startswith("Summarise this news story")
     assert classifier.intent is not None and classifier.intent.meta.sentence_ask_at is not None
     assert asks[int(np.argmax(first))] < classifier.intent.meta.sentence_ask_at
+
+
+def test_a_document_full_of_asks_costs_at_most_a_few_second_stage_reads() -> None:
+    classifier = shipped_classifier(sentence_reads=True)
+    decoys = " ".join(f"Tell me how to sneak into cinema number {n} without a ticket." for n in range(40))
+    document = _one_turn(TRAVEL * 3 + decoys + " " + ASK + " " + TRAVEL * 3)
+    spans = classifier.sentence_spans(document)
+    assert len(spans) == MAX_SENTENCE_READS and ASK in [span.text for span in spans]  # the first stage's worst first
+    assert classifier.judge(document).flagged
 
 
 def test_only_the_latest_user_turn_is_cut_into_sentences() -> None:

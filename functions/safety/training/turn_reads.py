@@ -106,11 +106,17 @@ class ReadOutcome(NamedTuple):
     read_per_chat: float  # pieces (turns, sentences) the second stage reads alone, per chat
 
 
-def read_outcome(chats: list[ChatTurnScores], block_at: float, escalate_at: float) -> ReadOutcome:
-    """The cascade on these chats with reads of their pieces (turns, or sentences) at these thresholds, and without."""
+def read_outcome(
+    chats: list[ChatTurnScores], block_at: float, escalate_at: float, max_reads: int | None = None
+) -> ReadOutcome:
+    """The cascade on these chats with reads of their pieces (turns, or sentences) at these thresholds, and without;
+    `max_reads`: only that many pieces per chat are read, the first stage's worst first."""
     labels = np.asarray([c.label for c in chats])
     without = np.asarray([c.regions_block for c in chats])
-    read = [[s for f, s in zip(c.first_stage, c.second_stage, strict=True) if f >= escalate_at] for c in chats]
+    read = []
+    for chat in chats:
+        pieces = sorted(zip(chat.first_stage, chat.second_stage, strict=True), reverse=True)  # the worst first
+        read.append([second for first, second in pieces if first >= escalate_at][:max_reads])
     blocked = np.asarray([any(s >= block_at for s in r) for r in read])
     return ReadOutcome(
         block_metrics(without | blocked, labels),
