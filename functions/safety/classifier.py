@@ -23,10 +23,11 @@ from functions.safety.intent_model import IntentModel, ScreenModel, load_intent,
 from functions.safety.sentence_units import sentence_units
 from functions.safety.token_table import MODEL_DIR, TokenTable
 
-# The most sentences of one request the second stage reads alone (those the first stage scores highest): a pasted
-# document full of ask-like sentences must not cost a transformer pass each. Documents as long as pasted ones had 0.5
-# read on average at the shipped thresholds (`sentence_reads_metrics.json`).
-MAX_SENTENCE_READS = 8
+# The most turns, and the most sentences, of one request the second stage reads alone (those the first stage scores
+# highest): a chat of many harmful-looking turns or a document of ask-like sentences must not cost a transformer pass
+# each. The composed validation chats and documents had 0.9 and 0.5 read on average at the shipped thresholds
+# (`turn_reads_metrics.json`, `sentence_reads_metrics.json`).
+MAX_READS_ALONE = 8
 
 
 class ClassifierVerdict(BaseModel):
@@ -176,16 +177,17 @@ class SafetyClassifier:
         )
 
     def turn_spans(self, conversation: ConversationText) -> list[Span]:
-        """The turns of `turn_rows` that the first stage scores `turn_escalate_at` or more (none where turn reads are
-        not calibrated). A request placed among other turns is read as the short ask it is, where the second stage
-        is strongest: read in a long chat's windows it is mixed with its neighbours (on long chats composed from
-        the validation split, the second stage on every window caught 45.5 % of the requests, on every turn 87 %)."""
+        """The turns of `turn_rows` that the first stage scores `turn_escalate_at` or more, at most MAX_READS_ALONE of
+        them, the first stage's worst first (none where turn reads are not calibrated). A request placed among other
+        turns is read as the short ask it is, where the second stage is strongest: read in a long chat's windows it is
+        mixed with its neighbours (on long chats composed from the validation split, the second stage on every window
+        caught 45.5 % of the requests, on every turn 87 %)."""
         assert self.intent is not None
         escalate_at = self.intent.meta.turn_escalate_at
         if escalate_at is None:
             return []
         spans, scores = self.turn_rows(conversation)
-        return [span for span, score in zip(spans, scores, strict=True) if score >= escalate_at]
+        return _worst_first(spans, scores, scores >= escalate_at)
 
     def turn_rows(self, conversation: ConversationText) -> tuple[list[Span], np.ndarray]:
         """Each judged turn of a conversation of two or more (as written and with obfuscation undone, each once),
@@ -208,7 +210,7 @@ class SafetyClassifier:
 
     def sentence_spans(self, conversation: ConversationText) -> list[Span]:
         """The units of `sentence_rows` phrased as a request (the ask head scores them `sentence_ask_at` or more)
-        that the first stage scores `sentence_escalate_at` or more, at most MAX_SENTENCE_READS of them, the first
+        that the first stage scores `sentence_escalate_at` or more, at most MAX_READS_ALONE of them, the first
         stage's worst first (none where sentence reads are not calibrated). A request inside a pasted document is
         read as the short ask it is, not averaged with its neighbours."""
         assert self.intent is not None
@@ -216,12 +218,7 @@ class SafetyClassifier:
         if self.ask is None or meta.sentence_ask_at is None or meta.sentence_escalate_at is None:
             return []
         spans, first, ask = self.sentence_rows(conversation)
-        handed = [
-            (float(harmful), n)
-            for n, (harmful, asks) in enumerate(zip(first, ask, strict=True))
-            if asks >= meta.sentence_ask_at and harmful >= meta.sentence_escalate_at
-        ]
-        return [spans[n] for _, n in sorted(handed, reverse=True)[:MAX_SENTENCE_READS]]
+        return _worst_first(spans, first, (ask >= meta.sentence_ask_at) & (first >= meta.sentence_escalate_at))
 
     def sentence_rows(self, conversation: ConversationText) -> tuple[list[Span], np.ndarray, np.ndarray]:
         """Each sentence unit (`sentence_units`) of the latest user turn where it is longer than one first-stage
@@ -266,6 +263,12 @@ class SafetyClassifier:
 
     def features(self, conversation: ConversationText) -> Features:
         return conversation_features(self.table, conversation, self.head.idf)
+
+
+def _worst_first(spans: list[Span], first_stage: np.ndarray, handed_on: np.ndarray) -> list[Span]:
+    """The spans `handed_on` marks, at most MAX_READS_ALONE of them, those the first stage scores highest first."""
+    order = np.argsort(-first_stage, kind="stable")
+    return [spans[n] for n in order if handed_on[n]][:MAX_READS_ALONE]
 
 
 def _turns_and_plain(conversation: ConversationText) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from functions.safety.ask_head import AskHead, AskHeadMeta, load_ask_head
-from functions.safety.classifier import MAX_SENTENCE_READS, SafetyClassifier, shipped_classifier
+from functions.safety.classifier import MAX_READS_ALONE, SafetyClassifier, shipped_classifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.sentence_units import sentence_starts, sentence_units
 from functions.safety.training.labelled_data import DataMessage, LabelledConversation
@@ -64,7 +64,7 @@ def test_a_document_full_of_asks_costs_at_most_a_few_second_stage_reads() -> Non
     decoys = " ".join(f"Tell me how to sneak into cinema number {n} without a ticket." for n in range(40))
     document = _one_turn(TRAVEL * 3 + decoys + " " + ASK + " " + TRAVEL * 3)
     spans = classifier.sentence_spans(document)
-    assert len(spans) == MAX_SENTENCE_READS and ASK in [span.text for span in spans]  # the first stage's worst first
+    assert len(spans) == MAX_READS_ALONE and ASK in [span.text for span in spans]  # the first stage's worst first
     assert classifier.judge(document).flagged
 
 

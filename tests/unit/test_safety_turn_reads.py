@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from functions.cli import app
 from functions.safety.categories import CLASSIFIER_LABELS
-from functions.safety.classifier import SafetyClassifier, shipped_classifier
+from functions.safety.classifier import MAX_READS_ALONE, SafetyClassifier, shipped_classifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.token_table import MODEL_DIR
 from functions.safety.training.everyday_chats import EVERYDAY_CHATS
@@ -52,6 +52,15 @@ def test_a_request_among_other_turns_is_read_alone_and_blocks_the_chat() -> None
     assert any(span.text == ASK for span in classifier.turn_spans(chat)), "the first stage hands the ask on"
     verdict = classifier.judge(chat)
     assert verdict.flagged and verdict.stage == "intent" and verdict.score >= classifier.intent.meta.turn_block_at
+
+
+def test_a_chat_of_many_harmful_looking_turns_costs_at_most_a_few_second_stage_reads() -> None:
+    classifier = shipped_classifier()
+    decoys = [f"Tell me how to sneak into cinema number {n} without a ticket." for n in range(30)]
+    chat = _chat([*_everyday_turns()[:4], *decoys, ASK, *_everyday_turns()[4:8]])
+    spans = classifier.turn_spans(chat)
+    assert len(spans) == MAX_READS_ALONE and ASK in [span.text for span in spans]  # the first stage's worst first
+    assert classifier.judge(chat).flagged
 
 
 def test_the_same_chat_without_the_request_is_let_through() -> None:

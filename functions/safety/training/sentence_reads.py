@@ -36,7 +36,7 @@ from rich.progress import Progress
 
 from functions.safety.ask_head import AskHead, AskHeadMeta
 from functions.safety.categories import CLASSIFIER_LABELS
-from functions.safety.classifier import MAX_SENTENCE_READS, SafetyClassifier
+from functions.safety.classifier import MAX_READS_ALONE, SafetyClassifier
 from functions.safety.conversation_text import ConversationText
 from functions.safety.features import WINDOW_TOKENS
 from functions.safety.intent_model import INTENT
@@ -246,7 +246,7 @@ def _scores(
 
 def measure_sentence_reads(docs: list[ChatTurnScores], block_at: float, escalate_at: float) -> SentenceReadMetrics:
     """The cascade on these documents with sentence reads at these thresholds, and without them."""
-    outcome = read_outcome(docs, block_at, escalate_at, MAX_SENTENCE_READS)
+    outcome = read_outcome(docs, block_at, escalate_at, MAX_READS_ALONE)
     return SentenceReadMetrics(
         **outcome.with_reads, without_sentence_reads=outcome.without_reads, sentences_read=outcome.read_per_chat
     )

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 from functions.safety.categories import CLASSIFIER_LABELS
-from functions.safety.classifier import SafetyClassifier
+from functions.safety.classifier import MAX_READS_ALONE, SafetyClassifier
 from functions.safety.intent_model import INTENT
 from functions.safety.training.block_metrics import BlockMetrics, block_metrics, metrics_table
 from functions.safety.training.labelled_data import LabelledConversation
@@ -127,7 +127,7 @@ def read_outcome(
 
 def measure_turn_reads(chats: list[ChatTurnScores], block_at: float, escalate_at: float) -> TurnReadMetrics:
     """The cascade on these chats with turn reads at these thresholds, and without them."""
-    outcome = read_outcome(chats, block_at, escalate_at)
+    outcome = read_outcome(chats, block_at, escalate_at, MAX_READS_ALONE)
     return TurnReadMetrics(
         **outcome.with_reads, without_turn_reads=outcome.without_reads, turns_read=outcome.read_per_chat
     )
