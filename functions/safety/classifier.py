@@ -16,7 +16,6 @@ from pydantic import BaseModel
 
 from functions.safety.ask_head import AskHead, load_ask_head
 from functions.safety.conversation_text import ConversationText
-from functions.safety.deobfuscate import deobfuscate
 from functions.safety.features import WINDOW_TOKENS, Features, Span, alone_features, conversation_features
 from functions.safety.head import ClassifierHead
 from functions.safety.intent_model import IntentModel, ScreenModel, load_intent, load_screen
@@ -94,7 +93,7 @@ class SafetyClassifier:
         shipped model never trained on, where the second stage alone blocks 62 %), and the second stage's pass on a
         short ask costs 4-20 ms on 2 cores."""
         views = [conversation]
-        plain = conversation.map(deobfuscate)
+        plain = conversation.plain
         if plain != conversation:
             views.append(plain)
         parts = [self.features(view) for view in views]
@@ -226,7 +225,7 @@ class SafetyClassifier:
         of it read alone. Only the latest user turn: it is what the model answers now, and what a user pastes a
         document into; a system prompt is the operator's, and full of instructions."""
         assert self.ask is not None
-        latest = list(dict.fromkeys([conversation.last, deobfuscate(conversation.last)]))
+        latest = list(dict.fromkeys([conversation.last, conversation.plain.last]))
         long_turns = [turn for turn in latest if self.table.ids(turn).size > WINDOW_TOKENS]
         units = list(dict.fromkeys(unit for turn in long_turns for unit in sentence_units(turn)))
         if not units:
@@ -273,7 +272,7 @@ def _worst_first(spans: list[Span], first_stage: np.ndarray, handed_on: np.ndarr
 
 def _turns_and_plain(conversation: ConversationText) -> list[str]:
     """The conversation's judged turns as written, then with obfuscation undone, each once."""
-    return list(dict.fromkeys(conversation.turns + conversation.map(deobfuscate).turns))
+    return list(dict.fromkeys(conversation.turns + conversation.plain.turns))
 
 
 @cache

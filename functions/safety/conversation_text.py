@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 from pydantic import BaseModel
 
+from functions.safety.deobfuscate import deobfuscate
 from shared.schemas import ChatMessage
 
 # Roles whose text states the user's (or the integrating developer's) intent. Assistant turns are model output, which
@@ -24,6 +26,12 @@ class ConversationText(BaseModel):
     def map(self, transform: Callable[[str], str]) -> ConversationText:
         """The same conversation with every turn rewritten by `transform`."""
         return ConversationText(turns=[transform(t) for t in self.turns], last=transform(self.last))
+
+    @cached_property
+    def plain(self) -> ConversationText:
+        """The conversation with obfuscation undone (`deobfuscate`), worked out once: the regions, the turn reads and
+        the sentence reads each read it."""
+        return self.map(deobfuscate)
 
     @classmethod
     def of(cls, messages: Sequence[ChatMessage]) -> ConversationText:
