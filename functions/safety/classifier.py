@@ -277,5 +277,10 @@ def _turns_and_plain(conversation: ConversationText) -> list[str]:
 
 @cache
 def shipped_classifier(sentence_reads: bool = False) -> SafetyClassifier:
-    """The classifier trained into the repo, with or without sentence reads (loaded once per process for each)."""
-    return SafetyClassifier.load(sentence_reads=sentence_reads)
+    """The classifier trained into the repo, with or without sentence reads (loaded once per process; with them, the
+    same stages plus the ask head)."""
+    if not sentence_reads:
+        return SafetyClassifier.load()
+    base = shipped_classifier()
+    ask = load_ask_head(MODEL_DIR, base.head.meta.version)
+    return SafetyClassifier(base.table, base.head, base.intent, base.screen, ask)

@@ -37,7 +37,6 @@ from rich.progress import Progress
 from functions.safety.ask_head import AskHead, AskHeadMeta
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier import MAX_READS_ALONE, SafetyClassifier
-from functions.safety.conversation_text import ConversationText
 from functions.safety.features import WINDOW_TOKENS
 from functions.safety.intent_model import INTENT
 from functions.safety.sentence_units import sentence_starts, sentence_units
@@ -109,8 +108,9 @@ def ask_examples(items: list[LabelledConversation], table: TokenTable) -> AskExa
     return AskExamples(asks=asks, sentences=sentences)
 
 
-def _ask_scores(cascade: SafetyClassifier, head: AskHead, texts: list[str]) -> np.ndarray:
-    return head.ask_probability(cascade.alone_rows(texts)) if texts else np.zeros(0)
+def _ask_scores(cascade: SafetyClassifier, texts: list[str]) -> np.ndarray:
+    assert cascade.ask is not None
+    return cascade.ask.ask_probability(cascade.alone_rows(texts)) if texts else np.zeros(0)
 
 
 def train_ask_head(
@@ -214,19 +214,13 @@ def compose_planted_docs(
     return composed
 
 
-def _blocked_without_sentence_reads(cascade: SafetyClassifier, conversation: ConversationText) -> bool:
-    if cascade.region_verdict(conversation).flagged:
-        return True
-    turns = cascade.turn_verdict(conversation)
-    return turns is not None and turns.flagged
-
-
 def _scores(
     cascade: SafetyClassifier, docs: list[LabelledConversation], ask_at: float, progress: Progress
 ) -> list[ChatTurnScores]:
     """Each document's verdict without sentence reads, and both stages' scores of its sentences phrased as asks
     (the ask head at `ask_at` or more), read alone."""
     assert cascade.intent is not None
+    without = SafetyClassifier(cascade.table, cascade.head, cascade.intent, cascade.screen)  # no sentence reads
     scored = []
     for item in progress.track(docs, description="sentence reads: the cascade reads the documents"):
         conversation = neutral_conversation(item)
@@ -236,7 +230,7 @@ def _scores(
         scored.append(
             ChatTurnScores(
                 label=CLASSIFIER_LABELS.index(item.label),
-                regions_block=_blocked_without_sentence_reads(cascade, conversation),
+                regions_block=without.judge(conversation).flagged,
                 first_stage=[float(first[i]) for i in asked],
                 second_stage=[v.score for v in second],
             )
@@ -266,9 +260,9 @@ def calibrate_sentence_reads(
     if cascade.ask is None:
         raise ValueError(f"{model_dir} has no ask head trained on its first stage: train it first (train_ask_head)")
     validation = ask_examples(splits[1], cascade.table)
-    asks = _ask_scores(cascade, cascade.ask, validation.asks)
+    asks = _ask_scores(cascade, validation.asks)
     ask_at = float(np.quantile(asks, 1.0 - ASK_KEPT, method="lower"))
-    passed = float((_ask_scores(cascade, cascade.ask, validation.sentences) >= ask_at).mean())
+    passed = float((_ask_scores(cascade, validation.sentences) >= ask_at).mean())
     with Progress(console=console, transient=True) as progress:
         docs = []
         for part in (splits[1], splits[2]):
