@@ -26,24 +26,51 @@ def eval_safety(
             "long turn is read alone where the ask head finds it phrased as one.",
         ),
     ] = False,
+    configured_guard: Annotated[
+        bool,
+        typer.Option(
+            "--configured-guard",
+            help="Judge with the guard this deployment's settings name, as its gateway would (FLEETCHAT_SAFETY_GUARD "
+            "with its URL, model, key, band and ignored codes, or the operator file's guard section): Llama Guard "
+            "served as a pool, any /v1/moderations endpoint, or the embedded cascade. A remote guard that cannot "
+            "answer stops the run (exit 2); no fail policy stands in for it.",
+        ),
+    ] = False,
 ) -> None:
     """Block rate on the adversarial golden set, over-refusal on the benign one, and block rates on every held-out
     public source per category; exit 1 below the thresholds or off the held-out targets."""
     from rich.console import Console
     from rich.progress import Progress
 
+    from functions.config_cli import configured_or_exit
     from functions.safety.classifier import SafetyClassifier, shipped_classifier
+    from functions.safety.embedded_guard import EmbeddedGuard
+    from functions.safety.guard import GuardUnavailableError
     from functions.safety.prefilter import PreFilter
     from functions.safety.token_table import MODEL_DIR
     from functions.safety.training.evaluate import evaluate, render
+    from functions.safety.training.guard_checker import GuardChecker
+    from shared.settings import Settings
 
     console = Console()
+    settings = configured_or_exit(Settings()) if configured_guard else None
+    sentence_reads = sentence_reads or (settings is not None and settings.safety_sentence_reads)
     if model_dir:
         classifier = SafetyClassifier.load(model_dir, sentence_reads=sentence_reads)
     else:
         classifier = shipped_classifier(sentence_reads)
-    with Progress(console=console, transient=True) as progress:
-        report = evaluate(PreFilter(classifier), smoke=smoke, progress=progress, model_dir=model_dir or MODEL_DIR)
+    prefilter = PreFilter(classifier)
+    if settings is None or settings.safety_guard == "embedded":
+        with Progress(console=console, transient=True) as progress:
+            report = evaluate(prefilter, smoke=smoke, progress=progress, model_dir=model_dir or MODEL_DIR)
+    else:
+        with GuardChecker(settings, EmbeddedGuard(prefilter)) as guard, Progress(console=console) as progress:
+            console.print(f"judging with the {settings.safety_guard} guard {guard.name} at {settings.safety_guard_url}")
+            try:
+                report = evaluate(guard, smoke=smoke, progress=progress, model_dir=None)
+            except GuardUnavailableError as exc:
+                console.print(f"[red]the guard could not answer after {guard.judged} conversations: {exc}[/red]")
+                raise typer.Exit(code=2) from None
     render(report, console)
     if json_out is not None:
         json_out.write_text(report.model_dump_json(indent=2) + "\n")

@@ -1,5 +1,5 @@
 """The configured guard: `open_guard(settings, ...)` builds the one `settings.safety_guard` names, wrapped in the fail
-policy (`ResilientGuard`) when it is remote."""
+policy (`ResilientGuard`) when it is remote; `bare_guard` builds it without (for an evaluation of the guard itself)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,14 @@ def open_guard(
     """The guard this deployment is configured with (remote guards share the gateway's HTTP client)."""
     if settings.safety_guard == "embedded":
         return embedded
+    return ResilientGuard(bare_guard(settings, embedded, client), embedded, settings.safety_guard_fail, metrics)
+
+
+def bare_guard(settings: Settings, embedded: EmbeddedGuard, client: httpx.AsyncClient) -> Guard:
+    """The guard `settings` name without the fail policy: a remote one raises GuardUnavailableError when it cannot
+    answer (what an evaluation of it must see, rather than the embedded guard's verdict or a 503)."""
+    if settings.safety_guard == "embedded":
+        return embedded
     assert settings.safety_guard_url is not None  # Settings validates it
     key = settings.safety_guard_api_key.get_secret_value() if settings.safety_guard_api_key else None
     endpoint = RemoteEndpoint(
@@ -83,11 +91,8 @@ def open_guard(
         timeout_s=settings.safety_guard_timeout_s,
         attempts=settings.safety_guard_attempts,
     )
-    remote: Guard
     if settings.safety_guard == "llama_guard":
         band = settings.safety_guard_band
         ignored = frozenset(settings.safety_guard_ignored_codes)
-        remote = LlamaGuardGuard(endpoint, ignored_codes=ignored, embedded=embedded if band else None, band=band)
-    else:
-        remote = ModerationApiGuard(endpoint)
-    return ResilientGuard(remote, embedded, settings.safety_guard_fail, metrics)
+        return LlamaGuardGuard(endpoint, ignored_codes=ignored, embedded=embedded if band else None, band=band)
+    return ModerationApiGuard(endpoint)
