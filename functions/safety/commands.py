@@ -245,6 +245,64 @@ def safety_sentence_reads(
     train_sentence_reads(model_dir or MODEL_DIR)
 
 
+@safety_app.command("band")
+def safety_band(
+    model_dir: Annotated[
+        Path | None, typer.Option(help="The embedded cascade that decides outside the band (default: the shipped one).")
+    ] = None,
+    max_share: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="The most of the traffic the guard model may read (marked in the table)."),
+    ] = 0.1,
+    held_out: Annotated[
+        bool,
+        typer.Option(
+            "--held-out",
+            help="Then read the held-out sources once with that band, as if the guard model were right on every "
+            "conversation it reads: the best band mode could do there.",
+        ),
+    ] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the choices (and bound) as JSON.")] = None,
+) -> None:
+    """Choose FLEETCHAT_SAFETY_GUARD_BAND on the validation split: for each share of traffic sent to the guard
+    model, the band that leaves the fewest of the embedded guard's errors outside it."""
+    import json
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from functions.safety.classifier import SafetyClassifier, shipped_classifier
+    from functions.safety.prefilter import PreFilter
+    from functions.safety.token_table import MODEL_DIR
+    from functions.safety.training.cross_source import render_cross_source
+    from functions.safety.training.guard_band import SHARES, choose_bands, oracle_held_out, render_bands, score_items
+    from functions.safety.training.labelled_data import training_set
+    from functions.safety.training.train import split, split_sources_of
+
+    console = Console()
+    directory = model_dir or MODEL_DIR
+    prefilter = PreFilter(SafetyClassifier.load(directory) if model_dir else shipped_classifier())
+    validation = split(training_set(public_sources=split_sources_of(directory)))[1]
+    with Progress(console=console, transient=True) as progress:
+        scored = score_items(prefilter, validation, progress)
+    choices = choose_bands(scored, sorted({*SHARES, max_share}))
+    render_bands(choices, max_share, console)
+    chosen = next(choice for choice in choices if choice.max_share == max_share)
+    console.print(f"FLEETCHAT_SAFETY_GUARD_BAND='[{chosen.band[0]}, {chosen.band[1]}]'")
+    result: dict[str, object] = {"choices": [c.model_dump() for c in choices], "chosen": chosen.model_dump()}
+    if held_out:
+        with Progress(console=console, transient=True) as progress:
+            report, sent = oracle_held_out(prefilter, chosen.band, progress)
+        console.print(
+            f"band mode at {list(chosen.band)} with a guard model right on all it reads "
+            f"({100 * sent:.1f} % of the held-out conversations): an upper bound, not a measurement of any guard"
+        )
+        render_cross_source(report, console)
+        result |= {"held_out_sent": sent, "held_out_bound": report.model_dump()}
+    if json_out is not None:
+        json_out.write_text(json.dumps(result, indent=2) + "\n")
+
+
 @safety_app.command("ensemble")
 def safety_ensemble(
     add: Annotated[Path, typer.Option(help="A trained model directory whose second stage joins the ensemble.")],

@@ -76,11 +76,7 @@ class LlamaGuardGuard:
     def _clear(self, assessment: Assessment) -> bool:
         """Whether the embedded guard's assessment is outside the band (it decides), or inside (the model does)."""
         assert self.band is not None
-        if assessment.verdict is None:
-            return True  # a deny rule decided
-        low, high = self.band
-        score = assessment.verdict.score
-        return score < low or (score >= high and assessment.finding is not None)
+        return not in_band(assessment, self.band)
 
     async def check(self, messages: Sequence[ChatMessage]) -> SafetyFinding | None:
         if self.band is not None and self.embedded is not None:
@@ -118,6 +114,17 @@ class LlamaGuardGuard:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+
+
+def in_band(assessment: Assessment, band: tuple[float, float]) -> bool:
+    """Whether band mode hands this conversation to the guard model: the embedded guard's deciding P(harmful) is in
+    `band`, or at or above its top without a block. A deny rule, a score below the band and a block at or above its
+    top are the embedded guard's to decide (`training/guard_band.py` applies the same rule to arrays)."""
+    if assessment.verdict is None:
+        return False  # a deny rule decided
+    low, high = band
+    score = assessment.verdict.score
+    return score >= low and not (score >= high and assessment.finding is not None)
 
 
 def moderation_of(verdict: LlamaGuardVerdict) -> ModerationResult:

@@ -129,13 +129,7 @@ def evaluate_cross_source(
 ) -> CrossSourceReport:
     """`judge` (a finding, or None to let through) on every held-out source of requests (`smoke`: the first dozen of
     each), grouped by what each measures and checked against TARGETS."""
-    plan = [
-        (name, measures, harmful, public_examples(name, directory))
-        for name, measures, harmful in held_out_sources(directory=directory)
-    ]
-    if smoke:
-        plan = [(n, m, h, examples[:SMOKE_PER_SOURCE]) for n, m, h, examples in plan]
-    buried_examples = _buried_requests([(measures, examples) for _, measures, _, examples in plan])
+    plan, buried_examples = held_out_plan(smoke=smoke, directory=directory)
     total = sum(len(p[3]) for p in plan) + len(buried_examples)
     task = progress.add_task("held-out public sources", total=total) if progress else None
     timings: list[float] = []
@@ -180,6 +174,20 @@ def evaluate_cross_source(
         check_ms_p50=round(statistics.median(timings), 3) if timings else 0.0,
         buried=buried,
     )
+
+
+def held_out_plan(
+    *, smoke: bool = False, directory: Path = PUBLIC_DIR
+) -> tuple[list[tuple[str, Measures, bool, list[PublicExample]]], list[PublicExample]]:
+    """What the evaluation reads: (name, what it measures, harmful, examples) of each held-out source of requests
+    (`smoke`: the first dozen of each), and the composed requests pasted into its long benign texts (harmful)."""
+    plan = [
+        (name, measures, harmful, public_examples(name, directory))
+        for name, measures, harmful in held_out_sources(directory=directory)
+    ]
+    if smoke:
+        plan = [(n, m, h, examples[:SMOKE_PER_SOURCE]) for n, m, h, examples in plan]
+    return plan, _buried_requests([(measures, examples) for _, measures, _, examples in plan])
 
 
 def _buried_requests(plan: list[tuple[Measures, list[PublicExample]]]) -> list[PublicExample]:
