@@ -258,11 +258,14 @@ def safety_band(
         bool,
         typer.Option(
             "--held-out",
-            help="Then read the held-out sources once with that band, as if the guard model were right on every "
-            "conversation it reads: the best band mode could do there.",
+            help="Then read the held-out sources once and report, for each band, what band mode could do there with "
+            "a guard model right on every conversation it reads (an upper bound, not a measurement of any guard).",
         ),
     ] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the choices (and bound) as JSON.")] = None,
+    plot: Annotated[
+        Path | None, typer.Option(help="With --held-out: draw those bounds against the held-out traffic read (PNG).")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the choices and bounds as JSON.")] = None,
 ) -> None:
     """Choose FLEETCHAT_SAFETY_GUARD_BAND on the validation split: for each share of traffic sent to the guard
     model, the band that leaves the fewest of the embedded guard's errors outside it."""
@@ -275,10 +278,20 @@ def safety_band(
     from functions.safety.prefilter import PreFilter
     from functions.safety.token_table import MODEL_DIR
     from functions.safety.training.cross_source import render_cross_source
-    from functions.safety.training.guard_band import SHARES, choose_bands, oracle_held_out, render_bands, score_items
+    from functions.safety.training.guard_band import (
+        SHARES,
+        bounds_plot,
+        choose_bands,
+        held_out_bounds,
+        render_bands,
+        render_bounds,
+        score_items,
+    )
     from functions.safety.training.labelled_data import training_set
     from functions.safety.training.train import split, split_sources_of
 
+    if plot is not None and not held_out:
+        raise typer.BadParameter("--plot draws the held-out bounds: add --held-out")
     console = Console()
     directory = model_dir or MODEL_DIR
     prefilter = PreFilter(SafetyClassifier.load(directory) if model_dir else shipped_classifier())
@@ -292,13 +305,14 @@ def safety_band(
     result: dict[str, object] = {"choices": [c.model_dump() for c in choices], "chosen": chosen.model_dump()}
     if held_out:
         with Progress(console=console, transient=True) as progress:
-            report, sent = oracle_held_out(prefilter, chosen.band, progress)
-        console.print(
-            f"band mode at {list(chosen.band)} with a guard model right on all it reads "
-            f"({100 * sent:.1f} % of the held-out conversations): an upper bound, not a measurement of any guard"
-        )
-        render_cross_source(report, console)
-        result |= {"held_out_sent": sent, "held_out_bound": report.model_dump()}
+            bounds = held_out_bounds(prefilter, choices, progress)
+        render_bounds(bounds, console)
+        console.print(f"the held-out report at {list(chosen.band)}, as if the guard model were never wrong:")
+        render_cross_source(next(b for b in bounds if b.choice == chosen).report, console)
+        result["held_out_bounds"] = [bound.model_dump(mode="json") for bound in bounds]
+        if plot is not None:
+            bounds_plot(bounds, plot)
+            console.print(f"plot: {plot}")
     if json_out is not None:
         json_out.write_text(json.dumps(result, indent=2) + "\n")
 

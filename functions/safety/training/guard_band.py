@@ -7,13 +7,14 @@ sent to the guard model (a round trip each), and the embedded guard's errors out
 can mend (what would be left with a guard model right on everything it reads: the oracle's residual).
 
 `fleetchat safety band` picks, for each share of traffic, the band that leaves the fewest errors on the validation
-split (ties: the smaller share); `--held-out` then reads the held-out sources once with the band chosen for
-`--max-share` and reports the best band mode could do there with such a guard model. The held-out sources choose
-nothing."""
+split (ties: the smaller share); `--held-out` then reads the held-out sources once (the embedded guard on each
+conversation once) and reports, for each of those bands, the best band mode could do there with such a guard model
+(`--plot`: against the share of held-out traffic it reads). The held-out sources choose nothing."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel
@@ -23,9 +24,10 @@ from rich.table import Table
 
 from functions.safety.findings import SafetyFinding
 from functions.safety.llama_guard import in_band
-from functions.safety.prefilter import PreFilter
+from functions.safety.prefilter import Assessment, PreFilter
 from functions.safety.training.cross_source import CrossSourceReport, evaluate_cross_source, held_out_plan
 from functions.safety.training.labelled_data import LabelledConversation
+from functions.safety.training.public_source_model import Measures
 from shared.schemas import ChatMessage
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer
 
@@ -113,15 +115,28 @@ def choose_bands(scored: Scored, shares: Sequence[float] = SHARES) -> list[BandC
     return choices
 
 
+class HeldOutBound(BaseModel):
+    """Band mode on the held-out sources with a guard model right on every conversation it reads."""
+
+    choice: BandChoice
+    sent: float  # share of the held-out conversations the guard model reads
+    report: CrossSourceReport
+
+    def rate(self, measures: Measures) -> float:
+        return next(m.rate for m in self.report.measures if m.measures is measures)
+
+
 def oracle_judge(
-    prefilter: PreFilter, band: tuple[float, float], harmful_of: Callable[[Sequence[ChatMessage]], bool]
+    assess: Callable[[Sequence[ChatMessage]], Assessment],
+    band: tuple[float, float],
+    harmful_of: Callable[[Sequence[ChatMessage]], bool],
 ) -> tuple[Callable[[Sequence[ChatMessage]], SafetyFinding | None], list[bool]]:
     """A judge that is band mode with a guard model right on everything it reads (it blocks what `harmful_of` says is
     harmful), and the list it appends each conversation's in-band flag to."""
     sent: list[bool] = []
 
     def judge(messages: Sequence[ChatMessage]) -> SafetyFinding | None:
-        assessment = prefilter.assess(messages)
+        assessment = assess(messages)
         inside = in_band(assessment, band)
         sent.append(inside)
         if not inside:
@@ -135,21 +150,64 @@ def oracle_judge(
     return judge, sent
 
 
-def oracle_held_out(
-    prefilter: PreFilter, band: tuple[float, float], progress: Progress | None = None
-) -> tuple[CrossSourceReport, float]:
-    """The held-out evaluation of band mode with a guard model right on every conversation in `band`, and the share
-    of held-out conversations it reads."""
+def held_out_bounds(
+    prefilter: PreFilter, choices: Sequence[BandChoice], progress: Progress | None = None
+) -> list[HeldOutBound]:
+    """The held-out evaluation of band mode at each choice's band, with a guard model right on every conversation in
+    it. The embedded guard reads each held-out conversation once; the bands differ only in what it hands on."""
     plan, buried = held_out_plan()
     labels = {_key(example.messages): harmful for _, _, harmful, examples in plan for example in examples}
     labels |= {_key(example.messages): True for example in buried}
-    judge, sent = oracle_judge(prefilter, band, lambda messages: labels[_key(messages)])
-    report = evaluate_cross_source(judge, progress=progress)
-    return report, sum(sent) / max(len(sent), 1)
+    assessed: dict[tuple[tuple[str, str], ...], Assessment] = {}
+
+    def assess(messages: Sequence[ChatMessage]) -> Assessment:
+        key = _key(messages)
+        if key not in assessed:
+            assessed[key] = prefilter.assess(messages)
+        return assessed[key]
+
+    bounds = []
+    for choice in choices:
+        judge, sent = oracle_judge(assess, choice.band, lambda messages: labels[_key(messages)])
+        report = evaluate_cross_source(judge, progress=progress if not assessed else None)
+        bounds.append(HeldOutBound(choice=choice, sent=sum(sent) / max(len(sent), 1), report=report))
+    return bounds
 
 
 def _key(messages: Sequence[object]) -> tuple[tuple[str, str], ...]:
     return tuple((str(getattr(m, "role")), str(getattr(m, "content"))) for m in messages)  # noqa: B009
+
+
+def bounds_plot(bounds: Sequence[HeldOutBound], path: Path) -> None:
+    """What band mode could reach on the held-out sources against the share of them the guard model reads: harmful
+    short asks blocked, ordinary requests blocked and F1, each with its target (a PNG at `path`)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 4.5), dpi=100, layout="constrained")
+    axes = figure.add_subplot()
+    shares = [100 * bound.sent for bound in bounds]
+    lines = (
+        ("harmful short asks blocked", [100 * b.rate(Measures.HARMFUL_SHORT) for b in bounds], 95.0, "#c0392b"),
+        ("ordinary requests blocked", [100 * b.rate(Measures.ORDINARY) for b in bounds], 3.0, "#2e86c1"),
+        ("F1 x 100", [100 * b.report.f1 for b in bounds], 75.0, "#27ae60"),
+    )
+    for label, values, target, color in lines:
+        axes.plot(shares, values, "o-", color=color, label=label)
+        axes.axhline(target, color=color, linestyle="--", linewidth=1, alpha=0.7)
+    for bound, share in zip(bounds, shares, strict=True):
+        axes.annotate(
+            f"[{bound.choice.band[0]:.3f}, {bound.choice.band[1]:.3f}]",
+            (share, 30),
+            rotation=90,
+            fontsize=7,
+            ha="center",
+        )
+    axes.set_xlabel("held-out conversations read by the guard model (%)")
+    axes.set_ylabel("%  (dashed: the target)")
+    axes.set_title("band mode with a guard model never wrong on what it reads: an upper bound", fontsize=10)
+    axes.grid(alpha=0.3)
+    figure.legend(loc="outside lower center", ncols=3, fontsize=8)
+    figure.savefig(path, format="png")
 
 
 def render_bands(choices: list[BandChoice], chosen: float, console: Console) -> None:
@@ -169,5 +227,25 @@ def render_bands(choices: list[BandChoice], chosen: float, console: Console) -> 
             f"{100 * choice.share:.1f} %",
             str(choice.missed_outside),
             str(choice.refused_outside),
+        )
+    console.print(table)
+
+
+def render_bounds(bounds: Sequence[HeldOutBound], console: Console) -> None:
+    table = Table(
+        title="held-out sources, band mode with a guard model right on all it reads (an upper bound, not a measurement)"
+    )
+    columns = ("band", "read by the guard model", "harmful short asks", "ordinary", "OKTest", "long benign", "F1")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for bound in bounds:
+        table.add_row(
+            f"[{bound.choice.band[0]:.4f}, {bound.choice.band[1]:.4f}]",
+            f"{100 * bound.sent:.1f} %",
+            f"{100 * bound.rate(Measures.HARMFUL_SHORT):.1f} %",
+            f"{100 * bound.rate(Measures.ORDINARY):.1f} %",
+            f"{100 * bound.rate(Measures.TRICKY_SAFE):.1f} %",
+            f"{100 * bound.rate(Measures.LONG_BENIGN):.1f} %",
+            f"{bound.report.f1:.3f}",
         )
     console.print(table)
