@@ -16,15 +16,11 @@ from typing import Any
 
 import pytest
 
-from functions.app import create_app
-from shared.api_keys import hash_api_key, new_api_key
-from shared.settings import Settings
-from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier
+from tests.support.fleetchat_guard import fleetchat_guard
 from tests.support.guard_servers import llama_guard_worker
 from tests.support.processes import free_port
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
 
 
 def run_eval(tmp_path: Path, **guard: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
@@ -87,14 +83,8 @@ def test_a_guard_that_cannot_answer_stops_the_run_with_no_numbers(tmp_path: Path
 def moderation_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
     """A fleetchat gateway (embedded guard, enterprise key: a held-out run is thousands of requests a minute)."""
     data_dir = tmp_path_factory.mktemp("moderation-gateway")
-    store = SQLiteStore(data_dir / "fleetchat.db")
-    tenant = store.create_tenant("evaluator", Tier.ENTERPRISE)
-    key = new_api_key()
-    store.add_api_key(tenant.id, hash_api_key(key), "evaluator")
-    with serve(stand_in_worker("unused")) as worker:
-        settings = Settings(data_dir=data_dir, worker_urls={"mini": [worker]}, pools=["mini"])
-        with serve(create_app(settings, store=store)) as url:
-            yield url, key, data_dir
+    with fleetchat_guard(data_dir, Tier.ENTERPRISE) as (url, key):
+        yield url, key, data_dir
 
 
 def test_a_gateways_own_moderations_endpoint_passes_the_smoke_gate(

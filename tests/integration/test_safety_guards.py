@@ -7,7 +7,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,13 +14,9 @@ import openai
 import pytest
 from fastapi import FastAPI
 
-from functions.app import create_app
-from shared.api_keys import hash_api_key, new_api_key
 from shared.moderation_api import MAX_INPUT_CHARS, MAX_INPUTS
-from shared.settings import Settings
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
 from tests.integration.conftest import Gateway, GatewayFactory
+from tests.support.fleetchat_guard import fleetchat_guard
 from tests.support.guard_servers import llama_guard_worker, moderation_endpoint
 from tests.support.processes import free_port
 from tests.support.servers import serve
@@ -246,15 +241,8 @@ def test_a_long_conversation_reaches_a_moderation_endpoint_in_pieces(stack_for: 
 @pytest.fixture
 def upstream_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """Another fleetchat gateway (embedded guard, own data dir): its /v1/moderations is the remote guard."""
-    data_dir: Path = tmp_path_factory.mktemp("upstream")
-    store = SQLiteStore(data_dir / "fleetchat.db")
-    tenant = store.create_tenant("downstream", Tier.PLUS)
-    key = new_api_key()
-    store.add_api_key(tenant.id, hash_api_key(key), "downstream")
-    with serve(stand_in_worker("unused")) as worker:
-        settings = Settings(data_dir=data_dir, worker_urls={"mini": [worker]}, pools=["mini"])
-        with serve(create_app(settings, store=store)) as url:
-            yield url, key
+    with fleetchat_guard(tmp_path_factory.mktemp("upstream")) as (url, key):
+        yield url, key
 
 
 def test_another_fleetchat_gateway_is_a_moderation_api_guard(stack_for: Any, upstream_gateway: tuple[str, str]) -> None:

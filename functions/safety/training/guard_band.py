@@ -33,6 +33,7 @@ from shared.storage.safety_audit import SafetyDetector, SafetyLayer
 
 SHARES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
 GRID_QUANTILES = 101  # band edges tried: these quantiles of the deciding scores, and 0 and above 1
+EDGE_DECIMALS = 4  # band edges are rounded so before they are tried: the printed setting is the band measured
 
 
 class Scored(BaseModel):
@@ -89,7 +90,8 @@ def choose_bands(scored: Scored, shares: Sequence[float] = SHARES) -> list[BandC
     scores, blocked, harmful = scored.arrays()
     wrong = blocked != harmful
     finite = scores[~np.isnan(scores)]
-    edges = np.unique(np.concatenate([[0.0, 1.0 + 1e-9], np.quantile(finite, np.linspace(0, 1, GRID_QUANTILES))]))
+    quantiles = np.quantile(finite, np.linspace(0, 1, GRID_QUANTILES))
+    edges = np.unique(np.round(np.concatenate([[0.0, 1.0001], quantiles]), EDGE_DECIMALS))
     candidates = []  # (errors outside, share, low, high, missed outside, refused outside)
     for i, low in enumerate(edges):
         for high in edges[i:]:
@@ -103,7 +105,7 @@ def choose_bands(scored: Scored, shares: Sequence[float] = SHARES) -> list[BandC
         _, used, low, high, missed, refused = next(c for c in candidates if c[1] <= share)
         choices.append(
             BandChoice(
-                band=(round(low, 4), round(high, 4)),
+                band=(low, high),
                 max_share=share,
                 share=used,
                 items=len(scores),
