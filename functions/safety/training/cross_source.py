@@ -82,6 +82,10 @@ class CrossSourceReport(BaseModel):
         return all(m.passed for m in self.measures) and self.f1 >= self.min_f1
 
 
+# (name, what it measures, harmful, examples) of each held-out source, and the requests composed into its documents.
+HeldOutPlan = tuple[list[tuple[str, Measures, bool, list[PublicExample]]], list[PublicExample]]
+
+
 def held_out_sources(kind: Kind = Kind.REQUEST, directory: Path = PUBLIC_DIR) -> list[tuple[str, Measures, bool]]:
     """(name, what it measures, harmful) of every held-out source of `kind` built into `directory`."""
     return [
@@ -125,11 +129,17 @@ def judge_source(
 
 
 def evaluate_cross_source(
-    judge: Judge, *, smoke: bool = False, progress: Progress | None = None, directory: Path = PUBLIC_DIR
+    judge: Judge,
+    *,
+    smoke: bool = False,
+    progress: Progress | None = None,
+    directory: Path = PUBLIC_DIR,
+    read: HeldOutPlan | None = None,
 ) -> CrossSourceReport:
     """`judge` (a finding, or None to let through) on every held-out source of requests (`smoke`: the first dozen of
-    each), grouped by what each measures and checked against TARGETS."""
-    plan, buried_examples = held_out_plan(smoke=smoke, directory=directory)
+    each), grouped by what each measures and checked against TARGETS. `read`: what `held_out_plan` returned, for a
+    caller judging the same items several times (read and composed once)."""
+    plan, buried_examples = read or held_out_plan(smoke=smoke, directory=directory)
     total = sum(len(p[3]) for p in plan) + len(buried_examples)
     task = progress.add_task("held-out public sources", total=total) if progress else None
     timings: list[float] = []
@@ -176,9 +186,7 @@ def evaluate_cross_source(
     )
 
 
-def held_out_plan(
-    *, smoke: bool = False, directory: Path = PUBLIC_DIR
-) -> tuple[list[tuple[str, Measures, bool, list[PublicExample]]], list[PublicExample]]:
+def held_out_plan(*, smoke: bool = False, directory: Path = PUBLIC_DIR) -> HeldOutPlan:
     """What the evaluation reads: (name, what it measures, harmful, examples) of each held-out source of requests
     (`smoke`: the first dozen of each), and the composed requests pasted into its long benign texts (harmful)."""
     plan = [

@@ -116,7 +116,7 @@ def _rates(results: list[ItemResult]) -> list[GroupRate]:
 
 
 def evaluate(
-    prefilter: ConversationChecker,
+    checker: ConversationChecker,
     *,
     smoke: bool = False,
     data_dir: Path = DATA_DIR,
@@ -137,14 +137,14 @@ def evaluate(
         for item in items:
             group = item.category.value if isinstance(item, GoldenAdversarial) else item.topic
             messages = [ChatMessage(role=m.role, content=m.content) for m in item.messages]
-            result, elapsed = _judge(prefilter, item.id, group, messages)
+            result, elapsed = _judge(checker, item.id, group, messages)
             results.append(result)
             timings.append(elapsed)
             if progress is not None and task is not None:
                 progress.advance(task)
     hopping_blocked = 0
     for chat in hopping_chats:
-        hopping_blocked += prefilter.check(chat) is not None
+        hopping_blocked += checker.check(chat) is not None
         if progress is not None and task is not None:
             progress.advance(task)
     hopping = (
@@ -153,11 +153,11 @@ def evaluate(
         else None
     )
     held_out = _held_out_metrics(model_dir) if model_dir is not None else None
-    cross_source = evaluate_cross_source(prefilter.check, smoke=smoke, progress=progress) if held_out_sources else None
+    cross_source = evaluate_cross_source(checker.check, smoke=smoke, progress=progress) if held_out_sources else None
     blocked_harmful = sum(r.blocked for r in harmful_results)
     refused_benign = sum(r.blocked for r in benign_results)
     return SafetyEvalReport(
-        policy_version=prefilter.policy_version,
+        policy_version=checker.policy_version,
         smoke=smoke,
         block_rate=blocked_harmful / max(len(harmful_results), 1),
         refusal_rate=refused_benign / max(len(benign_results), 1),

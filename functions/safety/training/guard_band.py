@@ -26,7 +26,7 @@ from functions.safety.findings import SafetyFinding
 from functions.safety.llama_guard import in_band
 from functions.safety.prefilter import Assessment, PreFilter
 from functions.safety.training.cross_source import CrossSourceReport, evaluate_cross_source, held_out_plan
-from functions.safety.training.labelled_data import LabelledConversation
+from functions.safety.training.labelled_data import DataMessage, LabelledConversation
 from functions.safety.training.public_source_model import Measures
 from shared.schemas import ChatMessage
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer
@@ -157,7 +157,8 @@ def held_out_bounds(
 ) -> list[HeldOutBound]:
     """The held-out evaluation of band mode at each choice's band, with a guard model right on every conversation in
     it. The embedded guard reads each held-out conversation once; the bands differ only in what it hands on."""
-    plan, buried = held_out_plan()
+    read = held_out_plan()
+    plan, buried = read
     labels = {_key(example.messages): harmful for _, _, harmful, examples in plan for example in examples}
     labels |= {_key(example.messages): True for example in buried}
     assessed: dict[tuple[tuple[str, str], ...], Assessment] = {}
@@ -171,13 +172,13 @@ def held_out_bounds(
     bounds = []
     for choice in choices:
         judge, sent = oracle_judge(assess, choice.band, lambda messages: labels[_key(messages)])
-        report = evaluate_cross_source(judge, progress=progress if not assessed else None)
+        report = evaluate_cross_source(judge, progress=progress if not assessed else None, read=read)
         bounds.append(HeldOutBound(choice=choice, sent=sum(sent) / max(len(sent), 1), report=report))
     return bounds
 
 
-def _key(messages: Sequence[object]) -> tuple[tuple[str, str], ...]:
-    return tuple((str(getattr(m, "role")), str(getattr(m, "content"))) for m in messages)  # noqa: B009
+def _key(messages: Sequence[ChatMessage] | Sequence[DataMessage]) -> tuple[tuple[str, str], ...]:
+    return tuple((m.role, m.content) for m in messages)
 
 
 def bounds_plot(bounds: Sequence[HeldOutBound], path: Path) -> None:
