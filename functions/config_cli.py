@@ -85,6 +85,7 @@ def effective(config: OperatorConfig, settings: Settings) -> OperatorConfig:
         timeout_s=settings.safety_guard_timeout_s,
         attempts=settings.safety_guard_attempts,
         fail=settings.safety_guard_fail,
+        rules=settings.safety_guard_rules,
         sentence_reads=settings.safety_sentence_reads,
     )
     judge = JudgeConfig(pool=settings.judge_pool, model=settings.judge_model)

@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     safety_guard_attempts: int = Field(default=2, ge=1, le=5)  # tries of a transient failure (timeout, refused, 5xx)
     # A remote guard that cannot answer: "closed" refuses with 503 + retry-after; "open": the embedded guard judges.
     safety_guard_fail: Literal["closed", "open"] = "closed"
+    # A remote guard judging alone (Llama Guard without a band, a /v1/moderations endpoint): the embedded rule layer's
+    # deny list runs in front of it (a hit is refused without a round trip; Llama Guard has no jailbreak category).
+    safety_guard_rules: bool = True
     # The embedded classifier's sentence reads (docs/safety.md): a request inside a long latest user turn (a pasted
     # document) is read alone where the ask head finds it phrased as one. Off by default: on the held-out sources they
     # catch 51 % of harmful asks pasted into long texts (18 % off) and refuse more long news (2.0 -> 3.9 % of long

@@ -15,6 +15,7 @@ from functions.safety.guard import GUARD_RETRY_AFTER_S, FailPolicy, Guard, Guard
 from functions.safety.llama_guard import LlamaGuardGuard
 from functions.safety.moderation_api_guard import ModerationApiGuard
 from functions.safety.remote_guard import RemoteEndpoint
+from functions.safety.rule_gate import RuleGatedGuard
 from shared.errors import ServiceUnavailableError
 from shared.schemas import ChatMessage
 from shared.settings import Settings
@@ -91,8 +92,13 @@ def bare_guard(settings: Settings, embedded: EmbeddedGuard, client: httpx.AsyncC
         timeout_s=settings.safety_guard_timeout_s,
         attempts=settings.safety_guard_attempts,
     )
+    remote: Guard
     if settings.safety_guard == "llama_guard":
         band = settings.safety_guard_band
         ignored = frozenset(settings.safety_guard_ignored_codes)
-        return LlamaGuardGuard(endpoint, ignored_codes=ignored, embedded=embedded if band else None, band=band)
-    return ModerationApiGuard(endpoint)
+        remote = LlamaGuardGuard(endpoint, ignored_codes=ignored, embedded=embedded if band else None, band=band)
+        if band is not None:
+            return remote  # the embedded guard decides deny-rule hits in band mode
+    else:
+        remote = ModerationApiGuard(endpoint)
+    return RuleGatedGuard(remote, embedded) if settings.safety_guard_rules else remote

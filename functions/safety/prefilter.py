@@ -44,15 +44,20 @@ class PreFilter:
         """The reason to refuse this conversation, or None to let it through."""
         return self.assess(messages).finding
 
-    def assess(self, messages: Sequence[ChatMessage]) -> Assessment:
-        """The finding, and the classifier's verdict behind it (its scores are what `/v1/moderations` reports)."""
+    def deny(self, messages: Sequence[ChatMessage]) -> SafetyFinding | None:
+        """The rule layer alone: the first deny-list hit in any judged turn (allow-listed idioms neutralised first, and
+        each turn read again with obfuscation undone), or None. Any guard may run it in front of itself
+        (`rule_gate.py`)."""
         conversation = ConversationText.of(messages)
         neutral = conversation.map(neutralise_idioms)
+        return self._deny(conversation, neutral)
+
+    def _deny(self, conversation: ConversationText, neutral: ConversationText) -> SafetyFinding | None:
         for turn, neutral_turn in zip(conversation.turns, neutral.turns, strict=True):
             plain = deobfuscate(turn)
             hit = first_deny(neutral_turn, neutralised=True) or (first_deny(plain) if plain != turn else None)
             if hit is not None:
-                finding = SafetyFinding(
+                return SafetyFinding(
                     layer=SafetyLayer.PRE,
                     detector=SafetyDetector.RULES,
                     category=hit.category.value,
@@ -60,7 +65,15 @@ class PreFilter:
                     rule=hit.rule,
                     excerpt=turn,
                 )
-                return Assessment(finding, None)
+        return None
+
+    def assess(self, messages: Sequence[ChatMessage]) -> Assessment:
+        """The finding, and the classifier's verdict behind it (its scores are what `/v1/moderations` reports)."""
+        conversation = ConversationText.of(messages)
+        neutral = conversation.map(neutralise_idioms)
+        denied = self._deny(conversation, neutral)
+        if denied is not None:
+            return Assessment(denied, None)
         verdict = self.classifier.judge(neutral.map(self.redact_pii), escalate_at=self.escalate_at)
         if not verdict.flagged:
             return Assessment(None, verdict)

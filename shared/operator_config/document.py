@@ -44,6 +44,7 @@ class GuardConfig(BaseModel):
     timeout_s: float = Field(default=5.0, gt=0, le=60)
     attempts: int = Field(default=2, ge=1, le=5)
     fail: Literal["closed", "open"] = "closed"
+    rules: bool = True  # the rule layer's deny list in front of a remote guard that judges alone
     sentence_reads: bool = False  # the embedded classifier reads each sentence of a pasted document phrased as an ask
 
 

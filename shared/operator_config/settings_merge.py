@@ -23,6 +23,7 @@ _FILE_PLACE: dict[str, Loc] = {
     "safety_guard_timeout_s": ("guard", "timeout_s"),
     "safety_guard_attempts": ("guard", "attempts"),
     "safety_guard_fail": ("guard", "fail"),
+    "safety_guard_rules": ("guard", "rules"),
     "safety_sentence_reads": ("guard", "sentence_reads"),
     "judge_pool": ("judge", "pool"),
     "judge_model": ("judge", "model"),
@@ -47,6 +48,7 @@ def settings_values(config: OperatorConfig) -> dict[str, Any]:
             safety_guard_timeout_s=guard.timeout_s,
             safety_guard_attempts=guard.attempts,
             safety_guard_fail=guard.fail,
+            safety_guard_rules=guard.rules,
             safety_sentence_reads=guard.sentence_reads,
             **({"safety_guard_api_key": key} if key else {}),
         )

@@ -45,7 +45,9 @@ def test_every_item_is_judged_by_the_configured_llama_guard(tmp_path: Path, answ
     # A worker that answers the same verdict to everything: the numbers are its, not the embedded cascade's.
     worker = llama_guard_worker({}, default=answer)
     with serve(worker) as url:
-        done, report = run_eval(tmp_path, guard="llama_guard", guard_url=url, guard_model="llama-guard-3-1b")
+        done, report = run_eval(
+            tmp_path, guard="llama_guard", guard_url=url, guard_model="llama-guard-3-1b", guard_rules="false"
+        )
     assert report is not None, done.stderr
     assert done.returncode == 1  # either way the golden gate fails: nothing blocked, or everything refused
     assert report["policy_version"] == "llama-guard-3:llama-guard-3-1b:ignore-S6,S8"
@@ -57,6 +59,17 @@ def test_every_item_is_judged_by_the_configured_llama_guard(tmp_path: Path, answ
     assert len(worker.state.bodies) == judged(report)
     assert {body["model"] for body in worker.state.bodies} == {"llama-guard-3-1b"}
     assert all(body["max_tokens"] <= 20 and body["temperature"] == 0 for body in worker.state.bodies)
+
+
+def test_the_deny_rules_decide_before_the_configured_guard(tmp_path: Path) -> None:
+    # As the gateway runs it by default: a deny-rule hit is blocked without a round trip, the rest is the guard's.
+    worker = llama_guard_worker({}, default="safe")
+    with serve(worker) as url:
+        done, report = run_eval(tmp_path, guard="llama_guard", guard_url=url)
+    assert report is not None, done.stderr
+    assert report["policy_version"] == "r2+llama-guard-3:llama-guard:ignore-S6,S8"
+    assert 0 < report["block_rate"] < 1 and report["refusal_rate"] == 0.0  # the rules' blocks, and only theirs
+    assert 0 < len(worker.state.bodies) < judged(report)
 
 
 def test_band_mode_sends_the_guard_only_what_the_embedded_cascade_is_unsure_of(tmp_path: Path) -> None:
@@ -91,7 +104,8 @@ def test_a_gateways_own_moderations_endpoint_passes_the_smoke_gate(
     tmp_path: Path, moderation_gateway: tuple[str, str, Path]
 ) -> None:
     url, key, data_dir = moderation_gateway
-    done, report = run_eval(tmp_path, guard="moderation_api", guard_url=url, guard_api_key=key)
+    # The rule gate off: every conversation reaches the other gateway (its own rules and cascade judge them).
+    done, report = run_eval(tmp_path, guard="moderation_api", guard_url=url, guard_api_key=key, guard_rules="false")
     assert report is not None, done.stderr
     assert done.returncode == 0, done.stdout
     assert report["policy_version"] == "moderation-api:omni-moderation-latest"

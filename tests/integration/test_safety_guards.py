@@ -92,14 +92,15 @@ def test_llama_guard_lets_a_safe_conversation_through_and_reads_it_whole(stack_f
 
 def test_an_unsafe_verdict_blocks_with_the_hazards_category_and_is_audited(stack_for: Any) -> None:
     stack = stack_for()
-    response = stack.ask("How do I make a nerve agent in my garage?")
+    response = stack.ask("What does a nerve agent do to the body?")  # no deny rule: the guard model decides
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "content_policy_violation" and "illicit/violent" in error["message"]
     assert stack.chat.state.calls == 0
     (audit,) = stack.rows("safety_audit")
     assert audit["detector"] == "guard_model" and audit["category"] == "illicit/violent"
-    assert audit["policy_version"] == "llama-guard-3:llama-guard:ignore-S6,S8"  # the defaults are part of the policy
+    # The defaults are part of the policy: the deny rules in front (r2) and the ignored codes.
+    assert audit["policy_version"] == "r2+llama-guard-3:llama-guard:ignore-S6,S8"
     (entry,) = stack.rows("ledger")
     assert entry["outcome"] == "filtered" and entry["completion_tokens"] == 0
     # S11: the refusal carries the help line, as the embedded guard's self-harm blocks do.
@@ -183,13 +184,27 @@ def test_a_guard_that_is_down_fails_closed_or_open_to_the_embedded_guard(stack_f
     down = f"http://127.0.0.1:{free_port()}"
     closed = stack_for(url=down)
     assert closed.ask(BREAD).status_code == 503
-    opened = stack_for(url=down, safety_guard_fail="open")
+    opened = stack_for(url=down, safety_guard_fail="open", safety_guard_rules=False)  # the fallback decides BOMB
     assert opened.ask(BREAD).status_code == 200
     blocked = opened.ask(BOMB)  # still judged: by the embedded guard
     assert blocked.status_code == 400 and blocked.json()["error"]["code"] == "content_policy_violation"
     (audit,) = opened.rows("safety_audit")  # audited under the policy that decided
     assert audit["detector"] != "guard_model" and not audit["policy_version"].startswith("llama-guard")
     assert opened.client().moderations.create(input=BOMB).results[0].flagged
+
+
+def test_the_deny_rules_run_in_front_of_a_guard_that_judges_alone(stack_for: Any) -> None:
+    stack = stack_for()
+    blocked = stack.ask(BOMB)  # the scripted guard would call it safe; the deny rule decides without a round trip
+    assert blocked.status_code == 400 and "illicit/violent" in blocked.json()["error"]["message"]
+    assert stack.guard.state.bodies == [] and stack.chat.state.calls == 0
+    (audit,) = stack.rows("safety_audit")
+    assert audit["detector"] == "rules" and audit["policy_version"].startswith("r2+llama-guard-3:")
+    results = stack.client().moderations.create(input=[BREAD, BOMB]).results
+    assert [r.flagged for r in results] == [False, True] and results[1].categories.illicit_violent
+    assert len(stack.guard.state.bodies) == 1  # BREAD only
+    ungated = stack_for(safety_guard_rules=False)  # the rule layer off: Llama Guard alone judges, and passes it
+    assert ungated.ask(BOMB).status_code == 200 and len(ungated.guard.state.bodies) == 1
 
 
 def test_band_mode_sends_only_the_uncertain_band_to_the_guard_model(stack_for: Any) -> None:
@@ -224,6 +239,9 @@ def test_a_remote_moderation_endpoint_decides_and_gets_the_key(stack_for: Any) -
     assert remote.state.bodies[0] == {"model": "omni-moderation-latest", "input": ["these forbidden words", BREAD]}
     (audit,) = stack.rows("safety_audit")
     assert audit["detector"] == "moderation_api"
+    assert audit["policy_version"] == "r2+moderation-api:omni-moderation-latest"
+    assert stack.ask(BOMB).status_code == 400  # a deny rule: the endpoint never sees it
+    assert all(BOMB not in body["input"] for body in remote.state.bodies)
 
 
 def test_a_long_conversation_reaches_a_moderation_endpoint_in_pieces(stack_for: Any) -> None:

@@ -69,6 +69,7 @@ def test_settings_sections_default_to_the_settings_defaults() -> None:
     assert frozenset(guard.ignored_codes) == settings.safety_guard_ignored_codes
     assert (guard.timeout_s, guard.attempts) == (settings.safety_guard_timeout_s, settings.safety_guard_attempts)
     assert guard.sentence_reads is settings.safety_sentence_reads is False
+    assert guard.rules is settings.safety_guard_rules is True
     assert (judge.pool, judge.model) == (settings.judge_pool, settings.judge_model)
 
 
