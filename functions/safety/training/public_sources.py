@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterator
 
 from functions.safety.categories import BENIGN, Category
+from functions.safety.training.harmbench_answers_source import HARMBENCH_ANSWERS_SOURCE, HARMBENCH_CATEGORIES
 from functions.safety.training.mlcommons_sources import MLCOMMONS_SOURCES
 from functions.safety.training.public_source_model import (
     TEACHER,
@@ -211,13 +212,6 @@ def t0_paths(dataset: str, templates: tuple[str, ...]) -> tuple[str, ...]:
 
 
 C = Category
-HARMBENCH_CATEGORIES = {
-    "illegal": C.ILLICIT,
-    "cybercrime_intrusion": C.ILLICIT,
-    "chemical_biological": C.ILLICIT_VIOLENT,
-    "harmful": C.VIOLENCE,
-    "harassment_bullying": C.HARASSMENT,
-}
 CATQA_CATEGORIES = {
     **{f"Illegal Activity/{s}": C.ILLICIT for s in ("Drug", "Human Trafficking", "Cybercrime", "Theft and Robbery")},
     "Illegal Activity/Weapon": C.ILLICIT_VIOLENT,
@@ -846,6 +840,7 @@ SOURCES: tuple[PublicSource, ...] = (
     *RED_TEAM_SOURCES,
     *MLCOMMONS_SOURCES,
     SAFEBENCH_SOURCE,
+    HARMBENCH_ANSWERS_SOURCE,
 )
 
 
