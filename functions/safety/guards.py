@@ -1,5 +1,6 @@
-"""The configured guard: `open_guard(settings, ...)` builds the one `settings.safety_guard` names, wrapped in the fail
-policy (`ResilientGuard`) when it is remote; `bare_guard` builds it without (for an evaluation of the guard itself)."""
+"""The configured guard: `open_guard(settings, ...)` builds the one `settings.safety_guard` names (a remote one that
+judges alone behind the deny rules, `rule_gate.py`, unless `safety_guard_rules` is off), wrapped in the fail policy
+(`ResilientGuard`) when it is remote; `bare_guard` builds it without (for an evaluation of the guard itself)."""
 
 from __future__ import annotations
 
