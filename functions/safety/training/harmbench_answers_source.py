@@ -3,8 +3,9 @@
 AutoDAN, PAIR, GCG, ...), each labelled by three people as an instance of the behaviour or not. An answer is harmful
 when at least two of them say so; it then takes its behaviour's semantic category, and the answers to copyright and
 misinformation behaviours are left out (not in this policy). An answer the people judged no instance (a refusal, a
-deflection, a harmless answer) is benign. MIT (HarmBench); the copy read here is byte for byte the upstream file
-(SHA-256 e740727b...), in a repository that states no licence of its own. Trained on."""
+deflection, a harmless answer) is benign. MIT (HarmBench). HarmBench's repository cannot be fetched here; the copy read
+is in a repository that states no licence of its own, and its SHA-256 (e740727b...) is the one other projects pin for
+HarmBench's `data/classifier_val_sets/text_behaviors_val_set.json`. Trained on."""
 
 from __future__ import annotations
 
