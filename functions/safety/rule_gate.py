@@ -33,11 +33,8 @@ class RuleGatedGuard:
     def policy_version(self) -> str:
         return f"{RULES_VERSION}+{self.remote.policy_version}"
 
-    async def _deny(self, messages: Sequence[ChatMessage]) -> SafetyFinding | None:
-        return await to_thread.run_sync(self.embedded.prefilter.deny, messages)
-
     async def check(self, messages: Sequence[ChatMessage]) -> SafetyFinding | None:
-        denied = await self._deny(messages)
+        denied = await to_thread.run_sync(self.embedded.prefilter.deny, messages)
         return denied if denied is not None else await self.remote.check(messages)
 
     async def moderate(self, inputs: list[str]) -> list[ModerationResult]:
