@@ -16,6 +16,7 @@ from tests.browser.conftest import screenshot
 from tests.browser.test_web_chat import assistant, sign_in, wait_status
 from tests.integration.conftest import Gateway, GatewayFactory, gateway_for  # noqa: F401 (a fixture)
 from tests.support.processes import free_port
+from tests.support.rate_windows import early_in_a_window
 from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
 
@@ -79,6 +80,7 @@ def test_a_rate_limit_counts_down_and_keeps_the_typed_text(page: Any, hostile: G
         store.close()
     sign_in(page, hostile.url, hostile.key)
     composer = page.get_by_test_id("composer")
+    early_in_a_window(45.0)  # the first message (a whole streamed answer) and the second fall in one window
     composer.fill("first message")
     composer.press("Enter")
     wait_status(page, ("done",), timeout_ms=30_000)

@@ -21,6 +21,7 @@ from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.documents import docx_with, malformed_pdf, pdf_with_pages
 from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.processes import free_port
+from tests.support.rate_windows import early_in_a_window
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
 
@@ -238,6 +239,7 @@ def test_search_is_rate_limited_like_any_embedding(gateway: Gateway) -> None:
     client = _client(gateway)
     store = client.vector_stores.create(name="s")
     _limit(gateway, LimitOverrides(key_rpm=1, tenant_rpm=1))
+    early_in_a_window()
     client.vector_stores.search(store.id, query="first")
     with pytest.raises(openai.RateLimitError) as caught:
         client.vector_stores.search(store.id, query="second")

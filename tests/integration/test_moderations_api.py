@@ -18,6 +18,7 @@ from shared.storage.base import TenantChanges
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import LimitOverrides
 from tests.integration.conftest import Gateway, GatewayFactory
+from tests.support.rate_windows import early_in_a_window
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
 from tests.unit.test_safety_sentence_reads import TRAVEL
@@ -129,6 +130,7 @@ def test_over_the_rpm_limit_it_is_429_with_retry_after(gateway: Gateway) -> None
     finally:
         store.close()
     client = _client(gateway)
+    early_in_a_window()
     client.moderations.create(input=BREAD)
     client.moderations.create(input=POEM)
     with pytest.raises(openai.RateLimitError) as refused:

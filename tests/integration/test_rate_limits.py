@@ -6,7 +6,6 @@ Stand-in workers answer instantly, so only the limiter decides who gets in.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from shared.storage.base import TenantChanges
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import LimitOverrides, Tier
 from tests.support.processes import ProcessGroup, free_port, start_gateway
+from tests.support.rate_windows import early_in_a_window
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
 
@@ -66,13 +66,6 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
             group.stop()
 
 
-def _early_in_a_window(margin_s: float = 20.0) -> None:
-    """Start a burst well inside one fixed one-minute window, so the whole burst is counted in that window."""
-    left = 60 - time.time() % 60
-    if left < margin_s:
-        time.sleep(left + 0.2)
-
-
 def _post(url: str, key: str, **body: object) -> httpx.Response:
     payload = {"model": "mini", "messages": [{"role": "user", "content": "hi"}], **body}
     return httpx.post(
@@ -83,7 +76,7 @@ def _post(url: str, key: str, **body: object) -> httpx.Response:
 def test_two_replicas_on_one_store_admit_exactly_the_limit(replicas: Replicas) -> None:
     limit = 12
     [key] = replicas.tenant(Tier.PLUS, LimitOverrides(key_rpm=limit))
-    _early_in_a_window()
+    early_in_a_window()
     with ThreadPoolExecutor(max_workers=8) as pool:
         responses = list(pool.map(lambda i: _post(replicas.urls[i % 2], key), range(3 * limit)))
     statuses = [r.status_code for r in responses]
@@ -107,7 +100,7 @@ def test_two_replicas_on_one_store_admit_exactly_the_limit(replicas: Replicas) -
 
 def test_the_tenant_limit_binds_across_its_keys(replicas: Replicas) -> None:
     keys = replicas.tenant(Tier.PLUS, LimitOverrides(tenant_rpm=5), keys=3)
-    _early_in_a_window()
+    early_in_a_window()
     statuses = [_post(replicas.urls[i % 2], keys[i % 3]).status_code for i in range(9)]
     assert statuses.count(200) == 5
     refused = _post(replicas.urls[0], keys[0])
@@ -116,7 +109,7 @@ def test_the_tenant_limit_binds_across_its_keys(replicas: Replicas) -> None:
 
 def test_tokens_per_minute_reserve_max_tokens_and_settle_to_actual_usage(replicas: Replicas) -> None:
     [key] = replicas.tenant(Tier.PLUS, LimitOverrides(key_tpm=600))
-    _early_in_a_window()
+    early_in_a_window()
     # The stand-in reports 2 tokens per non-streamed answer; each request reserves prompt estimate + 250.
     first = _post(replicas.urls[0], key, max_tokens=250)
     assert first.status_code == 200
@@ -154,7 +147,7 @@ def test_free_message_cap_is_a_hard_quota_the_sdk_does_not_retry(replicas: Repli
 
 def test_a_refused_request_changes_nothing(replicas: Replicas) -> None:
     [key] = replicas.tenant(Tier.FREE, LimitOverrides(message_cap=1, key_rpm=50, tenant_rpm=50))
-    _early_in_a_window()
+    early_in_a_window()
     assert _post(replicas.urls[0], key).status_code == 200
     before = _post(replicas.urls[0], key)
     assert before.status_code == 429
@@ -170,7 +163,7 @@ def test_the_worker_never_sees_a_refused_request(tmp_path: Path) -> None:
         try:
             url = start_gateway(group, tmp_path / "data", {"mini": [worker], "flagship": [worker]}, free_port())
             [key] = Replicas([url], tmp_path / "data").tenant(Tier.PLUS, LimitOverrides(key_rpm=2))
-            _early_in_a_window()
+            early_in_a_window()
             statuses = [_post(url, key).status_code for _ in range(5)]
         finally:
             group.stop()

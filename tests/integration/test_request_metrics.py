@@ -22,6 +22,7 @@ from shared.storage.base import TenantChanges, TenantPurpose
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import LimitOverrides, Tier
 from tests.support.processes import free_port
+from tests.support.rate_windows import early_in_a_window
 from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
@@ -118,6 +119,7 @@ def test_every_chat_outcome_is_counted_by_status(stack: Stack) -> None:
         stack.sdk("free").chat.completions.create(model="mini", messages=HI, stream=True)
     assert unavailable.value.status_code == 503
     limited = stack.sdk("limited")
+    early_in_a_window()
     with pytest.raises(openai.InternalServerError):
         limited.chat.completions.create(model="mini", messages=HI)  # admitted (the one request a minute), then 503
     with pytest.raises(openai.RateLimitError):
@@ -153,6 +155,7 @@ def test_every_endpoint_is_counted_by_route_template(stack: Stack) -> None:
     assert httpx.get(f"{stack.url}/nowhere").status_code == 404
     httpx.get(f"{stack.url}/metrics")
     limited = stack.sdk("limited")
+    early_in_a_window()
     with pytest.raises(openai.InternalServerError):
         limited.chat.completions.create(model="mini", messages=HI)
     with pytest.raises(openai.RateLimitError):
