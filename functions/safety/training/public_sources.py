@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from functions.safety.categories import BENIGN, Category
 from functions.safety.training.harmbench_answers_source import HARMBENCH_ANSWERS_SOURCE, HARMBENCH_CATEGORIES
+from functions.safety.training.jbb_judge_answers_source import JBB_JUDGE_ANSWERS_SOURCE
 from functions.safety.training.mlcommons_sources import MLCOMMONS_SOURCES
 from functions.safety.training.public_source_model import (
     TEACHER,
@@ -841,6 +842,7 @@ SOURCES: tuple[PublicSource, ...] = (
     *MLCOMMONS_SOURCES,
     SAFEBENCH_SOURCE,
     HARMBENCH_ANSWERS_SOURCE,
+    JBB_JUDGE_ANSWERS_SOURCE,
 )
 
 
