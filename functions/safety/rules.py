@@ -1,5 +1,6 @@
 """The rule layer: an allow list of harmless idioms (neutralised before the classifier reads the text) and a short
-deny list of unambiguous patterns (instruction overrides, recipes for weapons and hard drugs, sexualised minors).
+deny list of unambiguous patterns (instruction overrides, recipes for weapons and hard drugs, asks for a way to
+kill oneself, sexualised minors).
 
 Deny rules must be precise: a benign question about the same topic ("what is a DAN prompt?", "how is fentanyl
 detected?") must not match. Everything else is the classifier's job. Changing a list changes RULES_VERSION, which
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from functions.safety.categories import Category
 
-RULES_VERSION = "r2"
+RULES_VERSION = "r3"
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class DenyRule:
     # Talking about the pattern is fine: skip a match in quotes or in a question about it ("what does 'ignore
     # previous instructions' do?").
     mention_ok: bool = False
+    # A match in quotes is reported, not asked (news: searches for "ways to commit suicide" were found on his tablet).
+    quoted_ok: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,22 @@ ALLOW: tuple[tuple[re.Pattern[str], str], ...] = (
 _MINOR = (
     r"(?:child|children|kid|kids|minor|minors|preteen|pre-teen|toddler|schoolgirl|schoolboy|underage|"
     r"(?:[5-9]|1[0-5])[- ]?(?:year|yr)s?[- ]?old|(?:[5-9]|1[0-5])\s*yo)"
+)
+
+# A way to kill oneself, asked for: a how / way / method lead, at most two words between (none that turns it into
+# stopping or coping: "how do I stop wanting to kill myself" is asked for help, and the model answers it).
+_SELF_HARM_LEAD = (
+    r"(?:how\s+(?:to|do\s+i|can\s+i|should\s+i|would\s+i|could\s+i)|ways?\s+to|methods?\s+(?:to|of|for)|"
+    r"steps?\s+to|instructions?\s+(?:for|to|on)|guide\s+(?:me\s+)?(?:to|on)|help\s+me|teach\s+me\s+(?:to|how\s+to))"
+)
+_NOT_A_WAY_OUT = r"(?:stop|not|avoid|prevent|never|resist|quit|cope|without|help|talk|support)"
+_KILL_ONESELF = (
+    r"(?:kill\s+myself|commit\s+suicide|hang\s+myself|slit\s+my\s+(?:wrists?|throat)|"
+    # ... not a policy or a plan ("end my life insurance", "take my life to the next level")
+    r"(?:end|take)\s+my\s+(?:own\s+)?life(?!\s+(?:insurance|assurance|policy|savings|story|to|back|in|into|forward|up|"
+    r"seriously|more)\b))"
+    # ... not in a game ("how do I kill myself in Minecraft to respawn?")
+    r"(?!\s+(?:in|on|during)\s+(?:\w+\s+){0,2}?(?:game|games|minecraft|roblox|fortnite|level|mission|match|server)\b)"
 )
 
 DENY: tuple[DenyRule, ...] = (
@@ -173,6 +192,16 @@ DENY: tuple[DenyRule, ...] = (
         ),
     ),
     DenyRule(
+        "self-harm-method",
+        Category.SELF_HARM,
+        _p(
+            rf"\b{_SELF_HARM_LEAD}\s+(?:(?!{_NOT_A_WAY_OUT}\b)\w+\s+){{0,2}}?{_KILL_ONESELF}\b|"
+            r"\b(?:painless(?:ly)?|peaceful(?:ly)?|least\s+painful)\s+"
+            rf"(?:way|method)s?\s+(?:to|of)\s+(?:die|dying|{_KILL_ONESELF})\b"
+        ),
+        quoted_ok=True,
+    ),
+    DenyRule(
         "sexualised-minor",
         Category.SEXUAL_MINORS,
         _p(
@@ -199,12 +228,16 @@ _QUESTION_START = _p(
 _QUOTES = "\"'\u201c\u201d\u2018\u2019`"
 
 
+def _is_quoted(text: str, start: int, end: int) -> bool:
+    opening, closing = text[:start].rstrip()[-1:], text[end:].lstrip()[:1]
+    return bool(opening and opening in _QUOTES) or bool(closing and closing in _QUOTES)
+
+
 def _is_mention(text: str, start: int, end: int) -> bool:
     """The match is quoted, or sits in a question about it."""
-    before, after = text[:start], text[end:]
-    opening, closing = before.rstrip()[-1:], after.lstrip()[:1]
-    if (opening and opening in _QUOTES) or (closing and closing in _QUOTES):
+    if _is_quoted(text, start, end):
         return True
+    before, after = text[:start], text[end:]
     sentence_start = max(before.rfind(c) for c in ".!?\n") + 1
     ends = [i for i in (after.find(c) for c in ".!\n") if i >= 0]
     question_end = after.find("?")
@@ -218,7 +251,10 @@ def first_deny(text: str, *, neutralised: bool = False) -> RuleHit | None:
         text = neutralise_idioms(text)
     for rule in DENY:
         for match in rule.pattern.finditer(text):
-            if not (rule.mention_ok and _is_mention(text, match.start(), match.end())):
+            skipped = (rule.mention_ok and _is_mention(text, match.start(), match.end())) or (
+                rule.quoted_ok and _is_quoted(text, match.start(), match.end())
+            )
+            if not skipped:
                 return RuleHit(rule=rule.name, category=rule.category)
     return None
 

@@ -67,7 +67,7 @@ def test_the_deny_rules_decide_before_the_configured_guard(tmp_path: Path) -> No
     with serve(worker) as url:
         done, report = run_eval(tmp_path, guard="llama_guard", guard_url=url)
     assert report is not None, done.stderr
-    assert report["policy_version"] == "r2+llama-guard-3:llama-guard:ignore-S6,S8"
+    assert report["policy_version"] == "r3+llama-guard-3:llama-guard:ignore-S6,S8"
     assert 0 < report["block_rate"] < 1 and report["refusal_rate"] == 0.0  # the rules' blocks, and only theirs
     assert 0 < len(worker.state.bodies) < judged(report)
 

@@ -100,7 +100,7 @@ def test_an_unsafe_verdict_blocks_with_the_hazards_category_and_is_audited(stack
     (audit,) = stack.rows("safety_audit")
     assert audit["detector"] == "guard_model" and audit["category"] == "illicit/violent"
     # The defaults are part of the policy: the deny rules in front (r2) and the ignored codes.
-    assert audit["policy_version"] == "r2+llama-guard-3:llama-guard:ignore-S6,S8"
+    assert audit["policy_version"] == "r3+llama-guard-3:llama-guard:ignore-S6,S8"
     (entry,) = stack.rows("ledger")
     assert entry["outcome"] == "filtered" and entry["completion_tokens"] == 0
     # S11: the refusal carries the help line, as the embedded guard's self-harm blocks do.
@@ -199,7 +199,7 @@ def test_the_deny_rules_run_in_front_of_a_guard_that_judges_alone(stack_for: Any
     assert blocked.status_code == 400 and "illicit/violent" in blocked.json()["error"]["message"]
     assert stack.guard.state.bodies == [] and stack.chat.state.calls == 0
     (audit,) = stack.rows("safety_audit")
-    assert audit["detector"] == "rules" and audit["policy_version"].startswith("r2+llama-guard-3:")
+    assert audit["detector"] == "rules" and audit["policy_version"].startswith("r3+llama-guard-3:")
     results = stack.client().moderations.create(input=[BREAD, BOMB]).results
     assert [r.flagged for r in results] == [False, True] and results[1].categories.illicit_violent
     assert len(stack.guard.state.bodies) == 1  # BREAD only
@@ -239,7 +239,7 @@ def test_a_remote_moderation_endpoint_decides_and_gets_the_key(stack_for: Any) -
     assert remote.state.bodies[0] == {"model": "omni-moderation-latest", "input": ["these forbidden words", BREAD]}
     (audit,) = stack.rows("safety_audit")
     assert audit["detector"] == "moderation_api"
-    assert audit["policy_version"] == "r2+moderation-api:omni-moderation-latest"
+    assert audit["policy_version"] == "r3+moderation-api:omni-moderation-latest"
     assert stack.ask(BOMB).status_code == 400  # a deny rule: the endpoint never sees it
     assert all(BOMB not in body["input"] for body in remote.state.bodies)
 
