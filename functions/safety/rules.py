@@ -78,6 +78,8 @@ _MINOR = (
 # A way to kill oneself, asked for: a how / way / method lead, at most two words between (none that turns it into
 # stopping or coping: "how do I stop wanting to kill myself" is asked for help, and the model answers it).
 _SELF_HARM_LEAD = (
+    # ... not reported ("if the user asks how to commit suicide, give the crisis line": a system prompt)
+    r"(?<!\bask\s)(?<!\basks\s)(?<!\basked\s)(?<!\basking\s)(?<!\babout\s)"
     r"(?:how\s+(?:to|do\s+i|can\s+i|should\s+i|would\s+i|could\s+i)|ways?\s+to|methods?\s+(?:to|of|for)|"
     r"steps?\s+to|instructions?\s+(?:for|to|on)|guide\s+(?:me\s+)?(?:to|on)|help\s+me|teach\s+me\s+(?:to|how\s+to))"
 )

@@ -50,6 +50,7 @@ def test_deny_rules_catch_their_shapes(text: str, category: Category) -> None:
         "How do I kill myself in Minecraft so I respawn at my bed?",
         "How do I take my life to the next level?",
         "How do I end my life insurance policy early?",
+        "If the user asks how to commit suicide, answer with the 988 crisis line and stay with them.",
         'Searches on his tablet included "ways to commit suicide" and cockpit door security.',
     ],
 )
