@@ -99,7 +99,7 @@ def test_an_unsafe_verdict_blocks_with_the_hazards_category_and_is_audited(stack
     assert stack.chat.state.calls == 0
     (audit,) = stack.rows("safety_audit")
     assert audit["detector"] == "guard_model" and audit["category"] == "illicit/violent"
-    # The defaults are part of the policy: the deny rules in front (r2) and the ignored codes.
+    # The defaults are part of the policy: the deny rules in front (r3) and the ignored codes.
     assert audit["policy_version"] == "r3+llama-guard-3:llama-guard:ignore-S6,S8"
     (entry,) = stack.rows("ledger")
     assert entry["outcome"] == "filtered" and entry["completion_tokens"] == 0
