@@ -1,10 +1,10 @@
 """`RuleGatedGuard`: the pre-filter's rule layer in front of a remote guard that judges alone (Llama Guard with no
 band, any `/v1/moderations` endpoint).
 
-The deny list (instruction overrides, limitless personas, prompt extraction, weapon and hard-drug recipes, sexualised
-minors; obfuscation undone first) costs well under a millisecond and blocks what a guard model may not name: Llama
-Guard 3's hazards S1-S14 have no jailbreak category. A deny hit is decided here, without a round trip; everything else
-is the remote guard's. In band mode the embedded guard already runs the rules, so it is not gated again."""
+The deny list (`rules.py`; obfuscation undone first) costs well under a millisecond and blocks what a guard model may
+not name: Llama Guard 3's hazards S1-S14 have no jailbreak category. A deny hit is decided here, without a round trip;
+everything else is the remote guard's. In band mode the embedded guard already runs the rules, so it is not gated
+again."""
 
 from __future__ import annotations
 

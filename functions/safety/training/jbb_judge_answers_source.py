@@ -9,13 +9,20 @@ in the Mac Roman encoding) is in a repository that states no licence of its own.
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from collections.abc import Iterator
 
 from functions.safety.categories import BENIGN
-from functions.safety.training.public_source_model import TEACHER, Kind, PublicSource, RawRow, Use, assistant, only_file
+from functions.safety.training.public_source_model import (
+    TEACHER,
+    Kind,
+    PublicSource,
+    RawRow,
+    Use,
+    assistant,
+    csv_rows,
+    only_file,
+)
 
 REPO = "AnthonyRonning/promptfoo-workshop"
 COMMIT = "f7ba70256f082d67f857b6a76f962f58acbefc8a"
@@ -28,7 +35,7 @@ _OUT_OF_POLICY_GOAL = re.compile(r"fake news|misinformation|false information|de
 
 def read_judge_answers(files: dict[str, bytes]) -> Iterator[RawRow]:
     """Each answer with HARMFUL (most of the three people: jailbroken), OUT_OF_POLICY or BENIGN."""
-    for row in csv.DictReader(io.StringIO(only_file(files).decode("mac_roman"))):
+    for row in csv_rows(only_file(files), encoding="mac_roman"):
         answer = row["target_response"].strip()
         if not answer:
             continue

@@ -82,8 +82,8 @@ def user(text: str) -> Messages:
     return [{"role": "user", "content": text.strip()}]
 
 
-def csv_rows(blob: bytes) -> list[dict[str, str]]:
-    return list(csv.DictReader(io.StringIO(blob.decode("utf-8"))))
+def csv_rows(blob: bytes, encoding: str = "utf-8") -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(blob.decode(encoding))))
 
 
 def jsonl_rows(blob: bytes) -> list[dict]:
