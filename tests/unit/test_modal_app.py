@@ -6,7 +6,6 @@ import dataclasses
 import os
 import subprocess
 import sys
-import tomllib
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from modal.exception import DeprecationError
 from gpu_workers import modal_app
 from gpu_workers.modal_app import (
     GATEWAY_MAX_INPUTS,
-    GATEWAY_PACKAGES,
     GUARD_SPECS,
     GUARD_WORKERS,
     HF_CACHE_PATH,
@@ -38,8 +36,6 @@ from shared.pools import GUARD_POOLS, POOLS
 from shared.tiers import TIER_TABLE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# The transformers engine runs only locally; the gateway never imports it.
-ENGINE_ONLY_PACKAGES = {"torch", "transformers", "gguf", "accelerate", "cyllama"}
 
 
 def _registered(attribute: str) -> Any:
@@ -220,16 +216,6 @@ def test_gateway_is_a_concurrent_asgi_app_with_the_service_secret() -> None:
     assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
     # A stream through the gateway must be able to last as long as the worker stream behind it.
     assert info.timeout > modal_app.WORKER_REQUEST_TIMEOUT
-
-
-def test_gateway_image_installs_the_projects_runtime_dependencies() -> None:
-    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    runtime = {
-        dep
-        for dep in pyproject["project"]["dependencies"]
-        if dep.split(">")[0].split("<")[0].split("=")[0].strip() not in ENGINE_ONLY_PACKAGES
-    }
-    assert set(GATEWAY_PACKAGES) | set(modal_app.GATEWAY_NO_DEPS_PACKAGES) == runtime  # no-deps: files only
 
 
 class _DeadProcess:
