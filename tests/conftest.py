@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from functions.accounts import create_tenant_with_key, mint_admin_key
+from functions.control_metrics import POOL_IN_FLIGHT, QUEUE_DEPTH
 from shared.storage.sqlite import SQLiteStore
 from shared.tiers import Tier
 from tests.support.processes import ProcessGroup, free_port, start_gateway, start_worker
+from tests.support.prom import sample
 
 # The shadow judge would grade a random 5 % of answers with the flagship's workers, adding worker calls that tests
 # counting them exactly do not expect; tests of the shadow judge set their own share. Gateways started by the tests
@@ -45,6 +47,17 @@ class Stack:
             return mint_admin_key(store, "tests").key
         finally:
             store.close()
+
+    def load(self) -> str:
+        """What the shared stack is busy with, for a failure message: each worker's running and waiting requests
+        (vLLM's names) and the gateway's places in use and queue per pool."""
+        parts = []
+        for pool, urls in self.worker_urls.items():
+            for url in urls:
+                running, waiting = (sample(url, f"vllm:num_requests_{what}") for what in ("running", "waiting"))
+                parts.append(f"worker {pool}: {running:.0f} running, {waiting:.0f} waiting")
+        in_flight, queued = (sample(self.gateway_url, name) for name in (POOL_IN_FLIGHT, QUEUE_DEPTH))
+        return "; ".join([*parts, f"gateway: {in_flight:.0f} places in use, {queued:.0f} queued"])
 
 
 @pytest.fixture(scope="session")

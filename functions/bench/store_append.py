@@ -104,7 +104,7 @@ def store_append_phase(appends: int, progress: Progress) -> tuple[list[StoreAppe
     try:
         import moto.server  # noqa: F401 - only to know whether the test extra is installed
     except ImportError:
-        notes.append("moto is not installed (pip install -e '.[test]'): no AWS adapter numbers.")
+        notes.append("moto is not installed (make install: the test extra is in the lock): no AWS adapter numbers.")
         return results, notes
     with _moto_store() as store:
         results.append(measure_appends("dynamodb + s3 (moto server, loopback HTTP)", store, appends, progress))

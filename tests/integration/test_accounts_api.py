@@ -14,6 +14,10 @@ from tests.conftest import Stack
 
 ADMIN = "/admin/v1"
 CSRF = {"x-requested-with": "fleetchat"}
+# A real model's answer through the shared stack: the web chat's browser sets no deadline of its own, and on these
+# 2 shared cores llama.cpp's spinning barrier stalls a step for seconds while another process holds a core
+# (gpu_workers/core_share.py), so httpx's 5 s default is no bound for it. Connecting and sending stay at 5 s.
+MODEL_ANSWER_TIMEOUT = httpx.Timeout(5.0, read=60.0)
 
 
 def _api(stack: Stack, key: str) -> openai.OpenAI:
@@ -186,7 +190,11 @@ def test_web_session_cookie(stack: Stack) -> None:
         assert browser.get("/v1/conversations").status_code == 200
         chat = {"model": "mini", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
         assert browser.post("/v1/chat/completions", json=chat).status_code == 403  # state change needs the header
-        assert browser.post("/v1/chat/completions", json=chat, headers=CSRF).status_code == 200
+        try:  # the session layer answers within httpx's 5 s default; a model's answer gets a model's deadline
+            answered = browser.post("/v1/chat/completions", json=chat, headers=CSRF, timeout=MODEL_ANSWER_TIMEOUT)
+        except httpx.TimeoutException as exc:
+            raise AssertionError(f"no answer within {MODEL_ANSWER_TIMEOUT.read} s: {stack.load()}") from exc
+        assert answered.status_code == 200
         browser.cookies.set("fleetchat_session", browser.cookies["fleetchat_session"][:-2] + "xx")
         assert browser.get("/v1/session").status_code == 401  # tampered
     with httpx.Client(base_url=stack.gateway_url) as browser:
