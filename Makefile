@@ -47,13 +47,14 @@ eval: $(STAMP)
 # checkov, the field's Terraform scanner, on infra/terraform: any failed check fails. In a venv of its own, since it
 # pins many libraries the project also uses. --skip-download: nothing fetched from Prisma Cloud (CI may be offline);
 # TF_CLI_CONFIG_FILE: checkov calls a terraform binary where one is installed, which warns without a CLI config.
-CHECKOV_VERSION := 3.3.30
+# Its versions come from its own lock, requirements/checkov.txt (`make lock`).
 CHECKOV_VENV := .venv-checkov
-CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
+CHECKOV_LOCK := requirements/checkov.txt
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
-$(CHECKOV_STAMP):
+$(CHECKOV_STAMP): $(CHECKOV_LOCK)
 	test -x $(CHECKOV_VENV)/bin/python || $(PY) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/pip install -q checkov==$(CHECKOV_VERSION)
+	$(CHECKOV_VENV)/bin/pip install -q --require-hashes --no-deps -r $(CHECKOV_LOCK)
 	touch $(CHECKOV_STAMP)
 
 scan-infra: $(CHECKOV_STAMP)
@@ -65,7 +66,8 @@ lint: $(STAMP)
 
 # The lock: uv resolves pyproject.toml's ranges (every extra) and requirements/local.in for the platform below, with
 # hashes; requirements/gateway.txt (the Modal gateway image) is the gateway's share of it, requirements/vllm.txt the
-# Modal GPU image's. TORCH_CPU_WHEELS: where torch's CPU wheel lies (requirements/constraints.txt).
+# Modal GPU image's, requirements/checkov.txt the Terraform scanner's. TORCH_CPU_WHEELS: where torch's CPU wheel lies
+# (requirements/constraints.txt).
 TORCH_CPU_WHEELS ?= /opt/wheels
 LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28
 LOCK_INPUTS := pyproject.toml requirements/local.in --all-extras -c requirements/constraints.txt \
@@ -78,6 +80,7 @@ lock: $(STAMP)
 		--excludes requirements/gateway-excludes.txt -o requirements/gateway.txt
 	$(UV_COMPILE) --upgrade --python-version 3.12 --python-platform x86_64-manylinux_2_28 requirements/vllm.in \
 		-o requirements/vllm.txt
+	$(UV_COMPILE) --upgrade $(LOCK_TARGET) requirements/checkov.in -o $(CHECKOV_LOCK)
 
 # Drift, before it bites: the newest versions pyproject.toml's ranges admit, in a scratch venv, through the whole suite.
 # Prints which versions moved against the lock; the lock and .venv stay as they are.
