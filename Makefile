@@ -73,14 +73,17 @@ LOCK_TARGET := --python-version 3.11 --python-platform x86_64-manylinux_2_28
 LOCK_INPUTS := pyproject.toml requirements/local.in --all-extras -c requirements/constraints.txt \
 	--excludes requirements/excludes.txt --find-links $(TORCH_CPU_WHEELS)
 UV_COMPILE := $(BIN)/uv pip compile --quiet --generate-hashes --custom-compile-command "make lock"
+# `make lock` keeps every pin its range still allows (a new or changed range moves only what it must);
+# `make lock UPGRADE=1` moves everything to the newest versions the ranges allow.
+UPGRADE_FLAG := $(if $(UPGRADE),--upgrade)
 
 lock: $(STAMP)
-	$(UV_COMPILE) --upgrade $(LOCK_TARGET) $(LOCK_INPUTS) -o $(LOCK)
+	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) $(LOCK_INPUTS) -o $(LOCK)
 	$(UV_COMPILE) $(LOCK_TARGET) pyproject.toml -c $(LOCK) --excludes requirements/excludes.txt \
 		--excludes requirements/gateway-excludes.txt -o requirements/gateway.txt
-	$(UV_COMPILE) --upgrade --python-version 3.12 --python-platform x86_64-manylinux_2_28 requirements/vllm.in \
+	$(UV_COMPILE) $(UPGRADE_FLAG) --python-version 3.12 --python-platform x86_64-manylinux_2_28 requirements/vllm.in \
 		-o requirements/vllm.txt
-	$(UV_COMPILE) --upgrade $(LOCK_TARGET) requirements/checkov.in -o $(CHECKOV_LOCK)
+	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/checkov.in -o $(CHECKOV_LOCK)
 
 # Drift, before it bites: the newest versions pyproject.toml's ranges admit, in a scratch venv, through the whole suite.
 # Prints which versions moved against the lock; the lock and .venv stay as they are.

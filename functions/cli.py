@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from shared.settings import Settings
 
 app = typer.Typer(
     help="fleetchat: an OpenAI-compatible chat service that runs on one laptop and deploys to Modal unchanged.",
@@ -16,20 +19,37 @@ app = typer.Typer(
 )
 
 
+def settings_with(**given: object) -> Settings:
+    """The settings with the options given on the command line over the environment's (`FLEETCHAT_*`, `.env`): an
+    option left out (None) keeps the environment's value, so `FLEETCHAT_REPLICAS_PER_POOL=2 fleetchat up` means 2."""
+    from pydantic import ValidationError
+
+    from shared.settings import Settings
+
+    try:
+        return Settings(**{name: value for name, value in given.items() if value is not None})
+    except ValidationError as exc:  # a bad value, from the environment or an option: said by name, nothing started
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "settings"
+            typer.echo(f"invalid {field} (FLEETCHAT_{field.upper()} or its option): {error['msg']}", err=True)
+        raise typer.Exit(code=2) from None
+
+
 @app.command()
 def up(
-    port: Annotated[int, typer.Option(help="Gateway port on 127.0.0.1.")] = 8000,
-    replicas: Annotated[int, typer.Option(help="Worker processes per model pool.")] = 1,
+    port: Annotated[
+        int | None, typer.Option(help="Gateway port on 127.0.0.1 [default: FLEETCHAT_PORT or 8000]")
+    ] = None,
+    replicas: Annotated[
+        int | None,
+        typer.Option(min=1, help="Worker processes per model pool [default: FLEETCHAT_REPLICAS_PER_POOL or 1]"),
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where the database, key file and logs live.")] = None,
 ) -> None:
     """Start the whole local stack: a supervised worker per pool replica, then the gateway. Prints the URL and key."""
     from functions.launcher import run_local_stack
-    from shared.settings import Settings
 
-    overrides: dict[str, object] = {"port": port, "replicas_per_pool": replicas}
-    if data_dir is not None:
-        overrides["data_dir"] = data_dir
-    run_local_stack(Settings(**overrides))
+    run_local_stack(settings_with(port=port, replicas_per_pool=replicas, data_dir=data_dir))
 
 
 @app.command()
@@ -103,7 +123,7 @@ def embedding_worker(
 
 @app.command()
 def gateway(
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,
+    port: Annotated[int | None, typer.Option(help="Port on 127.0.0.1 [default: FLEETCHAT_PORT or 8000]")] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where the database lives.")] = None,
 ) -> None:
     """Serve only the gateway, against workers already running (FLEETCHAT_WORKER_URLS or the local ports)."""
@@ -111,12 +131,9 @@ def gateway(
 
     from functions.app import create_app
     from functions.config_cli import configured_or_exit
-    from shared.settings import Settings
 
-    overrides: dict[str, object] = {"port": port}
-    if data_dir is not None:
-        overrides["data_dir"] = data_dir
-    settings = configured_or_exit(Settings(**overrides))  # a bad operator config file: its problems, exit 1
+    # A bad operator config file: its problems, exit 1.
+    settings = configured_or_exit(settings_with(port=port, data_dir=data_dir))
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
 
 
@@ -132,11 +149,10 @@ def retention(
     data_dir: Annotated[Path | None, typer.Option(help="Where the database lives.")] = None,
 ) -> None:
     """Set a tenant's retention (enterprise contracts) and legal hold. Takes effect at the next sweep and write."""
-    from shared.settings import Settings
     from shared.storage.base import TenantChanges
     from shared.storage.factory import open_tenant_store
 
-    settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
+    settings = settings_with(data_dir=data_dir)
     store = open_tenant_store(settings)
     try:
         tenant = store.update_tenant(tenant_id, TenantChanges(retention_days=days, legal_hold=legal_hold))
@@ -161,9 +177,8 @@ def sweep(
     from rich.table import Table
 
     from functions.jobs.retention_sweep import sweep_from_settings
-    from shared.settings import Settings
 
-    settings = Settings(data_dir=data_dir) if data_dir is not None else Settings()
+    settings = settings_with(data_dir=data_dir)
     now = None if as_of is None else as_of.replace(tzinfo=as_of.tzinfo or UTC)
     report = sweep_from_settings(settings, now=now, dry_run=dry_run)
     table = Table("outcome", "records")
