@@ -50,7 +50,7 @@ class Stack:
 
     def load(self) -> str:
         """What the shared stack is busy with, for a failure message: each worker's running and waiting requests
-        (vLLM's names) and the gateway's places in use and queue per pool."""
+        (vLLM's names) and the gateway's places in use and queued requests, over all its pools."""
         parts = []
         for pool, urls in self.worker_urls.items():
             for url in urls:
