@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from functions.conversation_export import account_export_json
+from functions.accounts.conversation_export import account_export_json
 from functions.files.tenant_data import TenantFiles
-from shared.conversation_api import AccountDataDeleted
-from shared.feedback_api import FeedbackObject
+from shared.service_api.conversation_api import AccountDataDeleted
+from shared.service_api.feedback_api import FeedbackObject
 from shared.storage.conversations import AuditRecord, ConversationStore
 from shared.storage.feedback import FeedbackStore
 from shared.storage.result_cache import ResultCacheStore

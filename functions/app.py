@@ -10,54 +10,63 @@ import httpx
 from fastapi import FastAPI
 
 from functions.account_data import AccountData
-from functions.admission import Admission
-from functions.canary import Canaries, CanaryMetrics, stable_versions
-from functions.chat_service import chat_service_for
-from functions.config_watch import watching
-from functions.control_metrics import ControlMetrics
-from functions.conversation_turns import ConversationTurns
+from functions.accounts.sessions import SessionSigner, load_or_create_secret
+from functions.api.http_metrics import ResponseMetricsMiddleware
+from functions.api.method_not_allowed import install_method_not_allowed
+from functions.api.openapi_description import install_openapi_description
+from functions.api.routers import (
+    account,
+    admin,
+    canary_admin,  # issue 21: canary status and reset
+    chat,
+    embeddings,  # issue 22: /v1/embeddings
+    feedback,
+    files,  # issue 23: /v1/files
+    health,
+    models,
+    moderations,
+    session,
+    streams,  # issue 21: resume and cancel a stream
+    usage,
+    vector_stores,  # issue 23: /v1/vector_stores
+)
+from functions.api.routers import conversations as conversation_routes
+from functions.api.web_ui import SecurityHeadersMiddleware, mount_web_ui
+from functions.chat.conversation_turns import ConversationTurns
+from functions.chat.result_cache.cache import ResultCacheMetrics, result_cache_for
+from functions.chat.server_tools.metrics import ServerToolMetrics
+from functions.chat.server_tools.service import server_tools_for
+from functions.chat.service import chat_service_for
+from functions.chat.streams.resumable import ResumableStreams, ResumeMetrics, limits_from
+from functions.chat.structured_output import StructuredOutputs
+from functions.chat.tool_arguments import ToolArguments
+from functions.control.admission import Admission
+from functions.control.canary import Canaries, CanaryMetrics, stable_versions
+from functions.control.config_watch import watching
+from functions.control.pool_overflow import PoolControl
+from functions.control.request_accounting import Accounting
 from functions.embedding_service import EmbeddingMetrics, embedding_service_for
 from functions.feedback.service import FeedbackService
 from functions.files.wiring import BodySizeLimits, ingestion_metrics, install_files, upload_limit_bytes
-from functions.gateway_metrics import GatewayMetrics
-from functions.http_metrics import ResponseMetricsMiddleware
 from functions.judging.shadow import shadow_judge_for
-from functions.method_not_allowed import install_method_not_allowed
-from functions.moderation_service import ModerationService
-from functions.openapi_description import install_openapi_description
-from functions.pool_overflow import PoolControl
-from functions.request_accounting import Accounting
-from functions.result_cache import ResultCacheMetrics, result_cache_for
-from functions.resumable_streams import ResumableStreams, ResumeMetrics, limits_from
+from functions.metrics.control import ControlMetrics
+from functions.metrics.gateway import GatewayMetrics
 from functions.retrieval.service import retrieval_for
-from functions.routers import account, admin, chat, feedback, health, models, moderations, session, usage
-from functions.routers import canary_admin as canary_admin  # issue 21: canary status and reset
-from functions.routers import conversations as conversation_routes
-from functions.routers import embeddings as embeddings  # issue 22: /v1/embeddings
-from functions.routers import files as files  # issue 23: /v1/files
-from functions.routers import streams as streams  # issue 21: resume and cancel a stream
-from functions.routers import vector_stores as vector_stores  # issue 23: /v1/vector_stores
-from functions.safety.classifier import shipped_classifier
-from functions.safety.embedded_guard import EmbeddedGuard
-from functions.safety.guards import open_guard
+from functions.safety.classifier.cascade import shipped_classifier
+from functions.safety.classifier.output_classifier import OutputClassifier
+from functions.safety.guards.configured import open_guard
+from functions.safety.guards.embedded import EmbeddedGuard
 from functions.safety.log_redaction import install_log_redaction
-from functions.safety.output_classifier import OutputClassifier
+from functions.safety.moderation_service import ModerationService
 from functions.safety.pii import pii_detector
 from functions.safety.pipeline import SafetyPipeline
 from functions.safety.prefilter import PreFilter
-from functions.server_tools.metrics import ServerToolMetrics
-from functions.server_tools.service import server_tools_for
-from functions.sessions import SessionSigner, load_or_create_secret
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
-from functions.structured_output import StructuredOutputs
-from functions.tool_arguments import ToolArguments
-from functions.web_ui import SecurityHeadersMiddleware, mount_web_ui
-from shared.external_pools import EXTERNAL_POOLS, external_worker_urls
-from shared.http_errors import install_error_handlers
+from shared.fleet.external_pools import EXTERNAL_POOLS, external_worker_urls
+from shared.fleet.pools import POOLS
 from shared.operator_config import configure
-from shared.pools import POOLS
 from shared.settings import Settings
-from shared.storage.base import TenantStore
+from shared.storage.accounts import TenantStore
 from shared.storage.conversations import ConversationStore
 from shared.storage.factory import (
     open_conversation_store,
@@ -69,6 +78,7 @@ from shared.storage.factory import (
     open_tenant_store,
     open_tool_audit,
 )
+from shared.wire.http_errors import install_error_handlers
 
 
 def context_tokens(settings: Settings) -> dict[str, int]:
@@ -151,7 +161,7 @@ def create_app(
             deployed = settings.environment == "deployed"
             versions = stable_versions(deployed=deployed)
             app.state.canaries = Canaries(settings.canaries, versions, app.state.canary_metrics)
-            # A pool's canary replicas are a ring of their own (functions/canary.py chooses the version).
+            # A pool's canary replicas are a ring of their own (functions/control/canary.py chooses the version).
             rings = {**worker_urls, **app.state.canaries.worker_urls()}
             app.state.chat = chat_service_for(settings, rings, client, app.state.metrics)
             # Deterministic answers served again (docs/result-cache.md).
@@ -185,7 +195,7 @@ def create_app(
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
     control_metrics = ControlMetrics(app.state.metrics.registry)
     app.state.pool_control = PoolControl.from_settings(settings, worker_urls, control_metrics)
-    # Every stream's time to first token feeds its pool's brownout control (functions/slo_observation.py).
+    # Every stream's time to first token feeds its pool's brownout control (functions/control/slo_observation.py).
     app.state.metrics.first_token_listeners.append(app.state.pool_control.record_first_token)
     # Uploads to /v1/files have their own bound (the largest file a tier accepts); every other body, the setting's.
     app.add_middleware(BodySizeLimits, max_bytes=settings.max_body_bytes, upload_max_bytes=upload_limit_bytes())
@@ -198,5 +208,5 @@ def create_app(
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     install_method_not_allowed(app)
-    install_openapi_description(app)  # real error statuses, no phantom 422 (functions/openapi_description.py)
+    install_openapi_description(app)  # real error statuses, no phantom 422 (functions/api/openapi_description.py)
     return app

@@ -47,7 +47,7 @@ def up(
     data_dir: Annotated[Path | None, typer.Option(help="Where the database, key file and logs live.")] = None,
 ) -> None:
     """Start the whole local stack: a supervised worker per pool replica, then the gateway. Prints the URL and key."""
-    from functions.launcher import run_local_stack
+    from functions.local_stack.launcher import run_local_stack
 
     run_local_stack(settings_with(port=port, replicas_per_pool=replicas, data_dir=data_dir))
 
@@ -78,11 +78,11 @@ def worker(
     ] = None,
 ) -> None:
     """Serve one model pool with the embedded engine (OpenAI protocol, /health, /metrics)."""
-    from gpu_workers.parent_death import die_with_supervisor
+    from gpu_workers.server.parent_death import die_with_supervisor
 
     die_with_supervisor()  # first, before the slow imports: under `fleetchat up`, never outlive it
     from gpu_workers.registry import EngineOptions
-    from gpu_workers.worker_main import run_worker
+    from gpu_workers.server.main import run_worker
 
     options = EngineOptions(
         kv_cache_tokens=kv_cache_tokens,
@@ -110,10 +110,10 @@ def embedding_worker(
     quiet: Annotated[bool, typer.Option("--quiet", help="Only warnings in the log.")] = False,
 ) -> None:
     """Serve one embedding pool (OpenAI /v1/embeddings, /health, /metrics) with the packaged model (issue 22)."""
-    from gpu_workers.parent_death import die_with_supervisor
+    from gpu_workers.server.parent_death import die_with_supervisor
 
     die_with_supervisor()  # first, before the slow imports: under `fleetchat up`, never outlive it
-    from gpu_workers.embedding_worker import run_embedding_worker
+    from gpu_workers.embeddings.server import run_embedding_worker
 
     run_embedding_worker(
         pool, host, port, max_batch_inputs=max_batch, max_wait_s=max_wait_ms / 1000, threads=threads,
@@ -130,7 +130,7 @@ def gateway(
     import uvicorn
 
     from functions.app import create_app
-    from functions.config_cli import configured_or_exit
+    from functions.local_stack.config_cli import configured_or_exit
 
     # A bad operator config file: its problems, exit 1.
     settings = configured_or_exit(settings_with(port=port, data_dir=data_dir))
@@ -149,7 +149,7 @@ def retention(
     data_dir: Annotated[Path | None, typer.Option(help="Where the database lives.")] = None,
 ) -> None:
     """Set a tenant's retention (enterprise contracts) and legal hold. Takes effect at the next sweep and write."""
-    from shared.storage.base import TenantChanges
+    from shared.storage.accounts import TenantChanges
     from shared.storage.factory import open_tenant_store
 
     settings = settings_with(data_dir=data_dir)
@@ -209,7 +209,7 @@ def bench(
     ] = None,
 ) -> None:
     """Drive the running service with the openai async client; write a JSON + markdown report."""
-    from functions.bench.run import BenchConfig, run_benchmark
+    from functions.offline.bench.run import BenchConfig, run_benchmark
 
     run_benchmark(
         BenchConfig(
@@ -226,14 +226,14 @@ def bench(
 
 
 def _register_subcommands() -> None:
-    from functions.admin_cli import register
-    from functions.config_cli import app as config_app
-    from functions.doctor.command import doctor
-    from functions.evals.commands import register as register_evals
     from functions.feedback.commands import register as register_feedback
+    from functions.local_stack.admin_cli import register
+    from functions.local_stack.config_cli import app as config_app
+    from functions.local_stack.doctor.command import doctor
     from functions.metering.commands import meter_flush, meter_reconcile
-    from functions.safety.commands import eval_app
-    from functions.safety.commands import register as register_safety
+    from functions.offline.evals.commands import register as register_evals
+    from functions.offline.safety_training.commands import eval_app
+    from functions.offline.safety_training.commands import register as register_safety
 
     register(app)
     register_evals(eval_app)  # run/baseline/compare/history beside `eval safety`

@@ -11,17 +11,17 @@ import httpx
 from anyio import to_thread
 from prometheus_client import CollectorRegistry, Counter
 
-from functions.auth import Caller
-from functions.failover_metrics import FailoverMetrics
-from functions.replica_breakers import ReplicaBreakers
-from functions.request_accounting import Accounting, TokenUsage
-from functions.routing import PoolRouter
+from functions.accounts.auth import Caller
+from functions.control.replica_breakers import ReplicaBreakers
+from functions.control.request_accounting import Accounting, TokenUsage
+from functions.control.routing import PoolRouter
+from functions.metrics.failover import FailoverMetrics
 from functions.worker_client import UpstreamPolicy, WorkerClient
-from shared.embedding_pools import EmbeddingPool, checked_inputs, get_embedding_pool
-from shared.embeddings_api import EmbeddingRequest, EmbeddingResponse
 from shared.errors import ModelNotFoundError, UpstreamError
+from shared.fleet.embedding_pools import EmbeddingPool, checked_inputs, get_embedding_pool
 from shared.settings import Settings
 from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, Outcome
+from shared.wire.embeddings_api import EmbeddingRequest, EmbeddingResponse
 
 # Ledger entries of embeddings read `embedding:<pool>`: the meter exporter bills them on the embedding meter only.
 LEDGER_MODEL_PREFIX = EMBEDDING_MODEL_PREFIX

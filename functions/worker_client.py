@@ -4,7 +4,7 @@ byte and each replica's circuit breaker told how it did.
 Retries happen only before any byte reached the client: a connect error, a first-byte timeout or a 5xx without an
 error body moves the request to the next candidate replica after a jittered backoff (tenacity). An answer the worker
 meant (a 4xx, or a 5xx with an OpenAI error body) is final. After the first byte, a broken stream raises
-`UpstreamBrokeError` from `UpstreamStream.raw_events()`; functions/stream_continuation.py decides what the client
+`UpstreamBrokeError` from `UpstreamStream.raw_events()`; functions/chat/streams/continuation.py decides what the client
 sees (a continuation on another replica, or an in-band error event then `[DONE]`).
 """
 
@@ -19,11 +19,11 @@ import anyio
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_random_exponential
 
-from functions.failover_metrics import FailoverMetrics
-from functions.replica_breakers import ReplicaBreaker, ReplicaBreakers
+from functions.control.replica_breakers import ReplicaBreaker, ReplicaBreakers
+from functions.metrics.failover import FailoverMetrics
 from shared.errors import FleetchatError, ServiceUnavailableError, UpstreamError, error_from_upstream
-from shared.external_pools import upstream_request
-from shared.sse import DONE
+from shared.fleet.external_pools import upstream_request
+from shared.wire.sse import DONE
 
 log = logging.getLogger("fleetchat.gateway")
 

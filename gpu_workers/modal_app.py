@@ -1,8 +1,8 @@
 """The Modal app: the one module that wires fleetchat onto Modal (a GPU Modal Server per pool and per guard model,
 the gateway function).
 
-Everything deployment-specific is derived from `shared/pools.py`; nothing here runs at import except definitions, so
-`import gpu_workers.modal_app` works offline and without Modal credentials. Deploy with
+Everything deployment-specific is derived from `shared/fleet/pools.py`; nothing here runs at import except definitions,
+so `import gpu_workers.modal_app` works offline and without Modal credentials. Deploy with
 `modal deploy -m gpu_workers.modal_app`.
 """
 
@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 import modal
 
-from shared.embedding_pools import EMBEDDING_POOLS, EmbeddingPool
+from shared.fleet.embedding_pools import EMBEDDING_POOLS, EmbeddingPool
+from shared.fleet.pools import GUARD_POOLS, POOLS, ModelPool
 from shared.operator_config import CONFIG_ENV, OperatorConfig, install_from_environment
-from shared.pools import GUARD_POOLS, POOLS, ModelPool
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -49,7 +49,7 @@ WORKER_EXIT_GRACE = 2 * MINUTES
 # Where Modal's proxy for the GPU Servers runs: the gateway (a Modal function) calls them from Modal's network.
 WORKER_ROUTING_REGION = "us-east"
 # The header Modal Servers hash (rendezvous hashing over the live replicas) to keep a session on one replica; the
-# gateway sends it with the conversation id (functions/chat_service.py, MODAL_SESSION_HEADER).
+# gateway sends it with the conversation id (functions/chat/service.py, MODAL_SESSION_HEADER).
 MODAL_SESSION_HEADER = "Modal-Session-ID"
 
 # Streams are proxied, not computed, so the gateway's own timeout must outlast the longest worker stream.
@@ -276,7 +276,7 @@ app = modal.App(APP_NAME)
 # requests carrying the same `Modal-Session-ID` header to the same replica (rendezvous hashing, best effort: a replica
 # that scales down or dies moves only its own sessions), so a conversation's turns land on the replica whose vLLM
 # prefix cache holds its earlier turns. web_server endpoints spread requests over replicas with no affinity at all.
-# Locally the gateway's consistent-hash ring does the same over the worker processes (functions/routing.py).
+# Locally the gateway's consistent-hash ring does the same over the worker processes (functions/control/routing.py).
 # Not `@modal.sessioned()` (strict affinity): it refuses every request without a session token started through
 # Modal's API, and a cache hint does not need a guarantee.
 
@@ -432,7 +432,7 @@ def guard_overrides(environ: Mapping[str, str], resolve: Callable[[str], str] = 
 def gateway() -> FastAPI:
     from functions.app import create_app
     from shared.settings import Settings
-    from shared.storage.aws_identity import use_modal_identity_token
+    from shared.storage.aws.identity import use_modal_identity_token
 
     use_modal_identity_token(os.environ)  # AWS: the service role, through this container's OIDC token
 
@@ -463,7 +463,7 @@ RETENTION_SWEEP_TIMEOUT = 30 * MINUTES
 def retention_sweep() -> dict[str, int]:
     from functions.jobs.retention_sweep import sweep_from_settings
     from shared.settings import Settings
-    from shared.storage.aws_identity import use_modal_identity_token
+    from shared.storage.aws.identity import use_modal_identity_token
 
     use_modal_identity_token(os.environ)
 
@@ -487,7 +487,7 @@ METER_FLUSH_TIMEOUT = 20 * MINUTES
 def meter_flush() -> dict[str, object]:
     from functions.metering.exporter import flush_from_settings
     from shared.settings import Settings
-    from shared.storage.aws_identity import use_modal_identity_token
+    from shared.storage.aws.identity import use_modal_identity_token
 
     use_modal_identity_token(os.environ)
 
@@ -510,9 +510,9 @@ DOCTOR_CALL_TIMEOUT_S = 30.0
 def doctor() -> dict[str, object]:
     import asyncio
 
-    from functions.doctor.runner import diagnose, render
+    from functions.local_stack.doctor.runner import diagnose, render
     from shared.settings import Settings
-    from shared.storage.aws_identity import use_modal_identity_token
+    from shared.storage.aws.identity import use_modal_identity_token
 
     use_modal_identity_token(os.environ)
 
@@ -534,15 +534,15 @@ def doctor() -> dict[str, object]:
 NIGHTLY_EVAL_SCHEDULE = modal.Cron("43 3 * * *")
 # The golden sets the suites read are data files, which add_local_python_source leaves out; only the eval job's image
 # carries them (the gateway never reads them).
-SAFETY_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "safety" / "training" / "data"
-EVAL_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "evals" / "golden" / "data"
+SAFETY_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "offline" / "safety_training" / "data"
+EVAL_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "offline" / "evals" / "golden" / "data"
 eval_image = (
     # bubblewrap: the quality suite runs generated code under it (no network, read-only file system); where the
     # container cannot create namespaces the sandbox falls back to resource limits and says so in the report.
     with_config_env(runtime_image.apt_install("bubblewrap"))
     .add_local_python_source("functions", "gpu_workers", "shared")
-    .add_local_dir(SAFETY_GOLDEN_DIR, remote_path="/root/functions/safety/training/data")
-    .add_local_dir(EVAL_GOLDEN_DIR, remote_path="/root/functions/evals/golden/data")
+    .add_local_dir(SAFETY_GOLDEN_DIR, remote_path="/root/functions/offline/safety_training/data")
+    .add_local_dir(EVAL_GOLDEN_DIR, remote_path="/root/functions/offline/evals/golden/data")
 )
 eval_image = with_config_file(eval_image)  # this module's import in the eval container reads it too
 # The quality suite's judged golden set dominates: a few hundred judged answers on the flagship.
@@ -565,7 +565,7 @@ def gateway_url() -> str:
     timeout=NIGHTLY_EVAL_TIMEOUT,
 )
 def nightly_eval() -> dict[str, object]:
-    from functions.evals.scheduled import run_scheduled
+    from functions.offline.evals.scheduled import run_scheduled
 
     summary = run_scheduled(gateway_url())
     print(summary.model_dump_json(), flush=True)

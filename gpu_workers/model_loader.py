@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from shared.pools import LocalModel
+from shared.fleet.pools import LocalModel
 
 
 class ModelSource(BaseModel):

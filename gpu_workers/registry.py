@@ -8,9 +8,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from gpu_workers.engine import Engine
-from gpu_workers.gguf_weights import WeightLayout, weights_for
+from gpu_workers.llama_cpp.gguf_weights import WeightLayout, weights_for
 from gpu_workers.model_loader import ModelSource, packaged_gguf_source
-from shared.pools import get_pool
+from shared.fleet.pools import get_pool
 
 EngineKind = Literal["llama_cpp", "transformers"]
 # KV capacity when none is given: llama.cpp allocates its whole cell pool up front (23 KB a token for SmolLM2-135M
@@ -33,7 +33,7 @@ class EngineOptions(BaseModel):
     # False: no decode lane even where the pool table names one (the bench measures both).
     decode_lane: bool = True
     # The llama.cpp engine's threads, fixed; None: its share of the host's cores among the engines generating at the
-    # moment (gpu_workers/core_share.py).
+    # moment (gpu_workers/llama_cpp/core_share.py).
     threads: int | None = Field(default=None, ge=1)
 
 
@@ -69,7 +69,7 @@ def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool 
         "show_progress": show_progress,
     }
     if kind == "llama_cpp":
-        from gpu_workers.llama_engine import LlamaEngine
+        from gpu_workers.llama_cpp.engine import LlamaEngine
 
         gguf = Path(source.path_or_repo) / str(source.gguf_file)
         local = get_pool(pool_name).local  # type: ignore[union-attr]
@@ -84,7 +84,7 @@ def build_engine(pool_name: str, options: EngineOptions, *, show_progress: bool 
             **common,
         )
     from gpu_workers.model_loader import load_model_and_tokenizer
-    from gpu_workers.transformers_engine import TransformersEngine
+    from gpu_workers.transformers_engine.engine import TransformersEngine
 
     model, tokenizer = load_model_and_tokenizer(source, show_progress=show_progress)
     return TransformersEngine(model, tokenizer, **common)

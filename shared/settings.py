@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from shared.canaries import CanarySpec
+from shared.fleet.canaries import CanarySpec
+from shared.fleet.tiers import Tier
 from shared.server_tool_settings import ServerToolSettings
-from shared.tiers import Tier
 
 # Llama Guard hazard codes a deployment may let through: the ones no OpenAI moderation category covers (S6 specialized
 # advice, S7 privacy, S8 intellectual property, S13 elections, S14 code interpreter abuse). The other codes are the
@@ -30,8 +30,9 @@ class Settings(BaseSettings):
     worker_base_port: int = 8100
     replicas_per_pool: int = Field(default=1, ge=1, le=8)
     pools: list[str] = ["mini", "flagship"]
-    # Embedding pools (shared/embedding_pools.py) `fleetchat up` serves, one worker each on the ports after the chat
-    # workers'; [] serves none. Deployed: `embedding_worker_urls`, pool name -> base URLs (the Modal embedding server).
+    # Embedding pools (shared/fleet/embedding_pools.py) `fleetchat up` serves, one worker each on the ports after the
+    # chat workers'; [] serves none. Deployed: `embedding_worker_urls`, pool name -> base URLs (the Modal embedding
+    # server).
     embedding_pools: list[str] = ["text-embedding-minilm"]
     embedding_worker_urls: dict[str, list[str]] = {}
     # Tests only: the command `fleetchat up` runs for each worker replica, with {python}, {pool} and {port} filled in
@@ -198,8 +199,8 @@ class Settings(BaseSettings):
     @field_validator("embedding_pools", "embedding_worker_urls", mode="after")
     @classmethod
     def _known_embedding_pools(cls, value: Any) -> Any:
-        """Only pools shared/embedding_pools.py defines (a typo would crash-loop its worker, or route nowhere)."""
-        from shared.embedding_pools import EMBEDDING_POOLS
+        """Only pools shared/fleet/embedding_pools.py defines (a typo would crash-loop its worker, or route nowhere)."""
+        from shared.fleet.embedding_pools import EMBEDDING_POOLS
 
         unknown = sorted(set(value) - set(EMBEDDING_POOLS))
         if unknown:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from functions.accounts import create_tenant_with_key, mint_admin_key
-from functions.control_metrics import POOL_IN_FLIGHT, QUEUE_DEPTH
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
+from functions.accounts.operations import create_tenant_with_key, mint_admin_key
+from functions.metrics.control import POOL_IN_FLIGHT, QUEUE_DEPTH
+from shared.fleet.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.processes import ProcessGroup, free_port, start_gateway, start_worker
 from tests.support.prom import sample
 
@@ -89,7 +89,7 @@ def tokenizer() -> Any:
     from transformers import AutoTokenizer
 
     from gpu_workers.model_loader import packaged_gguf_source
-    from shared.pools import LocalModel
+    from shared.fleet.pools import LocalModel
 
     source = packaged_gguf_source(LocalModel())
     return AutoTokenizer.from_pretrained(source.path_or_repo, gguf_file=source.gguf_file)

@@ -11,10 +11,10 @@ import logging
 from collections.abc import Callable, Collection
 from datetime import timedelta
 
-from functions.auth import Caller
-from functions.gateway_metrics import GatewayMetrics
+from functions.accounts.auth import Caller
+from functions.metrics.gateway import GatewayMetrics
 from shared.errors import InvalidRequestError, NotFoundError
-from shared.feedback_api import FeedbackCreate
+from shared.service_api.feedback_api import FeedbackCreate
 from shared.storage.conversations import (
     Conversation,
     ConversationNotFoundError,

@@ -23,9 +23,9 @@ class FileBackends:
 
 def open_file_backends(settings: Settings) -> FileBackends:
     if settings.conversation_store == "aws":
-        from shared.storage.aws_files import AwsFileStore, aws_clients
+        from shared.storage.aws.files import AwsFileStore, aws_clients
+        from shared.storage.aws.vector_index import S3VectorIndex
         from shared.storage.file_blobs import S3BlobStore
-        from shared.storage.vector_index_s3 import S3VectorIndex
 
         ddb, s3 = aws_clients(settings)
         bucket, key = settings.conversations_bucket, settings.conversations_kms_key_id
@@ -35,8 +35,8 @@ def open_file_backends(settings: Settings) -> FileBackends:
             S3VectorIndex(s3, bucket, kms_key_id=key),
         )
     from shared.storage.file_blobs import LocalBlobStore
-    from shared.storage.sqlite_files import SQLiteFileStore
-    from shared.storage.vector_index_sqlite import SQLiteVectorIndex
+    from shared.storage.sqlite.files import SQLiteFileStore
+    from shared.storage.sqlite.vector_index import SQLiteVectorIndex
 
     return FileBackends(
         SQLiteFileStore(settings.db_path),

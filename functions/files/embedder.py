@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable
 
 import numpy as np
 
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.embedding_service import EmbeddingService
-from shared.embedding_pools import get_embedding_pool, packaged_tokenizer
-from shared.embeddings_api import EmbeddingRequest, decode_vector
 from shared.errors import QuotaExceededError, RateLimitError, ServiceUnavailableError, UpstreamError
+from shared.fleet.embedding_pools import get_embedding_pool, packaged_tokenizer
+from shared.wire.embeddings_api import EmbeddingRequest, decode_vector
 
 BATCH = 64  # inputs per embedding request: one request per 64 chunks, within OpenAI's 2048
 ATTEMPTS = 4  # a worker failure is retried this many times before the file fails

@@ -12,7 +12,7 @@ import io
 import re
 from collections.abc import Callable
 
-from shared.files_api import LastErrorCode
+from shared.wire.files_api import LastErrorCode
 
 
 class ExtractionError(Exception):

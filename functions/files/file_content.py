@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from anyio import to_thread
 
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.files.backends import FileBackends
 from functions.files.files_service import not_found as file_not_found
 from functions.files.vector_stores import store_not_found
-from shared.files_api import FileContentPage, FileContentPart
+from shared.wire.files_api import FileContentPage, FileContentPart
 
 
 def _content(backends: FileBackends, tenant_id: str, store_id: str, file_id: str) -> FileContentPage:

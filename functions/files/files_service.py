@@ -15,15 +15,15 @@ from collections.abc import Iterator
 from anyio import to_thread
 from starlette.datastructures import UploadFile
 
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.files.backends import FileBackends
 from functions.files.deletion import delete_file
 from functions.files.sniff import checked_kind
 from shared.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError, QuotaExceededError
-from shared.files_api import FileDeleted, FileList, FileObject, FilePurpose
+from shared.fleet.tiers import TierLimits, limits_for
 from shared.storage.files import FileQuota, QuotaExceeded, StoredFile, new_id
 from shared.storage.timestamps import utc_now
-from shared.tiers import TierLimits, limits_for
+from shared.wire.files_api import FileDeleted, FileList, FileObject, FilePurpose
 
 _HEAD = 8192  # bytes the type signatures need
 PURPOSES: tuple[FilePurpose, ...] = ("assistants", "user_data")

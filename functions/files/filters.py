@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from shared.files_api import ComparisonFilter, CompoundFilter, Filter
+from shared.wire.files_api import ComparisonFilter, CompoundFilter, Filter
 
 Value = str | int | float | bool
 

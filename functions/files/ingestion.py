@@ -27,14 +27,14 @@ from datetime import timedelta
 from anyio import to_thread
 from prometheus_client import CollectorRegistry, Counter
 
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.files.backends import FileBackends
 from functions.files.chunking import Chunk, chunk_text
 from functions.files.embedder import BATCH, Embedder
 from functions.files.extract import ExtractionError, extract_text
 from functions.files.settings import FilesSettings
 from shared.errors import FleetchatError
-from shared.storage.base import TenantStore
+from shared.storage.accounts import TenantStore
 from shared.storage.files import Attachment
 from shared.storage.timestamps import utc_now
 from shared.storage.vector_index import IndexedChunk

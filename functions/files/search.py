@@ -18,16 +18,16 @@ import numpy as np
 from anyio import to_thread
 from pydantic import BaseModel
 
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.files.backends import FileBackends
 from functions.files.embedder import Embedder
 from functions.files.filters import matches
 from functions.files.vector_stores import DEFAULT_EMBEDDING_MODEL, store_not_found
 from shared.errors import InvalidRequestError
-from shared.files_api import Filter, SearchContent, SearchPage, SearchRequest, SearchResult
 from shared.storage.files import StoredVectorStore
 from shared.storage.timestamps import utc_now
 from shared.storage.vector_index import ChunkHit
+from shared.wire.files_api import Filter, SearchContent, SearchPage, SearchRequest, SearchResult
 
 
 class Ranked(Protocol):

@@ -20,16 +20,16 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
+from functions.accounts.retention import expiry_for
 from functions.files.backends import FileBackends
 from functions.files.deletion import delete_file, delete_store
 from functions.files.files_service import file_object
 from functions.files.vector_stores import expires_at, store_object
 from functions.files.vector_stores import file_object as attachment_object
-from functions.retention import expiry_for
-from shared.files_api import FileObject, VectorStoreFileObject, VectorStoreObject
-from shared.storage.base import Tenant
+from shared.storage.accounts import Tenant
 from shared.storage.timestamps import utc_now
 from shared.storage.vector_index import ChunkHit
+from shared.wire.files_api import FileObject, VectorStoreFileObject, VectorStoreObject
 
 TenantLookup = Callable[[str], Tenant | None]
 _PAGE = 1000

@@ -9,14 +9,16 @@ from datetime import datetime, timedelta
 
 from anyio import to_thread
 
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.files.backends import FileBackends
 from functions.files.deletion import delete_store
 from functions.files.files_service import PURPOSES
 from functions.files.files_service import not_found as file_not_found
 from functions.files.ingestion import Ingestor
 from shared.errors import InvalidRequestError, NotFoundError
-from shared.files_api import (
+from shared.storage.files import Attachment, StoredVectorStore, new_id
+from shared.storage.timestamps import utc_now
+from shared.wire.files_api import (
     ExpiresAfter,
     FileCounts,
     LastError,
@@ -28,8 +30,6 @@ from shared.files_api import (
     VectorStoreList,
     VectorStoreObject,
 )
-from shared.storage.files import Attachment, StoredVectorStore, new_id
-from shared.storage.timestamps import utc_now
 
 DEFAULT_EMBEDDING_MODEL = "text-embedding-minilm"
 

@@ -22,10 +22,10 @@ from functions.files.ingestion import IngestionMetrics, Ingestor
 from functions.files.search import VectorStoreSearch
 from functions.files.tenant_data import TenantFiles
 from functions.files.vector_stores import VectorStoresService
-from shared.http_errors import BodySizeLimitMiddleware
+from shared.fleet.tiers import TIER_TABLE
 from shared.settings import Settings
-from shared.storage.base import TenantStore
-from shared.tiers import TIER_TABLE
+from shared.storage.accounts import TenantStore
+from shared.wire.http_errors import BodySizeLimitMiddleware
 
 UPLOAD_PATH = "/v1/files"
 MULTIPART_SLACK = 64 * 1024  # the form's boundaries, headers and `purpose` field around the file itself

@@ -14,12 +14,12 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from functions.accounts.retention import expiry_for
 from functions.files.backends import open_file_backends
 from functions.files.settings import FilesSettings
 from functions.files.tenant_data import TenantFiles
-from functions.retention import expiry_for
 from shared.settings import Settings
-from shared.storage.base import Tenant
+from shared.storage.accounts import Tenant
 from shared.storage.conversations import (
     AuditRecord,
     ConversationStore,

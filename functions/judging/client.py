@@ -24,7 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from functions.judging.rubric import messages_for, parse_scores
 from functions.judging.verdict import JudgeRequest, JudgeVerdict
-from shared.external_pools import EXTERNAL_POOLS
+from shared.fleet.external_pools import EXTERNAL_POOLS
 from shared.settings import Settings
 
 _RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})

@@ -26,15 +26,15 @@ from types import TracebackType
 import httpx
 from anyio import to_thread
 
-from functions.gateway_metrics import GatewayMetrics
 from functions.judging.budget import CallBudget
 from functions.judging.client import JudgeClient, judge_endpoint
 from functions.judging.rolling import RollingScores
 from functions.judging.verdict import JudgeRequest, JudgeScores
+from functions.metrics.gateway import GatewayMetrics
 from functions.safety.pii import pii_detector
-from shared.schemas import ChatMessage
 from shared.settings import Settings
-from shared.storage.base import Tenant, TenantPurpose
+from shared.storage.accounts import Tenant, TenantPurpose
+from shared.wire.schemas import ChatMessage
 
 log = logging.getLogger("fleetchat.shadow_judge")
 

@@ -33,7 +33,7 @@ from functions.metering.meters import (
 )
 from functions.metering.stripe_sender import MeterEventSender, RetryPolicy, SendOutcome, StripeSendError
 from shared.settings import Settings
-from shared.storage.base import TenantStore
+from shared.storage.accounts import TenantStore
 from shared.storage.ledger import LedgerStore, MeterSend, MeterStateStore
 from shared.storage.timestamps import utc_now
 

@@ -10,7 +10,7 @@ Placement: a system message right before the latest user message. The stored his
 byte-stably and a conversation's next turn still finds its history in the prefix cache; only the latest exchange and
 the new passages are computed again.
 
-Safety: the user's ask is judged by the pre-filter as always, before retrieval (functions/routers/chat.py). Passages
+Safety: the user's ask is judged by the pre-filter as always, before retrieval (functions/api/routers/chat.py). Passages
 are the documents' words, not the user's intent, so they are never judged as the ask (a manual that mentions poisons
 must not refuse the user's question). They pass the pre-filter's deny rules as context: a passage that matches one
 (an injected instruction override, a weapon recipe) is withheld from the prompt and counted, not a refusal. The answer
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from functions.admission import MESSAGE_OVERHEAD_TOKENS, prompt_token_bound
+from functions.control.admission import MESSAGE_OVERHEAD_TOKENS, prompt_token_bound
 from functions.retrieval.hybrid import Passage
 from functions.safety.rules import first_deny
-from shared.retrieval_api import Citation
-from shared.schemas import ChatMessage
+from shared.wire.retrieval_api import Citation
+from shared.wire.schemas import ChatMessage
 
 CONTEXT_INSTRUCTION = (
     "Answer the user's next question from the numbered passages of their files below. Cite the passages you use as "

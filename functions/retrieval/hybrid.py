@@ -19,11 +19,11 @@ import anyio
 import numpy as np
 from anyio import to_thread
 
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.retrieval.fusion import maximal_marginal_relevance, normalised, reciprocal_rank_fusion
 from functions.retrieval.keyword import KeywordHit, KeywordIndexes
 from functions.retrieval.settings import RetrievalSettings
-from shared.files_api import Filter
+from shared.wire.files_api import Filter
 
 # What the eval compares: each ranking alone, their fusion, and the fusion re-ranked (what chat uses).
 Mode = Literal["vector", "keyword", "fused", "hybrid"]

@@ -18,15 +18,15 @@ from typing import Any
 import anyio
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.retrieval import context
 from functions.retrieval.hybrid import HybridSearch, StoreSearch
 from functions.retrieval.settings import RetrievalSettings
 from shared.errors import InvalidRequestError, NotFoundError, ServiceUnavailableError
-from shared.files_api import CompoundFilter, Filter
-from shared.retrieval_api import RETRIEVAL_HEADER, Citation, RetrievalReport, RetrievalStatus
-from shared.schemas import ChatCompletionRequest
-from shared.tiers import limits_for
+from shared.fleet.tiers import limits_for
+from shared.wire.files_api import CompoundFilter, Filter
+from shared.wire.retrieval_api import RETRIEVAL_HEADER, Citation, RetrievalReport, RetrievalStatus
+from shared.wire.schemas import ChatCompletionRequest
 
 log = logging.getLogger("fleetchat.retrieval")
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from functions.safety.findings import SafetyFinding
 from functions.safety.moderation_categories import OPENAI_CATEGORIES
-from shared.schemas import ChatMessage
+from shared.wire.schemas import ChatMessage
 
 GuardKind = Literal["embedded", "llama_guard", "moderation_api"]
 # "closed": a request the guard could not judge is refused with 503 + retry-after (the default: an outage of the guard

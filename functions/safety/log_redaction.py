@@ -1,7 +1,7 @@
 """Log redaction: a logging filter that replaces PII in log lines with placeholders before any handler writes them.
 
 Where the filter goes, and why: a filter on a *logger* only sees records logged on that very logger, not those
-propagated up from its children (``functions.chat_service`` reaching the root logger's handler), so
+propagated up from its children (``functions.chat.service`` reaching the root logger's handler), so
 ``install_log_redaction`` puts the filter on every *handler* of the named loggers, where every record that is
 written passes. It also goes on the loggers themselves, which covers handlers those loggers gain later. We do not
 replace the log record factory (``logging.setLogRecordFactory``): it is process-wide, other libraries install

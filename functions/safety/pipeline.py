@@ -10,20 +10,20 @@ from datetime import timedelta
 
 from anyio import to_thread
 
-from functions.auth import Caller
-from functions.gateway_metrics import GatewayMetrics
+from functions.accounts.auth import Caller
+from functions.metrics.gateway import GatewayMetrics
+from functions.safety.classifier.output_classifier import OutputClassifier
 from functions.safety.findings import SafetyFinding
 from functions.safety.guard import Guard
-from functions.safety.output_classifier import OutputClassifier
 from functions.safety.pii import PiiDetector
 from functions.safety.rules import RULES_VERSION
 from functions.safety.stream_guard import StreamGuard
 from functions.spooled_writer import SafetyAuditWriter
 from shared.errors import ContentPolicyViolationError
-from shared.schemas import ChatCompletionRequest
+from shared.fleet.tiers import safety_for
 from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyLayer
 from shared.storage.timestamps import utc_now
-from shared.tiers import safety_for
+from shared.wire.schemas import ChatCompletionRequest
 
 log = logging.getLogger("fleetchat.safety")
 

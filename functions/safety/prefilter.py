@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from functions.safety.classifier import ClassifierVerdict, SafetyClassifier
-from functions.safety.conversation_text import ConversationText
+from functions.safety.classifier.cascade import ClassifierVerdict, SafetyClassifier
+from functions.safety.classifier.conversation_text import ConversationText
 from functions.safety.deobfuscate import deobfuscate
 from functions.safety.findings import SafetyFinding
 from functions.safety.pii import pii_detector
 from functions.safety.rules import RULES_VERSION, first_deny, neutralise_idioms
-from shared.schemas import ChatMessage
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer
+from shared.wire.schemas import ChatMessage
 
 
 @dataclass(frozen=True)

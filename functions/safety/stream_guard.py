@@ -5,8 +5,8 @@ PII (per tenant policy) and the output rules on every chunk, and the learned out
 
 from __future__ import annotations
 
+from functions.safety.classifier.output_classifier import OutputClassifier
 from functions.safety.findings import SafetyFinding
-from functions.safety.output_classifier import OutputClassifier
 from functions.safety.pii import PiiDetector
 from functions.safety.rules import first_output_deny
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.tiers import TIER_TABLE
+from shared.fleet.tiers import TIER_TABLE
 
 OUT = Path(__file__).with_name("fleetchat.json")
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -279,7 +279,7 @@ def fleet_panels(layout: Layout) -> None:
             "Spend rate by tier ($/h)",
             [("sum by (tier) (rate(fleetchat_gateway_spend_usd_total[$__rate_interval])) * 3600", "{{tier}}")],
             "currencyUSD",
-            description="Tokens x each pool's price (shared/pools.py). tier=eval is the eval job's own traffic.",
+            description="Tokens x each pool's price (shared/fleet/pools.py). tier=eval is the eval job's own traffic.",
             stacked=True,
         ),
         w=12,

@@ -13,13 +13,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from shared.embedding_pools import EmbeddingPool
-from shared.external_pools import ExternalPool
+from shared.fleet.embedding_pools import EmbeddingPool
+from shared.fleet.external_pools import ExternalPool
+from shared.fleet.pools import ModelPool
+from shared.fleet.tiers import Tier, TierPolicy
 from shared.operator_config.issues import Loc
-from shared.pools import ModelPool
 from shared.server_tool_settings import ServerToolSettings
 from shared.settings import IgnorableHazard
-from shared.tiers import Tier, TierPolicy
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # Sections keyed by name, and the field of each entry the key fills in (so the file does not repeat it).

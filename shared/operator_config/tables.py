@@ -1,5 +1,6 @@
 """The built-in tables as a config document, a file's document completed from them, and installing a document into
-the live tables (shared/pools.py, shared/tiers.py, shared/embedding_pools.py, shared/external_pools.py).
+the live tables (shared/fleet/pools.py, shared/fleet/tiers.py, shared/fleet/embedding_pools.py,
+shared/fleet/external_pools.py).
 
 The live tables are module-level dicts every caller reads at call time (`limits_for`, `get_pool`, `POOLS.get`), so
 they are updated in place: a swap is seen everywhere at once, by modules that imported the dict itself too.
@@ -10,12 +11,12 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any
 
-from shared.embedding_pools import EMBEDDING_POOLS
-from shared.external_pools import EXTERNAL_POOLS
+from shared.fleet.embedding_pools import EMBEDDING_POOLS
+from shared.fleet.external_pools import EXTERNAL_POOLS
+from shared.fleet.pools import GUARD_POOLS, POOLS
+from shared.fleet.tiers import TIER_TABLE
 from shared.operator_config.document import GuardConfig, JudgeConfig, OperatorConfig
-from shared.pools import GUARD_POOLS, POOLS
 from shared.server_tool_settings import ServerToolSettings
-from shared.tiers import TIER_TABLE
 
 # Taken once, before any file is installed: what a section left out of a file means.
 _BUILTIN = OperatorConfig(

@@ -23,8 +23,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailableError
-from shared.retrieval_api import Citation
-from shared.tools_api import ToolCall
+from shared.wire.retrieval_api import Citation
+from shared.wire.tools_api import ToolCall
 
 PURGE_AFTER = timedelta(days=30)
 CONVERSATION_ID_RE = re.compile(r"^conv_[0-9a-f]{32}$")

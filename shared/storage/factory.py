@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shared.settings import Settings
-from shared.storage.base import TenantStore
+from shared.storage.accounts import TenantStore
 from shared.storage.conversations import ConversationStore
 from shared.storage.feedback import FeedbackStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
@@ -15,11 +15,11 @@ from shared.storage.safety_audit import SafetyAuditStore
 from shared.storage.tool_audit import ToolAuditStore
 
 if TYPE_CHECKING:
-    from shared.storage.aws_accounts_layout import AwsAccountsConfig
+    from shared.storage.aws.accounts_layout import AwsAccountsConfig
 
 
 def _aws_accounts_config(settings: Settings) -> AwsAccountsConfig:
-    from shared.storage.aws_accounts_layout import AwsAccountsConfig
+    from shared.storage.aws.accounts_layout import AwsAccountsConfig
 
     return AwsAccountsConfig(
         table_name=settings.accounts_table, region=settings.aws_region, endpoint_url=settings.aws_endpoint_url
@@ -28,20 +28,20 @@ def _aws_accounts_config(settings: Settings) -> AwsAccountsConfig:
 
 def open_tenant_store(settings: Settings) -> TenantStore:
     if settings.accounts_store == "aws":
-        from shared.storage.aws_accounts import AwsTenantStore
+        from shared.storage.aws.accounts import AwsTenantStore
 
         return AwsTenantStore(_aws_accounts_config(settings))
-    from shared.storage.sqlite import SQLiteStore
+    from shared.storage.sqlite.accounts import SQLiteStore
 
     return SQLiteStore(settings.db_path)
 
 
 def open_rate_limits(settings: Settings) -> RateLimitStore:
     if settings.accounts_store == "aws":
-        from shared.storage.aws_limits import AwsRateLimits
+        from shared.storage.aws.limits import AwsRateLimits
 
         return AwsRateLimits(_aws_accounts_config(settings))
-    from shared.storage.sqlite_limits import SQLiteRateLimits
+    from shared.storage.sqlite.limits import SQLiteRateLimits
 
     # Admission waits at most a second for another process's write lock, then the gateway admits unchecked.
     return SQLiteRateLimits(settings.db_path, busy_timeout_s=1.0)
@@ -49,30 +49,30 @@ def open_rate_limits(settings: Settings) -> RateLimitStore:
 
 def open_ledger(settings: Settings) -> LedgerStore:
     if settings.accounts_store == "aws":
-        from shared.storage.aws_ledger import AwsLedger
+        from shared.storage.aws.ledger import AwsLedger
 
         return AwsLedger(_aws_accounts_config(settings))
-    from shared.storage.sqlite_ledger import SQLiteLedger
+    from shared.storage.sqlite.ledger import SQLiteLedger
 
     return SQLiteLedger(settings.db_path)
 
 
 def open_meter_state(settings: Settings) -> MeterStateStore:
     if settings.accounts_store == "aws":
-        from shared.storage.aws_ledger import AwsMeterState
+        from shared.storage.aws.ledger import AwsMeterState
 
         return AwsMeterState(_aws_accounts_config(settings))
-    from shared.storage.sqlite_ledger import SQLiteMeterState
+    from shared.storage.sqlite.ledger import SQLiteMeterState
 
     return SQLiteMeterState(settings.db_path)
 
 
 def open_safety_audit(settings: Settings) -> SafetyAuditStore:
     if settings.accounts_store == "aws":
-        from shared.storage.aws_safety_audit import AwsSafetyAudit
+        from shared.storage.aws.safety_audit import AwsSafetyAudit
 
         return AwsSafetyAudit(_aws_accounts_config(settings))
-    from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
+    from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
 
     return SQLiteSafetyAudit(settings.db_path)
 
@@ -80,17 +80,17 @@ def open_safety_audit(settings: Settings) -> SafetyAuditStore:
 def open_tool_audit(settings: Settings) -> ToolAuditStore:
     """The audit of server-side tool runs, beside the safety audit (on AWS, in the accounts table)."""
     if settings.accounts_store == "aws":
-        from shared.storage.aws_tool_audit import AwsToolAudit
+        from shared.storage.aws.tool_audit import AwsToolAudit
 
         return AwsToolAudit(_aws_accounts_config(settings))
-    from shared.storage.sqlite_tool_audit import SQLiteToolAudit
+    from shared.storage.sqlite.tool_audit import SQLiteToolAudit
 
     return SQLiteToolAudit(settings.db_path)
 
 
 def open_conversation_store(settings: Settings) -> ConversationStore:
     if settings.conversation_store == "aws":
-        from shared.storage.aws_conversations import AwsConversationStore, AwsStoreConfig
+        from shared.storage.aws.conversations import AwsConversationStore, AwsStoreConfig
 
         return AwsConversationStore(
             AwsStoreConfig(
@@ -101,7 +101,7 @@ def open_conversation_store(settings: Settings) -> ConversationStore:
                 kms_key_id=settings.conversations_kms_key_id,
             )
         )
-    from shared.storage.sqlite_conversations import SQLiteConversationStore
+    from shared.storage.sqlite.conversations import SQLiteConversationStore
 
     return SQLiteConversationStore(settings.db_path)
 
@@ -109,7 +109,7 @@ def open_conversation_store(settings: Settings) -> ConversationStore:
 def open_feedback_store(settings: Settings) -> FeedbackStore:
     """Feedback lives where the conversations it rates live (on AWS, in the conversations table)."""
     if settings.conversation_store == "aws":
-        from shared.storage.aws_feedback import AwsAccountsConfig, AwsFeedback
+        from shared.storage.aws.feedback import AwsAccountsConfig, AwsFeedback
 
         return AwsFeedback(
             AwsAccountsConfig(
@@ -118,7 +118,7 @@ def open_feedback_store(settings: Settings) -> FeedbackStore:
                 endpoint_url=settings.aws_endpoint_url,
             )
         )
-    from shared.storage.sqlite_feedback import SQLiteFeedback
+    from shared.storage.sqlite.feedback import SQLiteFeedback
 
     return SQLiteFeedback(settings.db_path)
 
@@ -126,7 +126,7 @@ def open_feedback_store(settings: Settings) -> FeedbackStore:
 def open_result_cache(settings: Settings) -> ResultCacheStore:
     """The prompt/result cache: its own SQLite file locally, items on the accounts table deployed (with its TTL)."""
     if settings.accounts_store == "aws":
-        from shared.storage.aws_result_cache import AwsAccountsConfig, AwsResultCache
+        from shared.storage.aws.result_cache import AwsAccountsConfig, AwsResultCache
 
         # A lookup is on every cacheable request's path: give up fast (a miss) rather than wait out the usual budget.
         config = AwsAccountsConfig(
@@ -137,6 +137,6 @@ def open_result_cache(settings: Settings) -> ResultCacheStore:
             retry_budget_s=0.5,
         )
         return AwsResultCache(config)
-    from shared.storage.sqlite_result_cache import SQLiteResultCache
+    from shared.storage.sqlite.result_cache import SQLiteResultCache
 
     return SQLiteResultCache(settings.data_dir / "result-cache.db", max_entries=settings.result_cache_max_entries)

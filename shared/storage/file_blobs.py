@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from shared.storage.aws.s3_encryption import s3_encryption
 from shared.storage.files import StoredBody
-from shared.storage.s3_encryption import s3_encryption
 
 _CHUNK = 1 << 20
 

@@ -1,5 +1,5 @@
 """The files store's contract: file metadata, vector stores and their file attachments (`FileStore`), and file
-bodies (`BlobStore`). SQLite + a local directory embedded (shared/storage/sqlite_files.py, local_blobs.py); DynamoDB +
+bodies (`BlobStore`). SQLite + a local directory embedded (shared/storage/sqlite/files.py, local_blobs.py); DynamoDB +
 S3 deployed (aws_files.py).
 
 Quota is checked inside the write that adds a file (`add_file`), so two uploads racing for the last slot cannot both

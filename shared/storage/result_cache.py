@@ -14,7 +14,7 @@ MAX_CONTENT_CHARS = 100_000
 
 class CachedAnswer(BaseModel):
     """One complete answer. `key` is the hash of the normalised request, the pool, its model version and the safety
-    post-policy (functions/result_cache_key.py); the tenant partitions the cache: never shared across tenants."""
+    post-policy (functions/chat/result_cache/key.py); the tenant partitions the cache: never shared across tenants."""
 
     tenant_id: str = Field(min_length=1)
     key: str = Field(pattern=r"^[0-9a-f]{64}$")

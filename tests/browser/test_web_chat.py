@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.tiers import Tier
+from shared.fleet.tiers import Tier
 from tests.browser.conftest import ARTIFACTS, screenshot
 from tests.conftest import Stack
 

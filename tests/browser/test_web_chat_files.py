@@ -1,6 +1,6 @@
 """The web chat's files in real Chromium against the real gateway (uvicorn, SQLite, its files and vector stores), a
 stand-in embedding worker (hashed bags of words: the model is not the point) and a stand-in chat worker that records
-what it was sent. The document is a public SQuAD article (functions/evals/rag/data, CC BY-SA 4.0).
+what it was sent. The document is a public SQuAD article (functions/offline/evals/rag/data, CC BY-SA 4.0).
 
 Checked: a Markdown file dropped on the chat is uploaded, added to the chat's vector store and shown indexing until it
 completes; the next question names the store (the worker gets the passages); the answer lists its citation, which
@@ -18,10 +18,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from functions.evals.rag.items import load_documents
-from shared.storage.base import TenantChanges
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import LimitOverrides
+from functions.offline.evals.rag.items import load_documents
+from shared.fleet.tiers import LimitOverrides
+from shared.storage.accounts import TenantChanges
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.browser.conftest import screenshot
 from tests.browser.test_web_chat import assistant, sign_in, wait_status
 from tests.integration.conftest import Gateway, GatewayFactory, gateway_for  # noqa: F401 (a fixture)

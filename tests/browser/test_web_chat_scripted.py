@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from shared.storage.base import TenantChanges
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import LimitOverrides
+from shared.fleet.tiers import LimitOverrides
+from shared.storage.accounts import TenantChanges
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.browser.conftest import screenshot
 from tests.browser.test_web_chat import assistant, sign_in, wait_status
 from tests.integration.conftest import Gateway, GatewayFactory, gateway_for  # noqa: F401 (a fixture)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from functions.doctor.results import CheckResult, DoctorReport, Group, Status
-from functions.doctor.runner import diagnose
+from functions.local_stack.doctor.results import CheckResult, DoctorReport, Group, Status
+from functions.local_stack.doctor.runner import diagnose
 from shared.settings import Settings
 
 INDEX = """<!doctype html>

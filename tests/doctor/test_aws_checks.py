@@ -11,9 +11,9 @@ from typing import Any
 import boto3
 import pytest
 
-from functions.doctor.results import CheckResult, Status
-from shared.storage.aws_accounts_layout import AwsAccountsConfig, ensure_accounts_table
-from shared.storage.aws_layout import AwsStoreConfig, ensure_resources
+from functions.local_stack.doctor.results import CheckResult, Status
+from shared.storage.aws.accounts_layout import AwsAccountsConfig, ensure_accounts_table
+from shared.storage.aws.layout import AwsStoreConfig, ensure_resources
 from tests.doctor.conftest import only, run
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 

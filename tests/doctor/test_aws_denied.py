@@ -15,7 +15,7 @@ import boto3
 import httpx
 import pytest
 
-from functions.doctor.results import Status
+from functions.local_stack.doctor.results import Status
 from tests.doctor.conftest import only, run
 from tests.doctor.test_aws_checks import deploy
 from tests.support.moto_server import DUMMY_CREDENTIALS

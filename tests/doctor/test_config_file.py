@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from functions.doctor.config_checks import check_tiers, load_settings
-from functions.doctor.results import Status
+from functions.local_stack.doctor.config_checks import check_tiers, load_settings
+from functions.local_stack.doctor.results import Status
 from shared.operator_config import builtin_config, install
 from shared.settings import Settings
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from functions.doctor.results import Status
-from shared.storage.sqlite_db import MIGRATIONS
+from functions.local_stack.doctor.results import Status
+from shared.storage.sqlite.db import MIGRATIONS
 from tests.doctor.conftest import only, run, statuses
 
 LOCAL_ONLY = ("workers", "stripe")

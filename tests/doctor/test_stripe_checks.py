@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from functions.doctor.results import Status
+from functions.local_stack.doctor.results import Status
 from tests.doctor.conftest import only, run
 from tests.support.fake_stripe import FakeStripe
 from tests.support.processes import free_port

@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 from pathlib import Path
 
-from functions.doctor.results import Status
+from functions.local_stack.doctor.results import Status
 from tests.doctor.conftest import only, run
 from tests.support.processes import free_port
 from tests.support.servers import serve

@@ -10,7 +10,7 @@ import httpx
 import openai
 
 from shared.storage.feedback import FeedbackRecord
-from shared.storage.sqlite_feedback import SQLiteFeedback
+from shared.storage.sqlite.feedback import SQLiteFeedback
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve

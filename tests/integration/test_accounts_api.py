@@ -9,14 +9,14 @@ import httpx
 import openai
 import pytest
 
-from shared.tiers import Tier
+from shared.fleet.tiers import Tier
 from tests.conftest import Stack
 
 ADMIN = "/admin/v1"
 CSRF = {"x-requested-with": "fleetchat"}
 # A real model's answer through the shared stack: the web chat's browser sets no deadline of its own, and on these
 # 2 shared cores llama.cpp's spinning barrier stalls a step for seconds while another process holds a core
-# (gpu_workers/core_share.py), so httpx's 5 s default is no bound for it. Connecting and sending stay at 5 s.
+# (gpu_workers/llama_cpp/core_share.py), so httpx's 5 s default is no bound for it. Connecting and sending stay at 5 s.
 MODEL_ANSWER_TIMEOUT = httpx.Timeout(5.0, read=60.0)
 
 

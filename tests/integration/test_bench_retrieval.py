@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from rich.progress import Progress
 
-from functions.bench.retrieval_phase import retrieval_phase, typeset
-from functions.bench.retrieval_results import retrieval_lines
-from functions.evals.rag.items import load_documents
 from functions.files.extract import extract_text
+from functions.offline.bench.phases.retrieval_phase import retrieval_phase, typeset
+from functions.offline.bench.results.retrieval_results import retrieval_lines
+from functions.offline.evals.rag.items import load_documents
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.servers import serve

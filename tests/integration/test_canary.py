@@ -12,10 +12,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
-from functions.accounts import mint_admin_key
-from functions.canary import MODEL_VERSION_HEADER
-from shared.pools import POOLS, model_version
-from shared.storage.sqlite import SQLiteStore
+from functions.accounts.operations import mint_admin_key
+from functions.control.canary import MODEL_VERSION_HEADER
+from shared.fleet.pools import POOLS, model_version
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve

@@ -23,7 +23,16 @@ def test_bad_file_refuses_the_start(tmp_path: Path, command: str) -> None:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FLEETCHAT_")}
     port = free_port()
     done = subprocess.run(
-        [sys.executable, "-m", "functions.cli", command, "--port", str(port), "--data-dir", str(tmp_path / "data")],
+        [
+            sys.executable,
+            "-m",
+            "functions.cli",
+            command,
+            "--port",
+            str(port),
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
         cwd=REPO,
         env={**environ, "FLEETCHAT_CONFIG_FILE": str(bad), "COLUMNS": "300"},
         capture_output=True,

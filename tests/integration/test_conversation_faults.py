@@ -13,11 +13,11 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from shared.api_keys import hash_api_key, new_api_key
+from shared.fleet.tiers import Tier
 from shared.metric_names import GATEWAY_CONVERSATION_TURNS, counter_sample
-from shared.storage.aws_conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_conversations import SQLiteConversationStore
-from shared.tiers import Tier
+from shared.storage.aws.conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.conversations import SQLiteConversationStore
 from tests.integration.conftest import GatewayFactory
 from tests.support.moto_server import DUMMY_CREDENTIALS, unique_names
 from tests.support.processes import ProcessGroup, free_port, start_gateway

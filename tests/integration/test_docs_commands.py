@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from functions.local_tenant import ensure_local_key
+from functions.local_stack.local_tenant import ensure_local_key
 from shared.settings import Settings
-from shared.storage.sqlite import SQLiteStore
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.conftest import Stack
 from tests.support.doc_references import REPO, parse
 

@@ -21,11 +21,11 @@ import openai
 import pytest
 from fastapi import FastAPI
 
-from shared.embedding_pools import EMBEDDING_POOLS, count_tokens
-from shared.embeddings_api import decode_vector
-from shared.storage.base import TenantChanges
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import LimitOverrides
+from shared.fleet.embedding_pools import EMBEDDING_POOLS, count_tokens
+from shared.fleet.tiers import LimitOverrides
+from shared.storage.accounts import TenantChanges
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.wire.embeddings_api import decode_vector
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.processes import ProcessGroup, free_port, wait_http_ok
 from tests.support.servers import serve
@@ -233,8 +233,8 @@ def test_the_bench_phase_measures_inputs_per_second_through_the_gateway(gateway:
     """The `make bench` embeddings phase, shrunk: three levels, every request answered, the ratios computed."""
     from rich.progress import Progress
 
-    from functions.bench.embeddings_phase import embeddings_phase, sentence
-    from functions.bench.embeddings_results import embeddings_lines
+    from functions.offline.bench.phases.embeddings_phase import embeddings_phase, sentence
+    from functions.offline.bench.results.embeddings_results import embeddings_lines
 
     assert len({sentence(i) for i in range(64)}) == 64  # distinct inputs: nothing is served from a cache
     with Progress(disable=True) as progress:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from functions.accounts import mint_admin_key
-from functions.evals.results import EvalRun
-from functions.evals.tenants import EVAL_LIMITS
-from shared.storage.base import TenantPurpose
-from shared.storage.sqlite import SQLiteStore
+from functions.accounts.operations import mint_admin_key
+from functions.offline.evals.results import EvalRun
+from functions.offline.evals.tenants import EVAL_LIMITS
+from shared.storage.accounts import TenantPurpose
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.conftest import Stack
 from tests.support.patched_gateway import start_patched_gateway
 from tests.support.processes import REPO, ProcessGroup, free_port

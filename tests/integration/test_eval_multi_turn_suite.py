@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import pytest
 
-from functions.evals.suite import NullProgress, SuiteResult
-from functions.evals.suites.multi_turn import MultiTurnSuite
-from functions.evals.target import EvalTarget
 from functions.judging.client import JudgeEndpoint
-from shared.tiers import Tier
+from functions.offline.evals.suite import NullProgress, SuiteResult
+from functions.offline.evals.suites.multi_turn import MultiTurnSuite
+from functions.offline.evals.target import EvalTarget
+from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
 from tests.support.answering_worker import answering_worker
 from tests.support.scripted_judge import scripted_judge

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from functions.evals.golden.items import GoldenItem, NumericCheck, load_calibration, load_golden
-from functions.evals.suite import NullProgress, SuiteResult
-from functions.evals.suites.quality import QualitySuite
-from functions.evals.target import EvalTarget
 from functions.judging.client import JudgeEndpoint
-from shared.tiers import Tier
+from functions.offline.evals.golden.items import GoldenItem, NumericCheck, load_calibration, load_golden
+from functions.offline.evals.suite import NullProgress, SuiteResult
+from functions.offline.evals.suites.quality import QualitySuite
+from functions.offline.evals.target import EvalTarget
+from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
 from tests.support.answering_worker import answering_worker
 from tests.support.scripted_judge import marker_scores, scripted_judge

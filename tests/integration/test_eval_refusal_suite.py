@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from functions.evals.suite import NullProgress, SuiteResult
-from functions.evals.suites.refusal import RefusalSuite, load_probes
-from functions.evals.target import EvalTarget
-from shared.tiers import Tier
+from functions.offline.evals.suite import NullProgress, SuiteResult
+from functions.offline.evals.suites.refusal import RefusalSuite, load_probes
+from functions.offline.evals.target import EvalTarget
+from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
 from tests.support.answering_worker import answering_worker
 from tests.support.servers import serve

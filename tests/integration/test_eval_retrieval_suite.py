@@ -11,12 +11,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from functions.evals.rag.items import load_questions
-from functions.evals.suite import NullProgress
-from functions.evals.suites.retrieval import RetrievalSuite
-from functions.evals.target import EvalTarget
 from functions.judging.client import JudgeEndpoint
-from shared.tiers import Tier
+from functions.offline.evals.rag.items import load_questions
+from functions.offline.evals.suite import NullProgress
+from functions.offline.evals.suites.retrieval import RetrievalSuite
+from functions.offline.evals.target import EvalTarget
+from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
 from tests.support.answering_worker import answering_worker
 from tests.support.processes import ProcessGroup, free_port, wait_http_ok

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from functions.accounts import create_tenant_with_key
-from functions.evals.history import RunBook
-from functions.evals.scheduled import run_scheduled
-from functions.evals.store import S3ReportStore
-from functions.evals.tenants import EvalKeyError
-from shared.storage.base import TenantPurpose
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
+from functions.accounts.operations import create_tenant_with_key
+from functions.offline.evals.history import RunBook
+from functions.offline.evals.scheduled import run_scheduled
+from functions.offline.evals.store import S3ReportStore
+from functions.offline.evals.tenants import EvalKeyError
+from shared.fleet.tiers import Tier
+from shared.storage.accounts import TenantPurpose
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 from tests.support.scripted_worker import scripted_worker

@@ -11,12 +11,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from functions.accounts import mint_admin_key
-from functions.evals.tenants import EVAL_LIMITS, KEYS_FILE, EvalKeyError, ensure_eval_keys
+from functions.accounts.operations import mint_admin_key
+from functions.offline.evals.tenants import EVAL_LIMITS, KEYS_FILE, EvalKeyError, ensure_eval_keys
 from shared.api_keys import hash_api_key
-from shared.storage.base import TenantPurpose
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
+from shared.fleet.tiers import Tier
+from shared.storage.accounts import TenantPurpose
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve

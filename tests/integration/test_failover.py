@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse
 
-from functions.routing import HashRing
+from functions.control.routing import HashRing
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.continuing_worker import start_continuing_worker, tokens
 from tests.support.processes import ProcessGroup, free_port

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from functions.routing import HashRing
+from functions.control.routing import HashRing
 from tests.integration.conftest import GatewayFactory
 from tests.support.processes import ProcessGroup, free_port, start_worker
 

@@ -26,7 +26,15 @@ def setup(gateway_for: GatewayFactory) -> Iterator[Setup]:
 
 def export(setup: Setup, *args: str) -> tuple[list[dict], str]:
     out = setup.gw.data_dir / "export.jsonl"
-    command = [sys.executable, "-m", "functions.cli", "feedback", "export", "--data-dir", str(setup.gw.data_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "functions.cli",
+        "feedback",
+        "export",
+        "--data-dir",
+        str(setup.gw.data_dir),
+    ]
     done = subprocess.run([*command, "--out", str(out), *args], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in out.read_text().splitlines()], done.stderr
@@ -90,7 +98,15 @@ def test_export_rows_filters_and_golden_candidates(setup: Setup) -> None:
 
 def test_golden_candidates_are_only_thumbs_down(setup: Setup) -> None:
     out = setup.gw.data_dir / "golden.jsonl"
-    command = [sys.executable, "-m", "functions.cli", "feedback", "export", "--data-dir", str(setup.gw.data_dir)]
+    command = [
+        sys.executable,
+        "-m",
+        "functions.cli",
+        "feedback",
+        "export",
+        "--data-dir",
+        str(setup.gw.data_dir),
+    ]
     refused = subprocess.run(
         [*command, "--golden-candidates", "--rating", "up", "--out", str(out)],
         cwd=REPO,

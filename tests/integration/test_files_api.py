@@ -13,10 +13,10 @@ import openai
 import pytest
 
 from shared.api_keys import hash_api_key
-from shared.storage.base import TenantChanges
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.vector_index_sqlite import SQLiteVectorIndex
-from shared.tiers import LimitOverrides
+from shared.fleet.tiers import LimitOverrides
+from shared.storage.accounts import TenantChanges
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.vector_index import SQLiteVectorIndex
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.documents import docx_with, malformed_pdf, pdf_with_pages
 from tests.support.embedding_stand_in import EmbeddingStandIn

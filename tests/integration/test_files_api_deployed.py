@@ -10,7 +10,7 @@ import boto3
 import openai
 import pytest
 
-from shared.storage.aws_conversations import AwsStoreConfig, ensure_resources
+from shared.storage.aws.conversations import AwsStoreConfig, ensure_resources
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.documents import pdf_with_pages
 from tests.support.embedding_stand_in import EmbeddingStandIn

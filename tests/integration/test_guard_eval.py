@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from shared.tiers import Tier
+from shared.fleet.tiers import Tier
 from tests.support.fleetchat_guard import fleetchat_guard
 from tests.support.guard_servers import llama_guard_worker
 from tests.support.processes import free_port

@@ -15,10 +15,10 @@ from pathlib import Path
 import openai
 
 from shared.api_keys import hash_api_key, new_api_key
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_files import SQLiteFileStore
-from shared.storage.vector_index_sqlite import SQLiteVectorIndex
-from shared.tiers import Tier
+from shared.fleet.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.files import SQLiteFileStore
+from shared.storage.sqlite.vector_index import SQLiteVectorIndex
 from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.processes import ProcessGroup, free_port, start_gateway
 from tests.support.servers import serve

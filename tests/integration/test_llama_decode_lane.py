@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from gpu_workers.engine import SamplingParams
-from gpu_workers.gguf_weights import weights_for
-from gpu_workers.kv_blocks import KvBlocks
-from gpu_workers.llama_decode_lane import HEADROOM, DecodeLane
-from gpu_workers.llama_engine import LlamaEngine
-from gpu_workers.llama_runtime import KvCacheFullError
+from gpu_workers.llama_cpp.decode_lane import HEADROOM, DecodeLane
+from gpu_workers.llama_cpp.engine import LlamaEngine
+from gpu_workers.llama_cpp.gguf_weights import weights_for
+from gpu_workers.llama_cpp.kv_blocks import KvBlocks
+from gpu_workers.llama_cpp.runtime import KvCacheFullError
 from gpu_workers.model_loader import packaged_gguf_source
-from shared.pools import LocalModel
+from shared.fleet.pools import LocalModel
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from gpu_workers.engine import EngineError, SamplingParams
-from gpu_workers.gguf_weights import weights_for
-from gpu_workers.llama_engine import LlamaEngine
+from gpu_workers.llama_cpp.engine import LlamaEngine
+from gpu_workers.llama_cpp.gguf_weights import weights_for
 from gpu_workers.model_loader import packaged_gguf_source
-from shared.pools import LocalModel
+from shared.fleet.pools import LocalModel
 
 pytestmark = pytest.mark.slow
 
@@ -111,13 +111,13 @@ async def test_a_seed_makes_sampling_reproducible_even_in_a_batch(engine: LlamaE
 
 
 def test_logits_depend_on_what_shares_the_batch() -> None:
-    """Why the result cache does not store seeded answers of local pools (functions/result_cache.py): with one unified
-    KV pool, llama.cpp computes a prompt's logits differently alone and beside other sequences in one batch (by tenths
-    of a logit, enough to change a sampled token; llama.cpp #24962). If this ever fails, llama.cpp became
+    """Why the result cache does not store seeded answers of local pools (functions/chat/result_cache/cache.py): with
+    one unified KV pool, llama.cpp computes a prompt's logits differently alone and beside other sequences in one batch
+    (by tenths of a logit, enough to change a sampled token; llama.cpp #24962). If this ever fails, llama.cpp became
     batch-invariant and seeded answers could be cached locally."""
     import numpy as np
 
-    from gpu_workers.llama_runtime import LlamaRuntime
+    from gpu_workers.llama_cpp.runtime import LlamaRuntime
 
     rt = LlamaRuntime(gguf(), kv_cache_tokens=2048, max_batch_tokens=512, max_sequences=8, threads=2)
     try:
@@ -198,7 +198,7 @@ def test_prompts_are_the_transformers_engines_token_for_token(engine: LlamaEngin
 async def test_the_engine_runs_on_its_share_of_the_cores_while_another_generates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpu_workers import core_share
+    from gpu_workers.llama_cpp import core_share
 
     cores = core_share.host_cores()
     if cores < 2:

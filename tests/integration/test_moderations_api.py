@@ -13,10 +13,10 @@ import openai
 import pytest
 
 from functions.safety.moderation_categories import OPENAI_CATEGORIES
-from shared.moderation_api import MAX_INPUT_CHARS, MAX_INPUTS
-from shared.storage.base import TenantChanges
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import LimitOverrides
+from shared.fleet.tiers import LimitOverrides
+from shared.storage.accounts import TenantChanges
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.wire.moderation_api import MAX_INPUT_CHARS, MAX_INPUTS
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.rate_windows import early_in_a_window
 from tests.support.servers import serve

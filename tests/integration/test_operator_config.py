@@ -17,9 +17,9 @@ import pytest
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from functions.accounts import create_tenant_with_key
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
+from functions.accounts.operations import create_tenant_with_key
+from shared.fleet.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.processes import REPO, ProcessGroup, free_port, wait_http_ok
 from tests.support.prom import labelled
 from tests.support.scripted_worker import scripted_worker

@@ -11,11 +11,11 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
-from shared.storage.base import TenantChanges
+from shared.storage.accounts import TenantChanges
 from shared.storage.files import FileQuota, StoredFile
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.processes import REPO
 
 # The upload's own code path (FilesService._store: the body's put, then the metadata insert), in a process that is
@@ -44,7 +44,16 @@ def _crash_mid_upload(data: Path, tenant_id: str, file_id: str) -> None:
 
 
 def _sweep(data: Path, as_of: datetime) -> dict[str, str]:
-    command = [sys.executable, "-m", "functions.cli", "sweep", "--data-dir", str(data), "--as-of", as_of.isoformat()]
+    command = [
+        sys.executable,
+        "-m",
+        "functions.cli",
+        "sweep",
+        "--data-dir",
+        str(data),
+        "--as-of",
+        as_of.isoformat(),
+    ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line.strip("│ ").split("│") for line in done.stdout.splitlines() if line.count("│") == 3]

@@ -13,11 +13,11 @@ import httpx
 import openai
 import pytest
 
-from functions.accounts import create_tenant_with_key, mint_admin_key
-from functions.admission import estimate_prompt_tokens
-from shared.schemas import ChatMessage
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier, limits_for
+from functions.accounts.operations import create_tenant_with_key, mint_admin_key
+from functions.control.admission import estimate_prompt_tokens
+from shared.fleet.tiers import Tier, limits_for
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.wire.schemas import ChatMessage
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.held_worker import held_worker
 from tests.support.processes import free_port

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import openai
 
-from functions.routing import HashRing
+from functions.control.routing import HashRing
 from tests.integration.conftest import GatewayFactory
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker

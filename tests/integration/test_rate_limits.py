@@ -15,10 +15,10 @@ import httpx
 import openai
 import pytest
 
-from functions.accounts import create_tenant_with_key
-from shared.storage.base import TenantChanges
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import LimitOverrides, Tier
+from functions.accounts.operations import create_tenant_with_key
+from shared.fleet.tiers import LimitOverrides, Tier
+from shared.storage.accounts import TenantChanges
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.processes import ProcessGroup, free_port, start_gateway
 from tests.support.rate_windows import early_in_a_window
 from tests.support.servers import serve
@@ -45,7 +45,7 @@ class Replicas:
             tenant, minted = create_tenant_with_key(store, f"{tier.value}-tenant", tier, "k0")
             if limits is not None:
                 store.update_tenant(tenant.id, TenantChanges(limits=limits))
-            from functions.accounts import mint_api_key
+            from functions.accounts.operations import mint_api_key
 
             return [minted.key, *(mint_api_key(store, tenant.id, f"k{i}").key for i in range(1, keys))]
         finally:

@@ -16,11 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from functions.app import create_app
 from shared.api_keys import hash_api_key, new_api_key
-from shared.pools import POOLS
+from shared.fleet.pools import POOLS
+from shared.fleet.tiers import LimitOverrides, Tier
 from shared.settings import Settings
-from shared.storage.base import TenantChanges, TenantPurpose
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import LimitOverrides, Tier
+from shared.storage.accounts import TenantChanges, TenantPurpose
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.processes import free_port
 from tests.support.rate_windows import early_in_a_window
 from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker

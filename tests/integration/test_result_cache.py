@@ -20,14 +20,14 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 
-from functions.canary import MODEL_VERSION_HEADER
+from functions.chat.result_cache.cache import CACHE_HEADER
+from functions.control.canary import MODEL_VERSION_HEADER
 from functions.metering.meters import ledger_values, meters_from_settings
-from functions.result_cache import CACHE_HEADER
 from shared.api_keys import hash_api_key, new_api_key
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_ledger import SQLiteLedger
-from shared.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.ledger import SQLiteLedger
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
 from tests.support.servers import serve

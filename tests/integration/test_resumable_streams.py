@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from functions.resumable_streams import RESUMABLE_HEADER
-from shared.tiers import Tier
+from functions.chat.streams.resumable import RESUMABLE_HEADER
+from shared.fleet.tiers import Tier
 from tests.conftest import Stack
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker

@@ -1,7 +1,7 @@
 """Retrieval in chat end to end: the real openai SDK -> the real gateway (uvicorn, SQLite) with its files and vector
 stores -> the real embedding worker process (all-MiniLM-L6-v2) over loopback; a stand-in chat worker records what the
-model was sent. Documents are public SQuAD articles (functions/evals/rag/data), each question's answer located in
-them, so a citation is checked by its offsets.
+model was sent. Documents are public SQuAD articles (functions/offline/evals/rag/data), each question's answer located
+in them, so a citation is checked by its offsets.
 
 Checked: citations in the JSON body and on a stream's first chunk, and stored with the turn; the passages reach the
 worker as a context message right before the question; another tenant's store is a 404 that charges nothing; an
@@ -19,8 +19,8 @@ import openai
 import pytest
 from fastapi import FastAPI
 
-from functions.evals.rag.items import Document, Question, load_documents, load_questions
-from shared.retrieval_api import RETRIEVAL_HEADER
+from functions.offline.evals.rag.items import Document, Question, load_documents, load_questions
+from shared.wire.retrieval_api import RETRIEVAL_HEADER
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.processes import ProcessGroup, free_port, wait_http_ok

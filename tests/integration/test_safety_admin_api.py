@@ -13,11 +13,11 @@ import httpx
 from typer.testing import CliRunner
 
 from functions.cli import app as cli
+from shared.fleet.tiers import SafetyOverrides, Tier
 from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyDetector, SafetyLayer
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
 from shared.storage.timestamps import to_iso, utc_now
-from shared.tiers import SafetyOverrides, Tier
 from tests.conftest import Stack
 
 ADMIN = "/admin/v1"

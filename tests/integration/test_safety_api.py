@@ -13,12 +13,12 @@ from pathlib import Path
 import openai
 import pytest
 
-from shared.storage.base import TenantChanges
+from shared.fleet.tiers import SafetyOverrides, Tier
+from shared.storage.accounts import TenantChanges
 from shared.storage.safety_audit import SafetyAuditRecord
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
 from shared.storage.timestamps import utc_now
-from shared.tiers import SafetyOverrides, Tier
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
 from tests.support.servers import serve

@@ -14,7 +14,7 @@ import openai
 import pytest
 from fastapi import FastAPI
 
-from shared.moderation_api import MAX_INPUT_CHARS, MAX_INPUTS
+from shared.wire.moderation_api import MAX_INPUT_CHARS, MAX_INPUTS
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.fleetchat_guard import fleetchat_guard
 from tests.support.guard_servers import llama_guard_worker, moderation_endpoint

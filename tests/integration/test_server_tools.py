@@ -20,16 +20,16 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from functions.app import create_app
-from functions.sandboxing import bwrap_works
+from functions.chat.server_tools.sandboxing import bwrap_works
 from shared.api_keys import hash_api_key, new_api_key
+from shared.fleet.tiers import SafetyOverrides, Tier
 from shared.server_tool_settings import ServerToolSettings, ToolQuota
 from shared.settings import Settings
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_ledger import SQLiteLedger
-from shared.storage.sqlite_tool_audit import SQLiteToolAudit
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.ledger import SQLiteLedger
+from shared.storage.sqlite.tool_audit import SQLiteToolAudit
 from shared.storage.timestamps import utc_now
 from shared.storage.tool_audit import ToolRunRecord
-from shared.tiers import SafetyOverrides, Tier
 from tests.support.servers import serve
 from tests.support.tool_worker import answer, last_tool_result, tool_call, tool_names, tool_worker
 
@@ -242,7 +242,7 @@ def test_the_round_bound_withdraws_the_tools_then_fails_a_worker_that_ignores_it
     assert len(stack.worker.state.bodies) - seen == 3 and stack.worker.state.bodies[seen]["tool_choice"] == forced
     assert tool_names(last) == ["get_weather"] and last["tool_choice"] == "auto"
     # A call to a tool nobody offered (neither the gateway nor the client) is not run: after one repair attempt it is
-    # the client's clear error (functions/tool_arguments.py), never a call to a function the client does not have.
+    # the client's clear error (functions/chat/tool_arguments.py), never a call to a function the client does not have.
     _, key = stack.key()
     with pytest.raises(openai.UnprocessableEntityError) as unoffered:
         _ask(stack, key, "stubborn:", server_tools=["python"])

@@ -23,7 +23,9 @@ from anyio import to_thread
 from fastapi import FastAPI
 
 from functions.app import create_app
-from functions.gateway_metrics import (
+from functions.judging.client import JUDGE_CALL_HEADER
+from functions.judging.shadow import shadow_judge_for
+from functions.metrics.gateway import (
     SHADOW_JUDGE_ALERT,
     SHADOW_JUDGE_DELTA,
     SHADOW_JUDGE_QUEUE_DEPTH,
@@ -31,15 +33,13 @@ from functions.gateway_metrics import (
     SHADOW_JUDGE_SCORE,
     GatewayMetrics,
 )
-from functions.judging.client import JUDGE_CALL_HEADER
-from functions.judging.shadow import shadow_judge_for
 from shared.api_keys import hash_api_key, new_api_key
+from shared.fleet.tiers import Tier
 from shared.metric_names import counter_sample
-from shared.schemas import ChatMessage
 from shared.settings import Settings
-from shared.storage.base import Tenant, TenantPurpose
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
+from shared.storage.accounts import Tenant, TenantPurpose
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.wire.schemas import ChatMessage
 from tests.support import prom
 from tests.support.scripted_judge import scripted_judge
 from tests.support.scripted_worker import scripted_worker

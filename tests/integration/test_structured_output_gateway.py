@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from functions.structured_output import STRUCTURED_OUTPUTS
+from functions.chat.structured_output import STRUCTURED_OUTPUTS
 from tests.integration.conftest import GatewayFactory
 from tests.support.prom import labelled
 from tests.support.servers import serve

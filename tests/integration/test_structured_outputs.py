@@ -11,7 +11,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from functions.structured_output import STRUCTURED_OUTPUTS
+from functions.chat.structured_output import STRUCTURED_OUTPUTS
 from tests.conftest import Stack
 from tests.support.prom import labelled
 

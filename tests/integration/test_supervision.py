@@ -22,7 +22,7 @@ import psutil
 import pytest
 from openai import APIError, OpenAI
 
-from functions.supervisor import SupervisorPolicy, WorkerSpec, WorkerSupervisor
+from functions.local_stack.supervisor import SupervisorPolicy, WorkerSpec, WorkerSupervisor
 from tests.support.processes import REPO, ProcessGroup, free_port, free_ports, wait_http_ok
 
 STAND_IN = ["{python}", "-m", "tests.support.supervised_worker", "--pool", "{pool}", "--port", "{port}"]
@@ -260,7 +260,7 @@ def test_a_real_worker_dies_with_a_killed_fleetchat_up(group: ProcessGroup, tmp_
 
 def test_a_worker_whose_supervisor_is_already_gone_exits_at_once() -> None:
     # The race parent death closes: the supervisor died between the fork and the arming (pid 1 is never our parent).
-    probe = "from gpu_workers.parent_death import die_with_supervisor; die_with_supervisor(); print('armed')"
+    probe = "from gpu_workers.server.parent_death import die_with_supervisor; die_with_supervisor(); print('armed')"
     env = {**os.environ, "FLEETCHAT_SUPERVISOR_PID": "1"}
     run = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=30)
     assert run.returncode == 1 and "armed" not in run.stdout
@@ -271,7 +271,7 @@ def test_a_worker_whose_supervisor_is_already_gone_exits_at_once() -> None:
 
 POLLING_CHILD = """
 import os, pathlib, sys, time
-from gpu_workers import parent_death
+from gpu_workers.server import parent_death
 parent_death._start_parent_poll(int(os.environ["FLEETCHAT_SUPERVISOR_PID"]))
 ready = pathlib.Path(sys.argv[1])
 ready.with_suffix(".tmp").write_text(str(os.getpid()))

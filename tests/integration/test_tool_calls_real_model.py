@@ -1,6 +1,7 @@
 """Function calling through the real gateway and real SmolLM2 workers, with the `openai` SDK as the client: the tool
 result sent back and a final answer (prompt tokens include the tool definitions), `tool_choice: none`, and forced
-tool calls whole and streamed (these need constrained decoding in the engine: gpu_workers/structured_decoding.py)."""
+tool calls whole and streamed (these need constrained decoding in the engine:
+gpu_workers/transformers_engine/structured_decoding.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 import openai
 import pytest
 
-from gpu_workers.tool_calls import plan_for, render_messages
-from shared.schemas import ChatCompletionRequest
+from gpu_workers.server.tool_calls import plan_for, render_messages
+from shared.wire.schemas import ChatCompletionRequest
 from tests.conftest import Stack
 
 pytestmark = pytest.mark.slow
@@ -38,7 +39,7 @@ CALLED = [
     ]},
     {"role": "tool", "tool_call_id": "call_1", "content": '{"sky": "sunny", "temperature_c": 21}'},
 ]  # fmt: skip
-CONSTRAINED = importlib.util.find_spec("gpu_workers.structured_decoding") is not None
+CONSTRAINED = importlib.util.find_spec("gpu_workers.transformers_engine.structured_decoding") is not None
 needs_constrained_decoding = pytest.mark.skipif(
     not CONSTRAINED, reason="forced tool choice needs the engine's constrained decoding (the structured branch)"
 )

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from functions.evals.rag.items import load_documents
-from shared.storage.aws_conversations import AwsStoreConfig, ensure_resources
+from functions.offline.evals.rag.items import load_documents
+from shared.storage.aws.conversations import AwsStoreConfig, ensure_resources
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names

@@ -14,9 +14,9 @@ import httpx
 import openai
 import pytest
 
+from functions.api.routers.chat import FALLBACK_HEADER
+from functions.api.web_ui import CONTENT_SECURITY_POLICY
 from functions.app import create_app
-from functions.routers.chat import FALLBACK_HEADER
-from functions.web_ui import CONTENT_SECURITY_POLICY
 from shared.settings import Settings
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.processes import free_port

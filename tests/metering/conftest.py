@@ -15,12 +15,12 @@ import pytest
 from functions.metering.exporter import FlushReport, flush_from_settings
 from functions.metering.meters import align_down, ledger_values, meters_from_settings
 from functions.metering.stripe_sender import RetryPolicy
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
-from shared.storage.base import TenantChanges
+from shared.storage.accounts import TenantChanges
 from shared.storage.ledger import LedgerEntry, MeterSend, Outcome
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_ledger import SQLiteLedger, SQLiteMeterState
-from shared.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.ledger import SQLiteLedger, SQLiteMeterState
 from tests.support.fake_stripe import FakeStripe
 
 API_KEY = "sk_test_fleetchat_meter"

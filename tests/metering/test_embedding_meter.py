@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from functions.metering.meters import meters_from_settings
 from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, LedgerEntry, Outcome, TenantTotals
-from shared.storage.sqlite_ledger import SQLiteLedger
+from shared.storage.sqlite.ledger import SQLiteLedger
 from tests.metering.conftest import HOUR0, World
 
 

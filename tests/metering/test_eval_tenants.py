@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from shared.storage.base import TenantChanges, TenantPurpose
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
+from shared.fleet.tiers import Tier
+from shared.storage.accounts import TenantChanges, TenantPurpose
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.metering.conftest import HOUR0, World
 
 

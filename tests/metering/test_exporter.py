@@ -12,7 +12,7 @@ from functions.metering.exporter import LEDGER_ONLY_WARNING, FlushReport, flush_
 from functions.metering.meters import meters_from_settings
 from functions.metering.stripe_sender import MeterEventSender, SendOutcome
 from shared.storage.ledger import MeterSend
-from shared.storage.sqlite_ledger import SQLiteLedger, SQLiteMeterState
+from shared.storage.sqlite.ledger import SQLiteLedger, SQLiteMeterState
 from tests.metering.conftest import API_KEY, FAST, HOUR0, NOW, World
 
 

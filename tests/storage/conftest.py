@@ -10,7 +10,7 @@ import pytest
 
 from shared.settings import Settings
 from shared.storage import factory
-from shared.storage.base import TenantStore
+from shared.storage.accounts import TenantStore
 from shared.storage.conversations import ConversationStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
@@ -19,7 +19,7 @@ from shared.storage.tool_audit import ToolAuditStore
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 
 if TYPE_CHECKING:
-    from shared.storage.aws_accounts_layout import AwsAccountsConfig
+    from shared.storage.aws.accounts_layout import AwsAccountsConfig
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +35,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def open_aws_store(endpoint: str) -> ConversationStore:
-    from shared.storage.aws_conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
+    from shared.storage.aws.conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
 
     table, bucket = unique_names()
     config = AwsStoreConfig(table_name=table, bucket=bucket, endpoint_url=endpoint)
@@ -44,7 +44,7 @@ def open_aws_store(endpoint: str) -> ConversationStore:
 
 
 def open_sqlite_store(path: Path) -> ConversationStore:
-    from shared.storage.sqlite_conversations import SQLiteConversationStore
+    from shared.storage.sqlite.conversations import SQLiteConversationStore
 
     return SQLiteConversationStore(path)
 
@@ -63,7 +63,7 @@ def conversation_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
 
 
 def aws_accounts_config(endpoint: str) -> AwsAccountsConfig:
-    from shared.storage.aws_accounts_layout import AwsAccountsConfig, ensure_accounts_table
+    from shared.storage.aws.accounts_layout import AwsAccountsConfig, ensure_accounts_table
 
     table, _ = unique_names()
     config = AwsAccountsConfig(table_name=table, endpoint_url=endpoint)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from shared.api_keys import hash_api_key, new_api_key
-from shared.storage.base import TenantChanges, TenantPurpose, TenantStore
-from shared.tiers import LimitOverrides, SafetyOverrides, Tier
+from shared.fleet.tiers import LimitOverrides, SafetyOverrides, Tier
+from shared.storage.accounts import TenantChanges, TenantPurpose, TenantStore
 
 
 def test_tenant_round_trip_and_listing(tenant_store: TenantStore) -> None:

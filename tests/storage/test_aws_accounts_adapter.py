@@ -14,25 +14,25 @@ import boto3
 import pytest
 
 from shared.api_keys import hash_api_key, new_api_key
-from shared.storage import aws_safety_audit
-from shared.storage.aws_accounts import AwsTenantStore
-from shared.storage.aws_accounts_layout import (
+from shared.fleet.tiers import Tier
+from shared.storage.accounts import TenantPurpose
+from shared.storage.aws import safety_audit as aws_safety_audit
+from shared.storage.aws.accounts import AwsTenantStore
+from shared.storage.aws.accounts_layout import (
     LEDGER_INDEX,
     LEDGER_INDEX_ATTRIBUTES,
     AccountsTable,
     AwsAccountsConfig,
     ensure_accounts_table,
 )
-from shared.storage.aws_layout import TTL_GRACE
-from shared.storage.aws_ledger import AwsLedger, AwsMeterState
-from shared.storage.aws_limits import AwsRateLimits
-from shared.storage.aws_safety_audit import AwsSafetyAudit
-from shared.storage.base import TenantPurpose
+from shared.storage.aws.layout import TTL_GRACE
+from shared.storage.aws.ledger import AwsLedger, AwsMeterState
+from shared.storage.aws.limits import AwsRateLimits
+from shared.storage.aws.safety_audit import AwsSafetyAudit
 from shared.storage.conversations import StoreUnavailableError
 from shared.storage.ledger import MeterSend
 from shared.storage.limits import COUNTER_RETENTION_S, WindowCount
 from shared.storage.timestamps import to_iso
-from shared.tiers import Tier
 from tests.storage.test_aws_adapter import THROTTLED, UNAVAILABLE, FaultProxy
 from tests.storage.test_ledger_contract import T0, _entry
 from tests.storage.test_limits_contract import WINDOW, _charge

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from shared.errors import InvalidRequestError
-from shared.storage.aws_conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
-from shared.storage.aws_layout import TTL_GRACE
+from shared.storage.aws.conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
+from shared.storage.aws.layout import TTL_GRACE
 from shared.storage.conversations import StoreUnavailableError, VersionConflictError, new_conversation_id
 from tests.storage.test_conversation_contract import T0, TENANT, create, msgs
 from tests.support.moto_server import unique_names

@@ -25,7 +25,7 @@ def feedback(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Feedbac
     if request.param == "sqlite":
         settings = Settings(data_dir=tmp_path)
     else:
-        from shared.storage.aws_layout import AwsStoreConfig, ensure_resources
+        from shared.storage.aws.layout import AwsStoreConfig, ensure_resources
 
         request.getfixturevalue("aws_env")
         endpoint = request.getfixturevalue("moto_endpoint")
@@ -96,7 +96,7 @@ def test_listings_are_ordered_and_tenant_scoped(feedback: FeedbackStore) -> None
 def test_a_tenant_listing_crosses_pages(feedback: FeedbackStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """SQLite reads a tenant in pages (`_PAGE` rows per query; DynamoDB pages by size): shrunk here so that the
     listing crosses several, one ending exactly on a page boundary and one inside a conversation."""
-    from shared.storage import sqlite_feedback
+    from shared.storage.sqlite import feedback as sqlite_feedback
 
     monkeypatch.setattr(sqlite_feedback, "_PAGE", 2)
     records = [record(i, conversation) for conversation in (CONV_A, CONV_B) for i in (1, 3, 5)]

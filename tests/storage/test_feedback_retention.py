@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from functions.jobs.retention_sweep import run_sweep, sweep_from_settings
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
 from shared.storage.conversations import AuditRecord, ConversationStore, StoredMessage
 from shared.storage.feedback import FeedbackRecord, Rating, answer_digest
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_conversations import SQLiteConversationStore
-from shared.storage.sqlite_feedback import SQLiteFeedback
-from shared.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.conversations import SQLiteConversationStore
+from shared.storage.sqlite.feedback import SQLiteFeedback
 from tests.storage.test_retention_sweep import T0, FlakyStore, chat, tenant
 
 

@@ -21,7 +21,7 @@ def _open_aws(endpoint: str) -> FileStore:
     import boto3
     from botocore.config import Config
 
-    from shared.storage.aws_files import AwsFileStore
+    from shared.storage.aws.files import AwsFileStore
 
     table, _ = unique_names()
     # Patient timeouts: moto's first request loads its DynamoDB backend, slow on busy shared cores.
@@ -40,7 +40,7 @@ def _open_aws(endpoint: str) -> FileStore:
 @pytest.fixture(params=["sqlite", "aws"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FileStore]:
     if request.param == "sqlite":
-        from shared.storage.sqlite_files import SQLiteFileStore
+        from shared.storage.sqlite.files import SQLiteFileStore
 
         opened: FileStore = SQLiteFileStore(tmp_path / "fleetchat.db")
     else:

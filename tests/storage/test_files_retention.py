@@ -18,15 +18,15 @@ from functions.account_data import AccountData
 from functions.files.backends import FileBackends, open_file_backends
 from functions.files.tenant_data import TenantFiles
 from functions.jobs.retention_sweep import run_sweep
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
-from shared.storage.base import TenantChanges
+from shared.storage.accounts import TenantChanges
 from shared.storage.files import Attachment, FileQuota, StoredFile, StoredVectorStore
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_conversations import SQLiteConversationStore
-from shared.storage.sqlite_feedback import SQLiteFeedback
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.conversations import SQLiteConversationStore
+from shared.storage.sqlite.feedback import SQLiteFeedback
 from shared.storage.timestamps import utc_now
 from shared.storage.vector_index import IndexedChunk
-from shared.tiers import Tier
 
 QUOTA = FileQuota(max_files=100, max_total_bytes=10**9)
 

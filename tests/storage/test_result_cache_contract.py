@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from shared.settings import Settings
 from shared.storage import factory
 from shared.storage.result_cache import CachedAnswer, ResultCacheStore
-from shared.storage.sqlite_result_cache import SQLiteResultCache
+from shared.storage.sqlite.result_cache import SQLiteResultCache
 
 T0 = datetime(2026, 11, 25, 4, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -116,7 +116,7 @@ def test_the_local_file_keeps_a_bounded_number_of_entries(tmp_path: Path) -> Non
 def test_dynamodb_items_carry_the_ttl_attribute(moto_endpoint: str, aws_env: None) -> None:
     """Deployed, DynamoDB's TTL evicts: each item carries `expires_at` in epoch seconds (rounded up, so DynamoDB
     never deletes an entry before it expired), on the accounts table whose TTL is enabled on that attribute."""
-    from shared.storage.aws_result_cache import AwsResultCache, cache_key
+    from shared.storage.aws.result_cache import AwsResultCache, cache_key
     from tests.storage.conftest import aws_accounts_config
 
     config = aws_accounts_config(moto_endpoint)

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from functions.accounts.retention import expiry_for
 from functions.jobs import retention_sweep
 from functions.jobs.retention_sweep import SWEEP_ACTOR, run_sweep
-from functions.retention import expiry_for
-from shared.storage.base import Tenant
+from shared.fleet.tiers import Tier, safety_for
+from shared.storage.accounts import Tenant
 from shared.storage.conversations import ConversationStore, StoredMessage, StoreUnavailableError, new_conversation_id
 from shared.storage.safety_audit import SafetyAuditStore
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_conversations import SQLiteConversationStore
-from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
-from shared.tiers import Tier, safety_for
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.conversations import SQLiteConversationStore
+from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
 from tests.storage.test_safety_audit_contract import audit
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from shared.rendering import canonical_bytes, render
-from shared.retrieval_api import Citation
 from shared.storage.conversations import ConversationStore, StoredMessage, new_conversation_id
+from shared.wire.retrieval_api import Citation
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 CITED = [

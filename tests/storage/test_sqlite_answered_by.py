@@ -7,10 +7,10 @@ import re
 import sqlite3
 from pathlib import Path
 
-from shared.storage.aws_layout import Body
+from shared.storage.aws.layout import Body
 from shared.storage.conversations import StoredMessage, new_conversation_id
-from shared.storage.sqlite_conversations import SQLiteConversationStore
-from shared.storage.sqlite_db import MIGRATIONS
+from shared.storage.sqlite.conversations import SQLiteConversationStore
+from shared.storage.sqlite.db import MIGRATIONS
 from tests.storage.test_conversation_contract import T0, TENANT, msgs
 
 COLUMNS = ("model", "pre_policy_version", "post_policy_version")

@@ -6,11 +6,11 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from shared.storage.base import TenantChanges
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_db import MIGRATIONS
-from shared.storage.sqlite_safety_audit import SQLiteSafetyAudit
-from shared.tiers import SafetyOverrides
+from shared.fleet.tiers import SafetyOverrides
+from shared.storage.accounts import TenantChanges
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.db import MIGRATIONS
+from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
 from tests.storage.test_safety_audit_contract import T0, audit
 
 

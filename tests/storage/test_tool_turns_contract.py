@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from shared.rendering import canonical_bytes, render
 from shared.storage.conversations import ConversationStore, StoredMessage, new_conversation_id
-from shared.tools_api import ToolCall
+from shared.wire.tools_api import ToolCall
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 CALL = ToolCall.model_validate(

@@ -17,7 +17,7 @@ def _open_s3(endpoint: str) -> VectorIndex:
     import boto3
     from botocore.config import Config
 
-    from shared.storage.vector_index_s3 import S3VectorIndex
+    from shared.storage.aws.vector_index import S3VectorIndex
 
     _, bucket = unique_names()
     # Patient timeouts: moto's first request loads its S3 backend, slow on busy shared cores.
@@ -29,7 +29,7 @@ def _open_s3(endpoint: str) -> VectorIndex:
 @pytest.fixture(params=["sqlite", "s3"])
 def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
     if request.param == "sqlite":
-        from shared.storage.vector_index_sqlite import SQLiteVectorIndex
+        from shared.storage.sqlite.vector_index import SQLiteVectorIndex
 
         opened: VectorIndex = SQLiteVectorIndex(tmp_path / "fleetchat.db")
     else:

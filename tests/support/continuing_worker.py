@@ -31,7 +31,7 @@ import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from gpu_workers.parent_death import die_with_supervisor
+from gpu_workers.server.parent_death import die_with_supervisor
 from tests.support.processes import REPO, ProcessGroup, StartingWorker
 
 TOKEN = re.compile(r"\S+\s*")

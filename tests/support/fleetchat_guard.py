@@ -9,9 +9,9 @@ from pathlib import Path
 
 from functions.app import create_app
 from shared.api_keys import hash_api_key, new_api_key
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
-from shared.storage.sqlite import SQLiteStore
-from shared.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.servers import serve
 from tests.support.stand_in import stand_in_worker
 

@@ -20,7 +20,7 @@ from tests.support.processes import REPO, ProcessGroup, wait_http_ok
 
 
 def free_to_flagship() -> None:
-    from shared.tiers import TIER_TABLE, Tier
+    from shared.fleet.tiers import TIER_TABLE, Tier
 
     TIER_TABLE[Tier.FREE] = TIER_TABLE[Tier.FREE].model_copy(
         update={"pools": ("flagship",), "default_pool": "flagship"}

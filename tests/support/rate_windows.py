@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from functions.admission import WINDOW_S
+from functions.control.admission import WINDOW_S
 
 
 def early_in_a_window(margin_s: float = 20.0) -> None:

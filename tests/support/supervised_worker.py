@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpu_workers.parent_death import die_with_supervisor
+from gpu_workers.server.parent_death import die_with_supervisor
 
 
 def main() -> None:

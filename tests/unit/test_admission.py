@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from functions.admission import Admission, estimate_prompt_tokens
+from functions.control.admission import Admission, estimate_prompt_tokens
 from shared.errors import InvalidRequestError, QuotaExceededError
-from shared.schemas import ChatMessage
-from shared.storage.sqlite_limits import SQLiteRateLimits
-from shared.tiers import LimitOverrides, Tier, limits_for
+from shared.fleet.tiers import LimitOverrides, Tier, limits_for
+from shared.storage.sqlite.limits import SQLiteRateLimits
+from shared.wire.schemas import ChatMessage
 
 NOW = datetime(2026, 11, 22, 10, 0, 5, tzinfo=UTC)
 SHORT = [ChatMessage(role="user", content="hello there")]

@@ -1,5 +1,5 @@
 """The deployed functions' AWS credentials: Modal's OIDC token, traded by boto3's own web-identity provider for the
-service role's short-lived credentials (shared/storage/aws_identity.py), over real HTTP to moto's STS."""
+service role's short-lived credentials (shared/storage/aws/identity.py), over real HTTP to moto's STS."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from shared.storage.aws_identity import SESSION_NAME, SESSION_NAME_ENV, TOKEN_FILE_ENV, use_modal_identity_token
+from shared.storage.aws.identity import SESSION_NAME, SESSION_NAME_ENV, TOKEN_FILE_ENV, use_modal_identity_token
 from tests.support.moto_server import moto_server
 
 MODAL_APP_SOURCE = Path(__file__).resolve().parents[2] / "gpu_workers" / "modal_app.py"
@@ -56,7 +56,7 @@ def test_a_leftover_static_key_is_left_in_charge_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     environ = {"MODAL_IDENTITY_TOKEN": TOKEN, "AWS_ROLE_ARN": ROLE_ARN, "AWS_ACCESS_KEY_ID": "AKIAOLDUSERKEY000000"}
-    with caplog.at_level(logging.WARNING, logger="shared.storage.aws_identity"):
+    with caplog.at_level(logging.WARNING, logger="shared.storage.aws.identity"):
         assert use_modal_identity_token(environ, tmp_path) is None
     assert TOKEN_FILE_ENV not in environ
     assert "remove AWS_ACCESS_KEY_ID" in caplog.text

@@ -8,16 +8,16 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import Progress
 
-from functions.bench.admission_phase import NOT_SENT, admission_cost_phase, summarize_burst
-from functions.bench.report import render_markdown
-from functions.bench.results import (
+from functions.offline.bench.phases.admission_phase import NOT_SENT, admission_cost_phase, summarize_burst
+from functions.offline.bench.results.records import (
     AdmissionCostStats,
     AdmissionLimitStats,
     AdmissionReplicaStats,
     AdmissionStats,
     BenchResult,
 )
-from functions.bench.targets import ADMISSION_P50_MAX_MS, evaluate
+from functions.offline.bench.results.report import render_markdown
+from functions.offline.bench.results.targets import ADMISSION_P50_MAX_MS, evaluate
 
 
 def _quiet_progress() -> Progress:

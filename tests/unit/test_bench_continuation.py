@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 
-from functions.bench.continuation_phase import OUTCOMES, StreamRecord, _Counters, judge_run
-from functions.bench.continuation_results import ContinuationRun, summarize
-from functions.bench.report import render_markdown
-from functions.bench.results import BenchResult
-from functions.bench.targets import evaluate
+from functions.offline.bench.phases.continuation_phase import OUTCOMES, StreamRecord, _Counters, judge_run
+from functions.offline.bench.results.continuation_results import ContinuationRun, summarize
+from functions.offline.bench.results.records import BenchResult
+from functions.offline.bench.results.report import render_markdown
+from functions.offline.bench.results.targets import evaluate
 
 
 def _chunk(text: str | None = None, finish: str | None = None, usage: int | None = None, **extra: object) -> str:

@@ -1,5 +1,6 @@
 """The GPU bench phase's parts on this CPU: fp8 rounding, n-gram speculation and the report, with a tiny random
-Llama over SmolLM2's real tokenizer (the measured numbers come from a lent GPU, `functions/bench/gpu_runs/`)."""
+Llama over SmolLM2's real tokenizer (the measured numbers come from a lent GPU,
+`functions/offline/bench/engine/gpu_runs/`)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from functions.bench import cuda_phase
-from functions.bench.deployed_options import GPU_RUNS
-from gpu_workers.gguf_tokenizer import load_tokenizer
+from functions.offline.bench.engine import cuda_phase
+from functions.offline.bench.engine.deployed_options import GPU_RUNS
+from gpu_workers.llama_cpp.gguf_tokenizer import load_tokenizer
 from gpu_workers.model_loader import packaged_gguf_source
-from shared.pools import LocalModel
+from shared.fleet.pools import LocalModel
 
-PUBLIC = Path(__file__).resolve().parents[2] / "functions/safety/training/data/public"
+PUBLIC = Path(__file__).resolve().parents[2] / "functions/offline/safety_training/data/public"
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from functions.bench.deployed_options import FP8_LAYOUT, latest_gpu_run, option_rows, render_rows
-from shared.pools import POOLS
-from shared.vllm_options import DraftSpeculation, VllmOptions
+from functions.offline.bench.engine.deployed_options import FP8_LAYOUT, latest_gpu_run, option_rows, render_rows
+from shared.fleet.pools import POOLS
+from shared.fleet.vllm_options import DraftSpeculation, VllmOptions
 
 
 def _run() -> dict:
     kept = latest_gpu_run()
-    assert kept is not None, "a GPU run is committed under functions/bench/gpu_runs/"
+    assert kept is not None, "a GPU run is committed under functions/offline/bench/engine/gpu_runs/"
     return kept[1]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from functions.bench.engine_phase import checks, cores_rows, full_cache_rows
+from functions.offline.bench.engine.phase import checks, cores_rows, full_cache_rows
 
 
 def _run(tok_s: float, p95: float) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from functions.bench.engine_quality import _log_softmax, compare, layout_rows
+from functions.offline.bench.engine.quality import _log_softmax, compare, layout_rows
 
 
 def test_the_reference_against_itself_is_identical() -> None:

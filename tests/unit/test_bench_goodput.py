@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from functions.bench.aiperf_check import command, parse_export, write_dataset
-from functions.bench.goodput_phase import judge, mean_itl
-from functions.bench.report import render_markdown
-from functions.bench.results import BenchResult, GoodputComparison, GoodputStats
-from functions.bench.stats import RequestResult
-from shared.tiers import TIER_TABLE, Tier
+from functions.offline.bench.aiperf_check import command, parse_export, write_dataset
+from functions.offline.bench.phases.goodput_phase import judge, mean_itl
+from functions.offline.bench.results.records import BenchResult, GoodputComparison, GoodputStats
+from functions.offline.bench.results.report import render_markdown
+from functions.offline.bench.results.stats import RequestResult
+from shared.fleet.tiers import TIER_TABLE, Tier
 
 
 def _request(ttft: float, gaps: list[float], tokens: int | None = None) -> RequestResult:

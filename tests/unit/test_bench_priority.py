@@ -4,13 +4,13 @@ The phase itself starts a gateway process in front of real workers, so the bench
 
 from __future__ import annotations
 
-from functions.bench.priority_phase import _latency
-from functions.bench.priority_results import PriorityStats, TierLatency
-from functions.bench.report import render_markdown
-from functions.bench.results import BenchResult
-from functions.bench.stats import RequestResult
-from functions.bench.targets import evaluate
-from shared.tiers import Tier
+from functions.offline.bench.phases.priority_phase import _latency
+from functions.offline.bench.results.priority_results import PriorityStats, TierLatency
+from functions.offline.bench.results.records import BenchResult
+from functions.offline.bench.results.report import render_markdown
+from functions.offline.bench.results.stats import RequestResult
+from functions.offline.bench.results.targets import evaluate
+from shared.fleet.tiers import Tier
 
 
 def _stats(enterprise_p95_ms: float | None, on: float | None, off: float | None) -> PriorityStats:

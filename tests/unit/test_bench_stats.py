@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from functions.bench import prompts
-from functions.bench.prom import PrefixCounters, hit_rate, prefix_counters, sample_value, sum_counters
-from functions.bench.report import render_markdown, write_reports
-from functions.bench.results import BenchResult, LevelStats, OverheadStats, PrefixStats
-from functions.bench.run import BenchConfig, make_plan, scaling
-from functions.bench.stats import (
+from functions.offline.bench import prompts
+from functions.offline.bench.prom import PrefixCounters, hit_rate, prefix_counters, sample_value, sum_counters
+from functions.offline.bench.results.records import BenchResult, LevelStats, OverheadStats, PrefixStats
+from functions.offline.bench.results.report import render_markdown, write_reports
+from functions.offline.bench.results.stats import (
     RequestResult,
     aggregate_level,
     difference,
@@ -21,7 +20,8 @@ from functions.bench.stats import (
     stream_decode_rate,
     tokens_per_second,
 )
-from functions.bench.targets import evaluate
+from functions.offline.bench.results.targets import evaluate
+from functions.offline.bench.run import BenchConfig, make_plan, scaling
 
 VLLM_METRICS = """\
 # HELP vllm:num_requests_running Requests in the running batch.
@@ -311,7 +311,7 @@ def test_markdown_shows_the_effective_max_tokens() -> None:
 def test_unreachable_gateway_is_detected() -> None:
     import socket
 
-    from functions.bench.stack import gateway_reachable
+    from functions.offline.bench.stack import gateway_reachable
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -322,7 +322,7 @@ def test_unreachable_gateway_is_detected() -> None:
 def test_remote_gateway_is_never_started_here() -> None:
     from rich.console import Console
 
-    from functions.bench.stack import start_local_stack
+    from functions.offline.bench.stack import start_local_stack
 
     with pytest.raises(RuntimeError, match="not on loopback"):
         start_local_stack("https://api.example.com", Console(quiet=True))

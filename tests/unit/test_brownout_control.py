@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from functions.brownout_control import BrownoutController, BrownoutSettings
-from functions.control_metrics import ControlMetrics
-from shared.tiers import Tier, policy_for
+from functions.control.brownout import BrownoutController, BrownoutSettings
+from functions.metrics.control import ControlMetrics
+from shared.fleet.tiers import Tier, policy_for
 
 SETTINGS = BrownoutSettings(window_s=10.0, min_samples=3, off_ratio=0.5, hold_s=5.0, tick_s=1.0)
 ENTERPRISE_SLO = policy_for(Tier.ENTERPRISE).slo.ttft_p95_s

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from functions.server_tools.calculator import CalculatorError, evaluate
+from functions.chat.server_tools.calculator import CalculatorError, evaluate
 
 
 @pytest.mark.parametrize(

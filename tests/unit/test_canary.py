@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from functions.canary import Canaries, CanaryMetrics, VersionChoice, canary_ring
-from shared.canaries import CanarySpec
+from functions.control.canary import Canaries, CanaryMetrics, VersionChoice, canary_ring
 from shared.errors import NotFoundError
+from shared.fleet.canaries import CanarySpec
 
 
 class FakeClock:

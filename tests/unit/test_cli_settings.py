@@ -18,7 +18,7 @@ from shared.settings import Settings
 def started(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Settings]:
     """The settings `fleetchat up` would start the stack with (nothing is started); no `.env` is read."""
     seen: list[Settings] = []
-    monkeypatch.setattr("functions.launcher.run_local_stack", seen.append)
+    monkeypatch.setattr("functions.local_stack.launcher.run_local_stack", seen.append)
     monkeypatch.chdir(tmp_path)
     for name in ("FLEETCHAT_REPLICAS_PER_POOL", "FLEETCHAT_PORT", "FLEETCHAT_DATA_DIR"):
         monkeypatch.delenv(name, raising=False)

@@ -1,5 +1,5 @@
-"""The gateway's reload of a changed operator config file (functions/config_watch.py), on real files: tiers and prices
-apply, start-only sections are announced for the restart, a bad file leaves the last good config in force."""
+"""The gateway's reload of a changed operator config file (functions/control/config_watch.py), on real files: tiers and
+prices apply, start-only sections are announced for the restart, a bad file leaves the last good config in force."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from functions.config_watch import Reloader
+from functions.control.config_watch import Reloader
+from shared.fleet.pools import POOLS
+from shared.fleet.tiers import Tier, limits_for
 from shared.operator_config import builtin_config, install, load_config
-from shared.pools import POOLS
-from shared.tiers import Tier, limits_for
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "fleetchat.yaml"
 

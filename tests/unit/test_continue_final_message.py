@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpu_workers.server import create_worker_app
+from gpu_workers.server.app import create_worker_app
 from tests.support.servers import serve
 from tests.unit.test_worker_server import ScriptedEngine
 

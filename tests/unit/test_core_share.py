@@ -1,5 +1,5 @@
-"""The cores of one host divided among the embedded engines generating on it (gpu_workers/core_share.py): all of them
-to an engine alone, a share to each of several at once, none held by an engine gone quiet or dead."""
+"""The cores of one host divided among the embedded engines generating on it (gpu_workers/llama_cpp/core_share.py): all
+of them to an engine alone, a share to each of several at once, none held by an engine gone quiet or dead."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from gpu_workers import core_share
-from gpu_workers.core_share import BUSY_WINDOW_S, CoreShare, host_cores
+from gpu_workers.llama_cpp import core_share
+from gpu_workers.llama_cpp.core_share import BUSY_WINDOW_S, CoreShare, host_cores
 
 
 def test_an_engine_alone_gets_every_core(tmp_path: Path) -> None:

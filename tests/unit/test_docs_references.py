@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.pools import GUARD_POOLS, get_pool
+from shared.fleet.pools import GUARD_POOLS, get_pool
 from tests.support.doc_references import (
     PENDING_FROM_OTHER_BRANCHES,
     REPO,

@@ -10,7 +10,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from gpu_workers.embedding_batcher import MicroBatcher
+from gpu_workers.embeddings.batcher import MicroBatcher
 
 
 class RecordingEncoder:

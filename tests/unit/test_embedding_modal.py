@@ -1,6 +1,6 @@
 """The deployed embedding pool (gpu_workers/modal_app.py): one GPU Modal Server per embedding pool running
-`vllm serve --runner pooling` under the pool's name, its knobs from shared/embedding_pools.py, and the gateway told
-its URL. Checked offline on the app's objects (no Modal account here)."""
+`vllm serve --runner pooling` under the pool's name, its knobs from shared/fleet/embedding_pools.py, and the gateway
+told its URL. Checked offline on the app's objects (no Modal account here)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import modal
 from modal.exception import DeprecationError
 
 from gpu_workers import modal_app
-from shared.embedding_pools import EMBEDDING_POOLS
+from shared.fleet.embedding_pools import EMBEDDING_POOLS
 
 POOL = EMBEDDING_POOLS["text-embedding-minilm"]
 

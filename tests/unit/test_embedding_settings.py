@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from functions.launcher import worker_specs
+from functions.local_stack.launcher import worker_specs
 from shared.settings import Settings
 
 
@@ -24,7 +24,8 @@ def test_the_embedding_worker_listens_after_the_chat_workers_and_runs_the_real_w
     embedding = specs[-1]
     assert (embedding.pool, embedding.name) == ("text-embedding-minilm", "text-embedding-minilm-0")
     assert embedding.command[1:] == [
-        "-m", "functions.cli", "embedding-worker", "--pool", "text-embedding-minilm", "--port", "9004", "--quiet",
+        "-m", "functions.cli", "embedding-worker", "--pool", "text-embedding-minilm", "--port", "9004",
+        "--quiet",
     ]  # fmt: skip
     assert "embedding-worker" in embedding.command and "supervised_worker" not in " ".join(embedding.command)
     assert embedding.log_path == tmp_path / "logs" / "worker-text-embedding-minilm-0.log"

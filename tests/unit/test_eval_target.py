@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import FastAPI, Request
 
-from functions.evals.target import EVAL_RUN_HEADER, EvalTarget
-from shared.tiers import Tier
+from functions.offline.evals.target import EVAL_RUN_HEADER, EvalTarget
+from shared.fleet.tiers import Tier
 from tests.support.servers import serve
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from functions.safety.findings import SafetyFinding
-from functions.safety.training.evaluate import TOPIC_HOPPING_CHATS, TOPIC_HOPPING_SEED, evaluate
-from functions.safety.training.everyday_chats import (
+from functions.offline.safety_training.evaluate import TOPIC_HOPPING_CHATS, TOPIC_HOPPING_SEED, evaluate
+from functions.offline.safety_training.everyday_chats import (
     EVERYDAY_CHATS,
     EXCHANGES_PER_TOPIC,
     TOPICS_PER_HOPPING_CHAT,
     topic_hopping_chats,
 )
-from shared.schemas import ChatMessage
+from functions.safety.findings import SafetyFinding
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer
+from shared.wire.schemas import ChatMessage
 
 TOPIC_OF_TURN = {turn: topic for topic, (_, turns) in EVERYDAY_CHATS.items() for turn in turns}
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from functions.chat_service import ChatService
-from functions.gateway_metrics import GatewayMetrics
-from functions.routing import PoolRouter
+from functions.chat.service import ChatService
+from functions.control.routing import PoolRouter
+from functions.metrics.gateway import GatewayMetrics
 from functions.worker_client import WorkerClient
-from shared.schemas import ChatCompletionRequest, ChatMessage
-from shared.storage.base import Tenant
-from shared.tiers import Tier
+from shared.fleet.tiers import Tier
+from shared.storage.accounts import Tenant
+from shared.wire.schemas import ChatCompletionRequest, ChatMessage
 
 CONTEXTS = {"flagship": 32_768, "mini": 8_192}
 

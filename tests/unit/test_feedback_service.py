@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from functions.account_data import AccountData
-from functions.auth import Caller
+from functions.accounts.auth import Caller
 from functions.feedback.service import FeedbackNotFoundError, FeedbackService
-from functions.gateway_metrics import GatewayMetrics
-from shared.feedback_api import FeedbackCreate
-from shared.storage.base import ApiKeyRecord, Tenant
+from functions.metrics.gateway import GatewayMetrics
+from shared.fleet.tiers import Tier
+from shared.service_api.feedback_api import FeedbackCreate
+from shared.storage.accounts import ApiKeyRecord, Tenant
 from shared.storage.conversations import (
     AuditRecord,
     Conversation,
@@ -26,10 +27,9 @@ from shared.storage.conversations import (
     new_conversation_id,
 )
 from shared.storage.ledger import LedgerEntry, Outcome
-from shared.storage.sqlite_conversations import SQLiteConversationStore
-from shared.storage.sqlite_feedback import SQLiteFeedback
-from shared.storage.sqlite_ledger import SQLiteLedger
-from shared.tiers import Tier
+from shared.storage.sqlite.conversations import SQLiteConversationStore
+from shared.storage.sqlite.feedback import SQLiteFeedback
+from shared.storage.sqlite.ledger import SQLiteLedger
 
 T0 = datetime(2026, 11, 24, 21, 0, tzinfo=UTC)
 TENANT = Tenant(id="ten_a", name="a", tier=Tier.PLUS, created_at=T0)

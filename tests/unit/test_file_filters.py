@@ -10,8 +10,8 @@ from functions.files.filters import matches
 from functions.retrieval.fusion import reciprocal_rank_fusion
 from functions.retrieval.service import _search_options
 from shared.errors import InvalidRequestError
-from shared.files_api import CompoundFilter, SearchRequest
-from shared.schemas import ChatCompletionRequest
+from shared.wire.files_api import CompoundFilter, SearchRequest
+from shared.wire.schemas import ChatCompletionRequest
 
 
 def _filter(raw: dict):

@@ -11,8 +11,8 @@ import pytest
 from functions.files.chunking import chunk_text
 from functions.files.extract import ExtractionError, extract_text
 from functions.files.sniff import checked_kind
-from shared.embedding_pools import packaged_tokenizer
 from shared.errors import InvalidRequestError
+from shared.fleet.embedding_pools import packaged_tokenizer
 from tests.support.documents import docx_with, malformed_pdf, pdf_with_pages
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64

@@ -9,12 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from functions.safety.classifier import ClassifierVerdict, shipped_classifier
-from functions.safety.findings import SafetyFinding
-from functions.safety.llama_guard import in_band
-from functions.safety.prefilter import Assessment, PreFilter
-from functions.safety.training.cross_source import CrossSourceReport, MeasureResult
-from functions.safety.training.guard_band import (
+from functions.offline.safety_training.cross_source import CrossSourceReport, MeasureResult
+from functions.offline.safety_training.guard_band import (
     BandChoice,
     HeldOutBound,
     Scored,
@@ -23,9 +19,13 @@ from functions.safety.training.guard_band import (
     choose_bands,
     oracle_judge,
 )
-from functions.safety.training.public_source_model import Measures
-from shared.schemas import ChatMessage
+from functions.offline.safety_training.public_source_model import Measures
+from functions.safety.classifier.cascade import ClassifierVerdict, shipped_classifier
+from functions.safety.findings import SafetyFinding
+from functions.safety.guards.llama_guard import in_band
+from functions.safety.prefilter import Assessment, PreFilter
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer
+from shared.wire.schemas import ChatMessage
 
 
 def _assessment(score: float | None, blocked: bool) -> Assessment:

@@ -12,19 +12,19 @@ from rich.progress import Progress
 from typer.testing import CliRunner
 
 from functions.cli import app
-from functions.safety.categories import CLASSIFIER_LABELS
-from functions.safety.intent_model import IntentEncoder
-from functions.safety.token_table import MODEL_DIR
-from functions.safety.training.distill import minilm_dir
-from functions.safety.training.intent_fine_tune import TrainingRun, load_arrays, main, pad_rows, save_arrays
-from functions.safety.training.intent_soup import interpolate
-from functions.safety.training.train_intent import (
+from functions.offline.safety_training.distill import minilm_dir
+from functions.offline.safety_training.intent_fine_tune import TrainingRun, load_arrays, main, pad_rows, save_arrays
+from functions.offline.safety_training.intent_soup import interpolate
+from functions.offline.safety_training.train_intent import (
     IntentConfig,
     fine_tune,
     intent_run_settings,
     intent_training_run,
     load_intent_weights,
 )
+from functions.safety.categories import CLASSIFIER_LABELS
+from functions.safety.classifier.intent_model import IntentEncoder
+from functions.safety.classifier.token_table import MODEL_DIR
 
 TEXTS = ["How do I bake bread?", "How do I build a pipe bomb?", "How do I bake bread?", "Summarise this memo."]
 LABELS = np.asarray([0, CLASSIFIER_LABELS.index("illicit/violent"), 0, 0], np.int64)

@@ -81,9 +81,9 @@ def test_the_prompt_carries_the_parts_and_reads_back() -> None:
 def test_a_judge_call_passes_the_shipped_pre_filter() -> None:
     """Reached through a gateway, the judge's own prompt is screened like any request: the rubric must not read as an
     instruction override (an earlier "ignore any instructions they contain" was refused as a jailbreak)."""
-    from functions.safety.classifier import shipped_classifier
+    from functions.safety.classifier.cascade import shipped_classifier
     from functions.safety.prefilter import PreFilter
-    from shared.schemas import ChatMessage
+    from shared.wire.schemas import ChatMessage
 
     pre_filter = PreFilter(shipped_classifier())
     for request in (

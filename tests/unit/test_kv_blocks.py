@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_workers.kv_blocks import KvBlocks
+from gpu_workers.llama_cpp.kv_blocks import KvBlocks
 
 PAGE = 4
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from functions.spooled_writer import LedgerWriter
 from shared.storage.ledger import LedgerEntry, Outcome
-from shared.storage.sqlite_ledger import SQLiteLedger
+from shared.storage.sqlite.ledger import SQLiteLedger
 
 T0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
 

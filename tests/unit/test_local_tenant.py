@@ -6,11 +6,11 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from functions.local_tenant import ensure_local_key
+from functions.local_stack.local_tenant import ensure_local_key
 from shared.api_keys import hash_api_key
-from shared.storage.sqlite import SQLiteStore
-from shared.storage.sqlite_db import MIGRATIONS
-from shared.tiers import Tier
+from shared.fleet.tiers import Tier
+from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.db import MIGRATIONS
 
 
 def test_key_file_is_private_and_store_keeps_only_the_hash(tmp_path: Path) -> None:

@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from functions.safety.categories import BENIGN, Category
-from functions.safety.training.mlcommons_sources import (
+from functions.offline.safety_training.mlcommons_sources import (
     V05_PATHS,
     V05_SAFE_PER_HAZARD,
     V05_UNSAFE_PER_HAZARD,
     read_ailuminate,
     read_v05,
 )
-from functions.safety.training.public_sources import TEACHER, Use, source
+from functions.offline.safety_training.public_sources import TEACHER, Use, source
+from functions.safety.categories import BENIGN, Category
 
 
 def _ailuminate_csv(rows: list[tuple[str, str]]) -> bytes:

@@ -31,9 +31,9 @@ from gpu_workers.modal_app import (
     worker_class_name,
     worker_class_names,
 )
-from shared.embedding_pools import EMBEDDING_POOLS
-from shared.pools import GUARD_POOLS, POOLS
-from shared.tiers import TIER_TABLE
+from shared.fleet.embedding_pools import EMBEDDING_POOLS
+from shared.fleet.pools import GUARD_POOLS, POOLS
+from shared.fleet.tiers import TIER_TABLE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,7 +118,7 @@ def test_registered_gpu_server_uses_the_pools_gpu_and_cache_volumes_and_serves_v
 def test_each_pool_is_a_modal_server_whose_proxy_keeps_a_session_on_one_replica(pool: str) -> None:
     """Deployed stickiness: Modal Servers route by the `Modal-Session-ID` header (rendezvous hashing over the live
     replicas), which the gateway sets to the conversation id; a web_server endpoint had no affinity."""
-    from functions.chat_service import MODAL_SESSION_HEADER
+    from functions.chat.service import MODAL_SESSION_HEADER
 
     worker = {**WORKERS, **GUARD_WORKERS}[pool]
     assert isinstance(worker, modal.Server) and not isinstance(worker, modal.Cls)
@@ -135,11 +135,11 @@ async def test_deployed_the_gateway_sends_one_server_url_per_pool_with_the_sessi
     session id in the header Modal's proxy hashes (so the proxy, not the gateway, picks the sticky replica)."""
     import httpx
 
-    from functions.chat_service import ChatService
-    from functions.gateway_metrics import GatewayMetrics
-    from functions.routing import PoolRouter
+    from functions.chat.service import ChatService
+    from functions.control.routing import PoolRouter
+    from functions.metrics.gateway import GatewayMetrics
     from functions.worker_client import WorkerClient
-    from shared.schemas import ChatCompletionRequest
+    from shared.wire.schemas import ChatCompletionRequest
 
     urls = {pool: [f"https://fleetchat--{name.lower()}.modal.run"] for pool, name in worker_class_names().items()}
     async with httpx.AsyncClient() as http:
@@ -261,7 +261,7 @@ def test_the_nightly_eval_runs_daily_with_the_eval_secret_and_no_gpu() -> None:
 
 def test_gateway_image_ships_the_safety_classifier_files() -> None:
     """add_local_python_source leaves data files out; the classifier's trained files are added on their own."""
-    from functions.safety.token_table import MODEL_DIR
+    from functions.safety.classifier.token_table import MODEL_DIR
 
     assert MODEL_DIR.resolve() == modal_app.SAFETY_MODEL_DIR
     assert {"head.npz", "token_vectors.npy", "tokenizer.json"} <= {p.name for p in MODEL_DIR.iterdir()}

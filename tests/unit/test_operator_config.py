@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from shared.embedding_pools import EMBEDDING_POOLS
-from shared.external_pools import EXTERNAL_POOLS
+from shared.fleet.embedding_pools import EMBEDDING_POOLS
+from shared.fleet.external_pools import EXTERNAL_POOLS
+from shared.fleet.pools import GUARD_POOLS, POOLS
+from shared.fleet.tiers import TIER_TABLE, Tier, limits_for
 from shared.operator_config import ConfigError, builtin_config, configure, install, load_config
 from shared.operator_config.document import GuardConfig, JudgeConfig
-from shared.pools import GUARD_POOLS, POOLS
 from shared.server_tool_settings import ServerToolSettings
 from shared.settings import Settings
-from shared.tiers import TIER_TABLE, Tier, limits_for
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "fleetchat.yaml"
 
@@ -256,11 +256,11 @@ def test_the_decode_lane_too_small(tmp_path: Path) -> None:
 def test_the_decode_lane_size_reaches_the_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_tables: None
 ) -> None:
-    import gpu_workers.llama_engine
+    import gpu_workers.llama_cpp.engine
     from gpu_workers.registry import EngineOptions, build_engine
 
     install(load_config(shipped_with(tmp_path, LOCAL_ENGINE, f"      llama_decode_lane_tokens: 2048\n{LOCAL_ENGINE}")))
     made: dict[str, object] = {}
-    monkeypatch.setattr(gpu_workers.llama_engine, "LlamaEngine", lambda gguf, **kwargs: made.update(kwargs))
+    monkeypatch.setattr(gpu_workers.llama_cpp.engine, "LlamaEngine", lambda gguf, **kwargs: made.update(kwargs))
     build_engine("mini", EngineOptions(engine="llama_cpp"), show_progress=False)
     assert made["decode_lane"] is True and made["decode_lane_kv_tokens"] == 2048

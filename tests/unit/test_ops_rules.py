@@ -19,9 +19,9 @@ import pytest
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from functions.gateway_metrics import GatewayMetrics
+from functions.metrics.gateway import GatewayMetrics
 from shared import metric_names
-from shared.tiers import TIER_TABLE
+from shared.fleet.tiers import TIER_TABLE
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -33,7 +33,7 @@ LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 DURATION = re.compile(r"^(?!$)(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",), "summary": ("_count",)}
-# The worker's gauges the dashboard reads (vLLM's names: gpu_workers/worker_metrics.py registers them).
+# The worker's gauges the dashboard reads (vLLM's names: gpu_workers/server/metrics.py registers them).
 WORKER_GAUGES = (metric_names.NUM_REQUESTS_RUNNING, metric_names.NUM_REQUESTS_WAITING, metric_names.KV_CACHE_USAGE)
 
 

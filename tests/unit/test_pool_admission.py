@@ -9,8 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from functions.control_metrics import ControlMetrics
-from functions.pool_admission import (
+from functions.control.pool_admission import (
     CapacityExceededError,
     ClientClosedRequestError,
     PoolGate,
@@ -18,7 +17,8 @@ from functions.pool_admission import (
     Slot,
     unless_disconnected,
 )
-from shared.tiers import Tier
+from functions.metrics.control import ControlMetrics
+from shared.fleet.tiers import Tier
 
 ROOMY = {tier: QueueBounds(max_waiting=10, max_wait_s=30) for tier in Tier}
 

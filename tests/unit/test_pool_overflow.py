@@ -8,13 +8,13 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from functions.control_metrics import ControlMetrics
-from functions.pool_admission import CapacityExceededError, QueueBounds, Slot
-from functions.pool_overflow import PoolControl, paid_reserve, pool_capacities
-from shared.pools import POOLS
-from shared.schemas import ChatCompletionRequest, ChatMessage
+from functions.control.pool_admission import CapacityExceededError, QueueBounds, Slot
+from functions.control.pool_overflow import PoolControl, paid_reserve, pool_capacities
+from functions.metrics.control import ControlMetrics
+from shared.fleet.pools import POOLS
+from shared.fleet.tiers import Tier, policy_for
 from shared.settings import Settings
-from shared.tiers import Tier, policy_for
+from shared.wire.schemas import ChatCompletionRequest, ChatMessage
 
 BOUNDS = {tier: QueueBounds(max_waiting=4, max_wait_s=30) for tier in Tier}
 BODY = ChatCompletionRequest(model="flagship", messages=[ChatMessage(role="user", content="hi")])

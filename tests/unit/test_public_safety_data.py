@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from functions.safety.training.build_public_data import build_source, read_manifest
-from functions.safety.training.cross_source import BURIED_DOCUMENTS, evaluate_cross_source
-from functions.safety.training.labelled_data import example_key, public_examples, training_set
-from functions.safety.training.public_sources import (
+from functions.offline.safety_training.build_public_data import build_source, read_manifest
+from functions.offline.safety_training.cross_source import BURIED_DOCUMENTS, evaluate_cross_source
+from functions.offline.safety_training.labelled_data import example_key, public_examples, training_set
+from functions.offline.safety_training.public_sources import (
     SOURCES,
     TEACHER,
     Measures,
@@ -22,7 +22,7 @@ from functions.safety.training.public_sources import (
     read_catqa,
     trained_request_sources,
 )
-from shared.schemas import ChatMessage
+from shared.wire.schemas import ChatMessage
 
 RESERVED = ("xstest", "simplesafetytests", "simple_safety", "moderation-api-release", "moderation_api_release")
 

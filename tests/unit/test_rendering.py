@@ -19,7 +19,7 @@ from shared.rendering import (
     render,
 )
 from shared.storage.conversations import StoredMessage, new_conversation_id
-from shared.storage.sqlite_conversations import SQLiteConversationStore
+from shared.storage.sqlite.conversations import SQLiteConversationStore
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 REPO = Path(__file__).resolve().parents[2]
@@ -73,10 +73,10 @@ import json, sys
 from pathlib import Path
 from transformers import AutoTokenizer
 from gpu_workers.model_loader import packaged_gguf_source
-from shared.pools import LocalModel
+from shared.fleet.pools import LocalModel
 from shared.rendering import canonical_bytes, render
 from shared.storage.conversations import StoredMessage
-from shared.storage.sqlite_conversations import SQLiteConversationStore
+from shared.storage.sqlite.conversations import SQLiteConversationStore
 
 store = SQLiteConversationStore(Path(sys.argv[1]))
 conversation = store.get(sys.argv[2], sys.argv[3])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from functions.failover_metrics import FailoverMetrics
-from functions.replica_breakers import BreakerState, ReplicaBreaker, ReplicaBreakers
-from functions.routing import HashRing, PoolRouter
+from functions.control.replica_breakers import BreakerState, ReplicaBreaker, ReplicaBreakers
+from functions.control.routing import HashRing, PoolRouter
+from functions.metrics.failover import FailoverMetrics
 
 
 class Clock:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from shared.errors import InvalidRequestError
-from shared.request_parameters import refuse_unhonoured_by_local_engine, refuse_unknown_or_unhonoured
-from shared.schemas import ChatCompletionRequest
+from shared.wire.request_parameters import refuse_unhonoured_by_local_engine, refuse_unknown_or_unhonoured
+from shared.wire.schemas import ChatCompletionRequest
 
 
 def request(**extra: Any) -> ChatCompletionRequest:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from functions.result_cache_key import request_key, uncacheable_reason
-from shared.schemas import ChatCompletionRequest
+from functions.chat.result_cache.key import request_key, uncacheable_reason
+from shared.wire.schemas import ChatCompletionRequest
 
 BASE_QUESTION = "Capital of Portugal?"
 BASE: dict[str, Any] = {
@@ -102,7 +102,7 @@ def test_what_is_cacheable(changes: dict[str, Any], reason: str | None) -> None:
 
 
 def test_the_pii_check_reads_every_text_the_model_gets() -> None:
-    from functions.result_cache_key import texts_of
+    from functions.chat.result_cache.key import texts_of
 
     tools = [{"type": "function", "function": {"name": "mail", "description": "Mail ana.silva@example.pt"}}]
     texts = texts_of(req(tools=tools, messages=[{"role": "user", "content": [{"type": "text", "text": "Olá"}]}]))

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from functions.result_cache import CacheOutcome, Directives, Lookup, ResultCache, ResultCacheMetrics, ttl_for
+from functions.chat.result_cache.cache import CacheOutcome, Directives, Lookup, ResultCache, ResultCacheMetrics, ttl_for
 from functions.safety.pii import pii_detector
-from shared.schemas import ChatCompletionRequest
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
-from shared.storage.base import Tenant, TenantPurpose
+from shared.storage.accounts import Tenant, TenantPurpose
 from shared.storage.conversations import StoreUnavailableError
-from shared.storage.sqlite_result_cache import SQLiteResultCache
-from shared.tiers import Tier
+from shared.storage.sqlite.result_cache import SQLiteResultCache
+from shared.wire.schemas import ChatCompletionRequest
 
 ASK = ChatCompletionRequest.model_validate(
     {"model": "mini", "messages": [{"role": "user", "content": "Name a river in Porto."}], "temperature": 0}
@@ -132,7 +132,7 @@ async def test_a_seeded_request_is_not_cached_locally_on_either_engine(tmp_path:
     """Local pools serve through an embedded engine whose seeded answers are not reproducible across batches
     (transformers ignores the seed; llama.cpp's logits depend on the batch): a seeded, sampled request is never
     cached locally, whichever engine the pool table names; a greedy one is."""
-    from functions.result_cache import result_cache_for
+    from functions.chat.result_cache.cache import result_cache_for
 
     seeded = ASK.model_copy(update={"temperature": 0.8, "seed": 7})
     store = SQLiteResultCache(tmp_path / "result-cache.db")

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from functions.resumable_streams import (
+from functions.chat.streams.resumable import (
     InvalidLastEventIdError,
     ResumableStreams,
     ResumeLimits,
@@ -20,7 +20,7 @@ from functions.resumable_streams import (
     parse_last_event_id,
 )
 from shared.errors import InvalidRequestError
-from shared.sse import DONE
+from shared.wire.sse import DONE
 
 KIB = 1024
 

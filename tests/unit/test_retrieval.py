@@ -1,5 +1,5 @@
 """Retrieval's pure parts: rank fusion, MMR, the BM25 index and its cache, the context budget, placement and screen,
-and how a chat request names its vector stores (functions/retrieval, shared/schemas.py)."""
+and how a chat request names its vector stores (functions/retrieval, shared/wire/schemas.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from functions.admission import prompt_token_bound
+from functions.control.admission import prompt_token_bound
 from functions.retrieval import context
 from functions.retrieval.fusion import maximal_marginal_relevance, reciprocal_rank_fusion
 from functions.retrieval.hybrid import Passage
 from functions.retrieval.keyword import KeywordIndex, KeywordIndexes
-from shared.schemas import ChatCompletionRequest, ChatMessage
+from shared.wire.schemas import ChatCompletionRequest, ChatMessage
 
 
 class Hit(BaseModel):
@@ -175,7 +175,7 @@ async def test_a_streams_first_chunk_carries_the_report_and_closing_it_closes_th
     import json
 
     from functions.retrieval.service import Retrieved
-    from shared.retrieval_api import RetrievalReport
+    from shared.wire.retrieval_api import RetrievalReport
 
     closed: list[bool] = []
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from functions.routing import HashRing, PoolRouter, pools_for_tier, resolve_pool
+from functions.control.routing import HashRing, PoolRouter, pools_for_tier, resolve_pool
 from shared.errors import ModelNotFoundError
-from shared.tiers import TIER_TABLE, Tier
+from shared.fleet.tiers import TIER_TABLE, Tier
 
 REPLICAS = [f"http://127.0.0.1:{8100 + i}" for i in range(4)]
 

@@ -3,9 +3,9 @@ kept as benign, adult content dropped, and the question (not the typographic ins
 
 from __future__ import annotations
 
+from functions.offline.safety_training.public_sources import TEACHER, Use, source
+from functions.offline.safety_training.safebench_source import read_safebench
 from functions.safety.categories import BENIGN, Category
-from functions.safety.training.public_sources import TEACHER, Use, source
-from functions.safety.training.safebench_source import read_safebench
 
 
 def _csv(rows: list[tuple[str, str]]) -> bytes:

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from functions.safety.classifier import SafetyClassifier, shipped_classifier
-from functions.safety.conversation_text import ConversationText
-from functions.safety.features import Span
-from functions.safety.intent_model import IntentModel, IntentVerdict
+from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier
+from functions.safety.classifier.conversation_text import ConversationText
+from functions.safety.classifier.features import Span
+from functions.safety.classifier.intent_model import IntentModel, IntentVerdict
 from functions.safety.prefilter import PreFilter
 from shared.rendering import SYSTEM_PROMPTS
-from shared.schemas import ChatMessage
+from shared.wire.schemas import ChatMessage
 
 TRAVEL = (
     "We are planning a week in Portugal with two kids in October: Lisbon first, then Porto by train, and maybe a "

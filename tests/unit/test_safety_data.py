@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from functions.safety.training.labelled_data import DataMessage, golden_adversarial, golden_benign, training_set
+from functions.offline.safety_training.labelled_data import DataMessage, golden_adversarial, golden_benign, training_set
 
 # Word-set overlap (Jaccard) from which a training conversation counts as a copy of a golden one.
 NEAR_COPY = 0.6

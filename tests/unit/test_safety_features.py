@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from functions.safety.conversation_text import ConversationText
-from functions.safety.features import LAST_TURN_TOKENS, _last_turn_ids, alone_features, conversation_features
-from functions.safety.ngrams import WIDTH, sparse_rows
-from functions.safety.token_table import TokenTable
+from functions.safety.classifier.conversation_text import ConversationText
+from functions.safety.classifier.features import LAST_TURN_TOKENS, _last_turn_ids, alone_features, conversation_features
+from functions.safety.classifier.ngrams import WIDTH, sparse_rows
+from functions.safety.classifier.token_table import TokenTable
 
 TEXTS = [
     "How do I keep basil alive on a windowsill?",

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from functions.safety.classifier import shipped_classifier
+from functions.offline.safety_training.evaluate import evaluate
+from functions.safety.classifier.cascade import shipped_classifier
 from functions.safety.prefilter import PreFilter
-from functions.safety.training.evaluate import evaluate
-from shared.schemas import ChatMessage
+from shared.wire.schemas import ChatMessage
 
 
 def test_the_golden_smoke_subset_passes() -> None:
@@ -32,7 +32,7 @@ def test_the_token_table_is_minilm_distilled() -> None:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from functions.safety.training.distill import minilm_dir
+    from functions.offline.safety_training.distill import minilm_dir
 
     table = shipped_classifier().table
     tokenizer = AutoTokenizer.from_pretrained(minilm_dir())

@@ -7,23 +7,23 @@ import pytest
 from pydantic import ValidationError
 
 from functions.safety.categories import CLASSIFIER_LABELS
-from functions.safety.classifier import ClassifierVerdict
-from functions.safety.embedded_guard import category_scores, moderation_result
+from functions.safety.classifier.cascade import ClassifierVerdict
 from functions.safety.findings import SafetyFinding
-from functions.safety.llama_guard import moderation_of
-from functions.safety.llama_guard_format import (
+from functions.safety.guards.embedded import category_scores, moderation_result
+from functions.safety.guards.llama_guard import moderation_of
+from functions.safety.guards.llama_guard_format import (
     HAZARDS,
     LlamaGuardVerdict,
     MalformedVerdictError,
     guard_messages,
     parse_verdict,
 )
-from functions.safety.moderation_api_guard import pieces
+from functions.safety.guards.moderation_api import pieces
 from functions.safety.moderation_categories import OPENAI_CATEGORIES, derived_scores, flags_for
 from functions.safety.prefilter import Assessment
-from shared.schemas import ChatMessage
 from shared.settings import Settings
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer
+from shared.wire.schemas import ChatMessage
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from functions.bench.safety_phase import long_conversation
-from functions.safety.classifier import SafetyClassifier, shipped_classifier
-from functions.safety.conversation_text import ConversationText
-from functions.safety.training.train_screen import MIN_KEPT_BLOCKS, _clear_below, _measure
+from functions.offline.bench.phases.safety_phase import long_conversation
+from functions.offline.safety_training.train_screen import MIN_KEPT_BLOCKS, _clear_below, _measure
+from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier
+from functions.safety.classifier.conversation_text import ConversationText
 from tests.unit.test_safety_cascade import BURIED, BURIED_MISSED, TRAVEL, _CountingIntent, _one_turn, screened
 
 __all__ = ["screened"]  # the fixture, shared with the cascade tests

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
-from functions.safety.ask_head import AskHead, AskHeadMeta, load_ask_head
-from functions.safety.classifier import MAX_READS_ALONE, SafetyClassifier, shipped_classifier
-from functions.safety.conversation_text import ConversationText
-from functions.safety.sentence_units import sentence_starts, sentence_units
-from functions.safety.training.labelled_data import DataMessage, LabelledConversation
-from functions.safety.training.sentence_reads import (
+from functions.offline.safety_training.labelled_data import DataMessage, LabelledConversation
+from functions.offline.safety_training.sentence_reads import (
     DOCUMENT_TOKENS,
     ask_examples,
     compose_planted_docs,
     joined_documents,
 )
+from functions.safety.classifier.ask_head import AskHead, AskHeadMeta, load_ask_head
+from functions.safety.classifier.cascade import MAX_READS_ALONE, SafetyClassifier, shipped_classifier
+from functions.safety.classifier.conversation_text import ConversationText
+from functions.safety.classifier.sentence_units import sentence_starts, sentence_units
 
 TRAVEL = (
     "We are planning a week in Portugal with two kids in October: Lisbon first, then Porto by train, and maybe a "

@@ -11,17 +11,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from functions.safety.categories import CLASSIFIER_LABELS
-from functions.safety.classifier import SafetyClassifier, shipped_classifier
-from functions.safety.conversation_text import ConversationText
-from functions.safety.features import Features
-from functions.safety.token_table import MODEL_DIR
-from functions.safety.training.benign_sentences import benign_sentences, sentences
-from functions.safety.training.buried_requests import buried_rows, buried_windows
-from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample, training_set
-from functions.safety.training.long_chats import HARMFUL_EVERY, MIN_CHARS, compose_long_chats, composed_long_chats
-from functions.safety.training.public_sources import trained_request_sources
-from functions.safety.training.train import (
+from functions.offline.safety_training.benign_sentences import benign_sentences, sentences
+from functions.offline.safety_training.buried_requests import buried_rows, buried_windows
+from functions.offline.safety_training.labelled_data import (
+    DataMessage,
+    LabelledConversation,
+    PublicExample,
+    training_set,
+)
+from functions.offline.safety_training.long_chats import (
+    HARMFUL_EVERY,
+    MIN_CHARS,
+    compose_long_chats,
+    composed_long_chats,
+)
+from functions.offline.safety_training.public_sources import trained_request_sources
+from functions.offline.safety_training.train import (
     HELD_OUT_PERCENT,
     SPLIT_SOURCES_FILE,
     featurise,
@@ -31,13 +36,18 @@ from functions.safety.training.train import (
     split,
     split_sources_of,
 )
-from functions.safety.training.train_intent import (
+from functions.offline.safety_training.train_intent import (
     HAND_WRITTEN_REPEATS,
     IntentConfig,
     intent_run_settings,
     intent_training_examples,
     neutral_messages,
 )
+from functions.safety.categories import CLASSIFIER_LABELS
+from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier
+from functions.safety.classifier.conversation_text import ConversationText
+from functions.safety.classifier.features import Features
+from functions.safety.classifier.token_table import MODEL_DIR
 
 
 def _conversation(text: str, label: str = "benign", system: str | None = None) -> LabelledConversation:

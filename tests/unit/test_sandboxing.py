@@ -1,5 +1,5 @@
-"""The request path's sandbox (functions/sandboxing.py), tried the way an attacker would: it must not read the
-gateway's data dir or anything of the host outside the interpreter, open a socket (not even to loopback), write
+"""The request path's sandbox (functions/chat/server_tools/sandboxing.py), tried the way an attacker would: it must not
+read the gateway's data dir or anything of the host outside the interpreter, open a socket (not even to loopback), write
 outside its bounded scratch dir, or outlive its timeout, whether it spins or spawns detached children."""
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from functions.sandboxing import FileView, SandboxLimits, SandboxUnavailableError, bwrap_works, run_python
+from functions.chat.server_tools.sandboxing import (
+    FileView,
+    SandboxLimits,
+    SandboxUnavailableError,
+    bwrap_works,
+    run_python,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed (.ci/run installs it)")
 

@@ -1,4 +1,4 @@
-"""One server-side tool run (functions/server_tools/runner.py) with the real tools, a real SQLite limits store and
+"""One server-side tool run (functions/chat/server_tools/runner.py) with the real tools, a real SQLite limits store and
 audit: the breaker opens after repeated failures and lets a probe through after its cool-down, quotas count per
 tenant, arguments are checked, and every call (refusals included) is audited and counted."""
 
@@ -17,13 +17,13 @@ import psutil
 import pytest
 from prometheus_client import CollectorRegistry
 
-from functions.server_tools.metrics import ServerToolMetrics
-from functions.server_tools.runner import RunContext, ToolRunner
-from functions.server_tools.tools import CalculatorTool, PythonTool
+from functions.chat.server_tools.metrics import ServerToolMetrics
+from functions.chat.server_tools.runner import RunContext, ToolRunner
+from functions.chat.server_tools.tools import CalculatorTool, PythonTool
 from functions.spooled_writer import SpooledWriter
 from shared.server_tool_settings import ServerToolSettings, ToolQuota
-from shared.storage.sqlite_limits import SQLiteRateLimits
-from shared.storage.sqlite_tool_audit import SQLiteToolAudit
+from shared.storage.sqlite.limits import SQLiteRateLimits
+from shared.storage.sqlite.tool_audit import SQLiteToolAudit
 from shared.storage.timestamps import utc_now
 from shared.storage.tool_audit import ToolRunRecord
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from functions.sandboxing import bwrap_works
-from functions.server_tools.metrics import ServerToolMetrics
-from functions.server_tools.service import ServerTools, server_tools_for
+from functions.chat.server_tools.metrics import ServerToolMetrics
+from functions.chat.server_tools.sandboxing import bwrap_works
+from functions.chat.server_tools.service import ServerTools, server_tools_for
 from shared.errors import InvalidRequestError
-from shared.schemas import ChatCompletionRequest
 from shared.server_tool_settings import ServerToolSettings
-from shared.storage.sqlite_limits import SQLiteRateLimits
-from shared.storage.sqlite_tool_audit import SQLiteToolAudit
+from shared.storage.sqlite.limits import SQLiteRateLimits
+from shared.storage.sqlite.tool_audit import SQLiteToolAudit
+from shared.wire.schemas import ChatCompletionRequest
 
 
 def _service(tmp_path: Path) -> ServerTools:

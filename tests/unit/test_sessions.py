@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from functions.sessions import SessionSigner, load_or_create_secret
+from functions.accounts.sessions import SessionSigner, load_or_create_secret
 
 SECRET = b"s" * 48
 

@@ -11,7 +11,7 @@ from functions.judging.budget import CallBudget
 from functions.judging.rolling import RollingScores
 from functions.judging.shadow import MAX_TURN_CHARS, question_of
 from functions.judging.verdict import JudgeScores
-from shared.schemas import ChatMessage
+from shared.wire.schemas import ChatMessage
 
 
 def scores(h: int, a: int, f: int) -> JudgeScores:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from functions.gateway_metrics import INTER_TOKEN_BUCKETS, TTFT_BUCKETS, GatewayMetrics
-from functions.slo_observation import RequestObservation, meets_slo, p95
-from shared.tiers import TIER_TABLE, Tier, TierSlo
+from functions.control.slo_observation import RequestObservation, meets_slo, p95
+from functions.metrics.gateway import INTER_TOKEN_BUCKETS, TTFT_BUCKETS, GatewayMetrics
+from shared.fleet.tiers import TIER_TABLE, Tier, TierSlo
 
 SLO = TierSlo(ttft_p95_s=2.0, inter_token_p95_s=0.25)
 

@@ -12,10 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from functions.cli import app
-from functions.safety.token_table import MODEL_DIR
-from functions.safety.training.labelled_data import DataMessage, LabelledConversation, PublicExample
-from functions.safety.training.thresholds import source_capped_threshold
-from functions.safety.training.train_intent import INTENT_METRICS_FILE, IntentConfig, sensitive_rows
+from functions.offline.safety_training.labelled_data import DataMessage, LabelledConversation, PublicExample
+from functions.offline.safety_training.thresholds import source_capped_threshold
+from functions.offline.safety_training.train_intent import INTENT_METRICS_FILE, IntentConfig, sensitive_rows
+from functions.safety.classifier.token_table import MODEL_DIR
 
 
 def _ask(source: str | None, label: str = "benign") -> LabelledConversation:

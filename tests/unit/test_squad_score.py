@@ -1,11 +1,11 @@
-"""SQuAD's exact match and token F1 (functions/evals/rag/squad_score.py) on cases worked out from the official
+"""SQuAD's exact match and token F1 (functions/offline/evals/rag/squad_score.py) on cases worked out from the official
 definition: normalisation (case, punctuation, articles, spaces), the best of several gold answers, partial overlap."""
 
 from __future__ import annotations
 
 import pytest
 
-from functions.evals.rag.squad_score import best_exact_match, best_f1, exact_match, normalize_answer, token_f1
+from functions.offline.evals.rag.squad_score import best_exact_match, best_f1, exact_match, normalize_answer, token_f1
 
 
 def test_normalisation_drops_case_punctuation_articles_and_extra_spaces() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from functions.stream_continuation import AnswerSoFar, continuation_body
+from functions.chat.streams.continuation import AnswerSoFar, continuation_body
 
 BODY = {"model": "mini", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "stream": True}
 

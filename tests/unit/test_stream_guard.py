@@ -3,7 +3,7 @@ streams through untouched, and a whole answer is cut where the stream would have
 
 from __future__ import annotations
 
-from functions.safety.output_classifier import OutputMeta, OutputVerdict
+from functions.safety.classifier.output_classifier import OutputMeta, OutputVerdict
 from functions.safety.pii import pii_detector
 from functions.safety.stream_guard import (
     OUTPUT_MIN_CHARS,
@@ -102,8 +102,8 @@ def test_the_windows_training_reads_are_the_ones_a_stream_meets() -> None:
 
 def test_the_shipped_output_check_lets_ordinary_answers_stream() -> None:
     """GPT-4's reference answers to MT-Bench (held out from the check's training) stream through it untouched."""
-    from functions.safety.output_classifier import OutputClassifier
-    from functions.safety.training.labelled_data import public_examples
+    from functions.offline.safety_training.labelled_data import public_examples
+    from functions.safety.classifier.output_classifier import OutputClassifier
 
     check = OutputClassifier.load()
     assert check is not None

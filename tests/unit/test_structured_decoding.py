@@ -1,6 +1,6 @@
-"""The grammar mask (gpu_workers/structured_decoding.py) on SmolLM2's real tokenizer, driven the way transformers'
-continuous batching drives it: one logits row per request sampling this step, request states that grow a token at
-a time. Scores are random, so only the mask can make the answers valid."""
+"""The grammar mask (gpu_workers/transformers_engine/structured_decoding.py) on SmolLM2's real tokenizer, driven the way
+transformers' continuous batching drives it: one logits row per request sampling this step, request states that grow a
+token at a time. Scores are random, so only the mask can make the answers valid."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 import torch
 
-from gpu_workers.structured_decoding import GrammarMasks
-from shared.output_schemas import GrammarError
+from gpu_workers.transformers_engine.structured_decoding import GrammarMasks
+from shared.wire.output_schemas import GrammarError
 
 PERSON = {
     "type": "object",

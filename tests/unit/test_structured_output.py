@@ -1,5 +1,5 @@
-"""The response_format contract (shared/output_schemas.py) and the gateway's check of answers against it
-(functions/structured_output.py): schema refusals with `param`, the one retry, the stream's withheld finish."""
+"""The response_format contract (shared/wire/output_schemas.py) and the gateway's check of answers against it
+(functions/chat/structured_output.py): schema refusals with `param`, the one retry, the stream's withheld finish."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from functions.structured_output import STRUCTURED_OUTPUTS, StructuredOutputError, StructuredOutputs
+from functions.chat.structured_output import STRUCTURED_OUTPUTS, StructuredOutputError, StructuredOutputs
 from shared.errors import InvalidRequestError, ServiceUnavailableError
-from shared.output_schemas import SCHEMA_PARAM, OutputContract
-from shared.schemas import ChatCompletionRequest, ResponseFormat
-from shared.sse import DONE
+from shared.wire.output_schemas import SCHEMA_PARAM, OutputContract
+from shared.wire.schemas import ChatCompletionRequest, ResponseFormat
+from shared.wire.sse import DONE
 
 POINT = {
     "type": "object",

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from functions.supervisor import SupervisorPolicy, backoff_delay, describe_exit
+from functions.local_stack.supervisor import SupervisorPolicy, backoff_delay, describe_exit
 
 POLICY = SupervisorPolicy(backoff_initial_s=1.0, backoff_max_s=30.0)
 

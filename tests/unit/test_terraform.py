@@ -1,7 +1,7 @@
 """infra/terraform matches the AWS stores: table layouts, IAM for exactly the calls they make, bucket crypto.
 
-Offline: the .tf files are parsed with python-hcl2 and compared with what `shared.storage.aws_layout` and
-`shared.storage.aws_conversations` (conversations), and `shared.storage.aws_accounts_layout` and the account adapters
+Offline: the .tf files are parsed with python-hcl2 and compared with what `shared.storage.aws.layout` and
+`shared.storage.aws.conversations` (conversations), and `shared.storage.aws.accounts_layout` and the account adapters
 (accounts, limits, ledger, safety audit) really do (their calls are captured on mock clients, or read from their
 source).
 Where a `terraform` binary and a local provider mirror exist, the module is also validated and planned offline.
@@ -23,10 +23,11 @@ from unittest.mock import MagicMock, patch
 import pytest
 
 from shared.settings import Settings
-from shared.storage import aws_accounts_layout, aws_layout
-from shared.storage.aws_accounts_layout import LEDGER_INDEX, AwsAccountsConfig
-from shared.storage.aws_conversations import AwsConversationStore
-from shared.storage.aws_layout import LIST_INDEX, SWEEP_INDEX, TTL_ATTRIBUTE, AwsStoreConfig
+from shared.storage.aws import accounts_layout as aws_accounts_layout
+from shared.storage.aws import layout as aws_layout
+from shared.storage.aws.accounts_layout import LEDGER_INDEX, AwsAccountsConfig
+from shared.storage.aws.conversations import AwsConversationStore
+from shared.storage.aws.layout import LIST_INDEX, SWEEP_INDEX, TTL_ATTRIBUTE, AwsStoreConfig
 from shared.storage.conversations import StoredMessage
 from tests.support.moto_server import moto_server
 from tests.support.terraform_module import (
@@ -41,10 +42,10 @@ from tests.support.terraform_module import (
     variable_default,
 )
 
-ADAPTER_SOURCE = REPO_ROOT / "shared" / "storage" / "aws_conversations.py"
+ADAPTER_SOURCE = REPO_ROOT / "shared" / "storage" / "aws" / "conversations.py"
 ACCOUNT_SOURCES = [
-    REPO_ROOT / "shared" / "storage" / name
-    for name in ("aws_accounts_layout.py", "aws_accounts.py", "aws_limits.py", "aws_ledger.py", "aws_safety_audit.py")
+    REPO_ROOT / "shared" / "storage" / "aws" / name
+    for name in ("accounts_layout.py", "accounts.py", "limits.py", "ledger.py", "safety_audit.py")
 ]
 MODAL_APP_SOURCE = REPO_ROOT / "gpu_workers" / "modal_app.py"
 
@@ -225,7 +226,7 @@ def _put_object_args(kms_key_id: str | None) -> dict[str, Any]:
     """The PutObject arguments of a first turn, as the adapter sends them."""
     ddb, s3 = MagicMock(name="dynamodb"), MagicMock(name="s3")
     config = AwsStoreConfig(table_name="t", bucket="b", kms_key_id=kms_key_id)
-    with patch("shared.storage.aws_conversations.clients", return_value=(ddb, s3)):
+    with patch("shared.storage.aws.conversations.clients", return_value=(ddb, s3)):
         store = AwsConversationStore(config)
     now = datetime(2025, 1, 1, tzinfo=UTC)
     message = StoredMessage(role="user", content="hi", created_at=now)

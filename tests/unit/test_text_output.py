@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpu_workers.text_output import TextAssembler
+from gpu_workers.server.text_output import TextAssembler
 
 VOCAB = {i: ch for i, ch in enumerate("abcdefghijklmnopqrstuvwxyz .!END")}
 IDS = {ch: i for i, ch in VOCAB.items()}

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from functions.admission import estimate_prompt_tokens, prompt_token_bound
-from functions.tool_arguments import find_problem, prompt_messages
-from shared.schemas import ChatCompletionRequest
+from functions.chat.tool_arguments import find_problem, prompt_messages
+from functions.control.admission import estimate_prompt_tokens, prompt_token_bound
+from shared.wire.schemas import ChatCompletionRequest
 
 WEATHER = {
     "type": "function",

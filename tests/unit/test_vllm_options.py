@@ -7,8 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from shared.pools import POOLS
-from shared.vllm_options import DraftSpeculation, NgramSpeculation, VllmOptions
+from shared.fleet.pools import POOLS
+from shared.fleet.vllm_options import DraftSpeculation, NgramSpeculation, VllmOptions
 
 
 def test_defaults_add_no_flag() -> None:

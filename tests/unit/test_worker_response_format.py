@@ -1,5 +1,5 @@
-"""The worker maps `response_format` to the engine's `SamplingParams.json_schema` (gpu_workers/serving.py), and
-refuses a bad schema with a 400 before the engine sees the request."""
+"""The worker maps `response_format` to the engine's `SamplingParams.json_schema` (gpu_workers/server/chat_serving.py),
+and refuses a bad schema with a 400 before the engine sees the request."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from gpu_workers.serving import ChatServing
-from gpu_workers.worker_metrics import WorkerMetrics
+from gpu_workers.server.chat_serving import ChatServing
+from gpu_workers.server.metrics import WorkerMetrics
 from shared.errors import InvalidRequestError
-from shared.output_schemas import JSON_OBJECT_SCHEMA, SCHEMA_PARAM
-from shared.schemas import ChatCompletionRequest
+from shared.wire.output_schemas import JSON_OBJECT_SCHEMA, SCHEMA_PARAM
+from shared.wire.schemas import ChatCompletionRequest
 from tests.unit.test_worker_server import ScriptedEngine
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
-from gpu_workers.server import create_worker_app
+from gpu_workers.server.app import create_worker_app
 from tests.support.servers import serve
 
 

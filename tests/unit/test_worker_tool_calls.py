@@ -12,10 +12,10 @@ import openai
 import pytest
 
 from gpu_workers.engine import EngineOutput, SamplingParams
-from gpu_workers.server import create_worker_app
-from gpu_workers.tool_calls import ToolPlan, ToolStreamParser, parse_output, render_messages
-from shared.schemas import ChatMessage
-from shared.tools_api import ToolDefinition
+from gpu_workers.server.app import create_worker_app
+from gpu_workers.server.tool_calls import ToolPlan, ToolStreamParser, parse_output, render_messages
+from shared.wire.schemas import ChatMessage
+from shared.wire.tools_api import ToolDefinition
 from tests.support.servers import serve
 from tests.unit.test_worker_server import ScriptedEngine
 

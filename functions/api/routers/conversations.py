@@ -1,0 +1,118 @@
+"""`/v1/conversations`: list, read, rename, soft-delete and export a tenant's own conversations."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import PlainTextResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from functions.accounts.auth import CurrentTenant
+from functions.accounts.conversation_export import to_markdown
+from functions.api.openapi_description import error_responses
+from shared.service_api.conversation_api import (
+    ConversationDeleted,
+    ConversationDetail,
+    ConversationList,
+    ConversationObject,
+    ConversationUpdate,
+)
+from shared.storage.conversations import (
+    CONVERSATION_ID_RE,
+    Conversation,
+    ConversationNotFoundError,
+    ConversationStore,
+    check_conversation_id,
+)
+
+router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+
+
+def conversation_store(request: Request) -> ConversationStore:
+    return request.app.state.conversations
+
+
+Store = Annotated[ConversationStore, Depends(conversation_store)]
+
+
+def valid_id(
+    # The pattern is documented (clients and fuzzers read it); the check keeps the project's own error message.
+    conversation_id: Annotated[str, Path(json_schema_extra={"pattern": CONVERSATION_ID_RE.pattern})],
+) -> str:
+    return check_conversation_id(conversation_id)
+
+
+ConversationId = Annotated[str, Depends(valid_id)]
+
+
+async def _live(store: ConversationStore, tenant_id: str, conversation_id: str) -> Conversation:
+    conversation = await run_in_threadpool(store.get, tenant_id, conversation_id)
+    if conversation is None:
+        raise ConversationNotFoundError(conversation_id)
+    return conversation
+
+
+@router.get("")
+async def list_conversations(
+    tenant: CurrentTenant,
+    store: Store,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    after: Annotated[str | None, Query(max_length=512)] = None,
+) -> ConversationList:
+    page = await run_in_threadpool(lambda: store.list(tenant.id, limit=limit, cursor=after))
+    return ConversationList(
+        data=[ConversationObject.of(m) for m in page.items],
+        has_more=page.next_cursor is not None,
+        next_cursor=page.next_cursor,
+    )
+
+
+@router.get("/{conversation_id}", responses=error_responses(404))
+async def get_conversation(tenant: CurrentTenant, store: Store, conversation_id: ConversationId) -> ConversationDetail:
+    return ConversationDetail.of(await _live(store, tenant.id, conversation_id))
+
+
+@router.patch("/{conversation_id}", responses=error_responses(404))
+async def rename_conversation(
+    tenant: CurrentTenant, store: Store, conversation_id: ConversationId, update: ConversationUpdate
+) -> ConversationObject:
+    meta = await run_in_threadpool(lambda: store.rename(tenant.id, conversation_id, update.title))
+    if meta is None:
+        raise ConversationNotFoundError(conversation_id)
+    return ConversationObject.of(meta)
+
+
+@router.delete("/{conversation_id}", responses=error_responses(404))
+async def delete_conversation(
+    tenant: CurrentTenant, store: Store, conversation_id: ConversationId
+) -> ConversationDeleted:
+    if not await run_in_threadpool(store.soft_delete, tenant.id, conversation_id):
+        raise ConversationNotFoundError(conversation_id)
+    return ConversationDeleted(id=conversation_id)
+
+
+@router.get(
+    "/{conversation_id}/export",
+    response_model=None,
+    responses={
+        200: {
+            "description": "The conversation as JSON, or as Markdown with `format=markdown`.",
+            "content": {"application/json": {}, "text/markdown": {}},
+        },
+        **error_responses(404),
+    },
+)
+async def export_conversation(
+    tenant: CurrentTenant,
+    store: Store,
+    conversation_id: ConversationId,
+    format: Annotated[Literal["json", "markdown"], Query()] = "json",
+) -> Response:
+    conversation = await _live(store, tenant.id, conversation_id)
+    filename = f"{conversation_id}.{'md' if format == 'markdown' else 'json'}"
+    disposition = {"content-disposition": f'attachment; filename="{filename}"'}
+    if format == "markdown":
+        return PlainTextResponse(to_markdown(conversation), media_type="text/markdown", headers=disposition)
+    body = ConversationDetail.of(conversation).model_dump_json(indent=2)
+    return Response(body, media_type="application/json", headers=disposition)

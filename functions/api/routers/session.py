@@ -1,0 +1,59 @@
+"""`/v1/session`: the web chat signs in with an API key and gets a signed HttpOnly cookie; it never keeps the key."""
+
+from __future__ import annotations
+
+from anyio import to_thread
+from fastapi import APIRouter, Request, Response
+
+from functions.accounts.auth import CurrentCaller, authenticate
+from functions.accounts.sessions import CSRF_HEADER, CSRF_VALUE, SESSION_COOKIE, SESSION_TTL_S, SessionSigner
+from functions.api.openapi_description import error_responses
+from shared.errors import PermissionDeniedError
+from shared.fleet.tiers import limits_for
+from shared.service_api.account_api import ApiKeyObject, SessionLogin, SessionObject, TenantObject
+
+router = APIRouter(prefix="/v1/session", tags=["session"])
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def _secure(request: Request) -> bool:
+    """`Secure` everywhere except plain http on loopback (the local default), where browsers would drop it."""
+    return request.url.scheme == "https" or (request.url.hostname or "") not in LOOPBACK_HOSTS
+
+
+@router.post("", responses=error_responses(401, 403))
+async def sign_in(login: SessionLogin, request: Request, response: Response) -> SessionObject:
+    if request.headers.get(CSRF_HEADER) != CSRF_VALUE:
+        raise PermissionDeniedError(
+            f"Sign-in must send the {CSRF_HEADER}: {CSRF_VALUE} header.", code="csrf_check_failed"
+        )
+    record, tenant = await to_thread.run_sync(authenticate, request.app.state.store, login.api_key)
+    signer: SessionSigner = request.app.state.sessions
+    token, expires = signer.issue(record.key_hash)
+    response.set_cookie(
+        SESSION_COOKIE,
+        token,
+        max_age=SESSION_TTL_S,
+        path="/",
+        httponly=True,
+        secure=_secure(request),
+        samesite="lax",
+    )
+    limits = limits_for(tenant.tier, tenant.limits)
+    return SessionObject(tenant=TenantObject.of(tenant, limits), key=ApiKeyObject.of(record), expires_at=expires)
+
+
+@router.get("")
+async def who_am_i(caller: CurrentCaller) -> SessionObject:
+    limits = limits_for(caller.tenant.tier, caller.tenant.limits)
+    return SessionObject(
+        tenant=TenantObject.of(caller.tenant, limits), key=ApiKeyObject.of(caller.key), expires_at=None
+    )
+
+
+@router.delete("", status_code=204)
+async def sign_out(request: Request) -> Response:
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, secure=_secure(request), samesite="lax")
+    return response

@@ -1,0 +1,287 @@
+"""One chat turn against a stored conversation: load and render the history, then persist the turn durably.
+
+`begin` runs before routing (it may refuse with 400/404), `finish` after the worker answered and before the client
+sees the end of the response (`[DONE]` or the JSON body). If the store is down the turn is still answered, single-turn,
+and the response says it was not saved; it is never dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+from anyio import to_thread
+
+from functions.accounts.retention import expiry_for
+from shared.errors import InvalidRequestError
+from shared.rendering import CURRENT_RENDER_VERSION, RenderedMessages, render
+from shared.storage.accounts import Tenant
+from shared.storage.conversations import (
+    Conversation,
+    ConversationMeta,
+    ConversationNotFoundError,
+    ConversationStore,
+    StoredMessage,
+    StoreUnavailableError,
+    VersionConflictError,
+    check_conversation_id,
+    check_keep,
+    new_conversation_id,
+)
+from shared.storage.timestamps import utc_now
+from shared.wire.retrieval_api import Citation
+from shared.wire.schemas import ChatCompletionRequest, ChatMessage
+from shared.wire.tools_api import ToolCall
+
+log = logging.getLogger("fleetchat.conversations")
+
+CONVERSATION_HEADER = "x-conversation-id"
+HISTORY_HEADER = "x-fleetchat-history"
+STORED_HEADER = "x-fleetchat-stored"
+TITLE_CHARS = 60
+APPEND_ATTEMPTS = 3
+
+
+class History(StrEnum):
+    NEW = "new"  # a new conversation (store: true)
+    LOADED = "loaded"  # the stored history was rendered in front of the new turn
+    COLD = "cold"  # the stored history was inconsistent (shorter than its record): answered without it
+    UNAVAILABLE = "unavailable"  # the store could not be reached: answered single-turn, not saved
+
+
+@dataclass
+class Turn:
+    tenant: Tenant
+    conversation_id: str
+    expected_version: int
+    render_version: int
+    new_messages: list[StoredMessage]
+    rendered: RenderedMessages
+    history: History
+    title: str | None = None
+    loaded: Conversation | None = None  # the stored conversation this turn continues, as read in `begin`
+    keep: int | None = None  # an edit: how many stored messages stay before this turn (None: all of them)
+    citations: list[Citation] | None = None  # retrieval's citations, stored with the answer (functions/retrieval)
+
+    def apply(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
+        """The request as the worker must see it: the rendered conversation instead of the client's messages."""
+        return request.model_copy(update={"messages": [ChatMessage(**m) for m in self.rendered]})
+
+    def headers(self) -> dict[str, str]:
+        return {CONVERSATION_HEADER: self.conversation_id, HISTORY_HEADER: self.history.value}
+
+    def summary(self, stored: bool, version: int | None) -> dict[str, Any]:
+        """The `conversation` extension object of the response body (and of a stream's last chunk)."""
+        return {"id": self.conversation_id, "stored": stored, "history": self.history.value, "version": version}
+
+
+@dataclass(frozen=True)
+class AnsweredBy:
+    """Who answered a turn, stored with the answer (metadata, never rendered): the model (pool) that generated it and
+    the safety policies in force for the turn (the pre-filter's on the conversation, the post-filter's on the
+    answer)."""
+
+    model: str
+    pre_policy_version: str | None = None
+    post_policy_version: str | None = None
+    model_version: str | None = None  # the version that answered (functions/control/canary.py)
+
+
+def _title_from(messages: list[StoredMessage]) -> str | None:
+    first_user = next((m.content for m in messages if m.role == "user" and m.content.strip()), None)
+    if first_user is None:
+        return None
+    line = " ".join(first_user.split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _stored(messages: list[ChatMessage]) -> list[StoredMessage]:
+    now = utc_now()
+    return [
+        StoredMessage(
+            role=m.role,
+            content=m.text(),
+            created_at=now,
+            tool_calls=m.tool_calls,
+            tool_call_id=m.tool_call_id,
+        )
+        for m in messages
+    ]
+
+
+def _new_turn_only(history: list[StoredMessage], sent: list[StoredMessage]) -> list[StoredMessage]:
+    """What the client adds. Clients that resend the whole history are accepted: the stored prefix is dropped."""
+    if len(sent) > len(history) and all(
+        (h.role, h.content, h.tool_call_id) == (s.role, s.content, s.tool_call_id)
+        for h, s in zip(history, sent, strict=False)
+    ):
+        sent = sent[len(history) :]
+    if any(m.role not in ("user", "tool") for m in sent):
+        raise InvalidRequestError(
+            "A request that continues a conversation sends only its new user message(s) or tool results; the "
+            "stored history (system prompt included) is added by the service.",
+            param="messages",
+        )
+    return sent
+
+
+class ConversationTurns:
+    def __init__(self, store: ConversationStore) -> None:
+        self.store = store
+
+    async def begin(self, tenant: Tenant, request: ChatCompletionRequest, header_id: str | None) -> Turn | None:
+        """The turn this request belongs to, or None for a stateless request."""
+        conversation_id = self._requested_id(request, header_id)
+        if conversation_id is None and not request.store:
+            return None
+        sent = _stored(request.messages)
+        if conversation_id is None:
+            if sent[-1].role not in ("user", "tool"):
+                raise InvalidRequestError(
+                    "A new conversation must end with a user message or a tool result.", param="messages"
+                )
+            return Turn(
+                tenant=tenant,
+                conversation_id=new_conversation_id(),
+                expected_version=0,
+                render_version=CURRENT_RENDER_VERSION,
+                new_messages=sent,
+                rendered=render(CURRENT_RENDER_VERSION, [], sent),
+                history=History.NEW,
+                title=_title_from(sent),
+            )
+        try:
+            stored = await to_thread.run_sync(lambda: self.store.get(tenant.id, conversation_id))
+        except StoreUnavailableError:
+            log.warning("conversation store unavailable; answering %s without its stored history", conversation_id)
+            # Nothing will be saved, so the client's own messages are all there is (a client that resends its
+            # history keeps its context).
+            return Turn(
+                tenant=tenant,
+                conversation_id=conversation_id,
+                expected_version=-1,  # unknown: this turn is not saved
+                render_version=CURRENT_RENDER_VERSION,
+                new_messages=sent,
+                rendered=render(CURRENT_RENDER_VERSION, [], sent),
+                history=History.UNAVAILABLE,
+            )
+        if stored is None:
+            raise ConversationNotFoundError(conversation_id)
+        if request.replace_from is not None:
+            return self._edit(tenant, stored, sent, request.replace_from)
+        new = _new_turn_only(stored.messages, sent)
+        if stored.complete:
+            history, status = stored.messages, History.LOADED
+        else:
+            log.error(
+                "conversation %s holds %d of %d messages; answering without its history",
+                conversation_id,
+                len(stored.messages),
+                stored.message_count,
+            )
+            history, status = [], History.COLD
+        return Turn(
+            tenant=tenant,
+            conversation_id=conversation_id,
+            expected_version=stored.version,
+            render_version=stored.render_version,
+            new_messages=new,
+            rendered=render(stored.render_version, history, new),
+            history=status,
+            loaded=stored,
+        )
+
+    @staticmethod
+    def _edit(tenant: Tenant, stored: Conversation, sent: list[StoredMessage], replace_from: int) -> Turn:
+        """Edit-and-resend or regenerate: the history up to `replace_from` is kept, the rest replaced by this turn."""
+        if not stored.complete:
+            raise StoreUnavailableError("The stored conversation is incomplete right now; try the edit again shortly.")
+        keep = check_keep(replace_from, len(stored.messages))
+        if keep == len(stored.messages) or stored.messages[keep].role != "user":
+            raise InvalidRequestError(
+                "replace_from must name one of the conversation's user messages.", param="replace_from"
+            )
+        if any(m.role != "user" for m in sent):
+            raise InvalidRequestError("An edit sends only the new user message(s).", param="messages")
+        history = stored.messages[:keep]
+        return Turn(
+            tenant=tenant,
+            conversation_id=stored.id,
+            expected_version=stored.version,
+            render_version=stored.render_version,
+            new_messages=sent,
+            rendered=render(stored.render_version, history, sent),
+            history=History.LOADED,
+            loaded=stored,
+            keep=keep,
+        )
+
+    @staticmethod
+    def _requested_id(request: ChatCompletionRequest, header_id: str | None) -> str | None:
+        body_id = request.conversation_id
+        if body_id is not None and header_id is not None and body_id != header_id:
+            raise InvalidRequestError(
+                f"conversation_id in the body and the {CONVERSATION_HEADER} header differ.", param="conversation_id"
+            )
+        chosen = body_id or header_id
+        return None if chosen is None else check_conversation_id(chosen)
+
+    async def finish(
+        self,
+        turn: Turn,
+        assistant_text: str,
+        finish_reason: str | None = None,
+        answered_by: AnsweredBy | None = None,
+        tool_calls: list[Any] | None = None,
+    ) -> tuple[bool, int | None]:
+        """Persist the user turn and the answer (how it ended, who answered it, the tool calls it made); (stored, new
+        version). Retries on top of a concurrent writer, except for an edit (replaying it on top of another turn would
+        delete that turn)."""
+        if turn.history is History.UNAVAILABLE:
+            return False, None
+        who = {} if answered_by is None else asdict(answered_by)
+        answer = StoredMessage(
+            role="assistant",
+            content=assistant_text,
+            created_at=utc_now(),
+            finish_reason=finish_reason,
+            tool_calls=[ToolCall.model_validate(c) for c in tool_calls] if tool_calls else None,
+            citations=turn.citations,
+            **who,
+        )
+        messages = [*turn.new_messages, answer]
+        try:
+            meta = await to_thread.run_sync(lambda: self._append(turn, messages))
+        except (StoreUnavailableError, ConversationNotFoundError, VersionConflictError) as exc:
+            log.warning("turn of %s not saved: %s", turn.conversation_id, type(exc).__name__)
+            return False, None
+        return True, meta.version
+
+    def _append(self, turn: Turn, messages: list[StoredMessage]) -> ConversationMeta:
+        version, loaded = turn.expected_version, turn.loaded
+        for attempt in range(APPEND_ATTEMPTS):
+            now = utc_now()
+            try:
+                return self.store.append_turn(
+                    turn.tenant.id,
+                    turn.conversation_id,
+                    expected_version=version,
+                    messages=messages,
+                    expires_at=expiry_for(turn.tenant, now),
+                    render_version=turn.render_version,
+                    title=turn.title,
+                    now=now,
+                    loaded=loaded,
+                    keep=turn.keep,
+                )
+            except VersionConflictError:
+                # Another writer appended first (a second tab): keep both turns, ours after theirs.
+                if turn.keep is not None or version == 0 or attempt == APPEND_ATTEMPTS - 1:
+                    raise
+                loaded = self.store.get(turn.tenant.id, turn.conversation_id)
+                if loaded is None:
+                    raise
+                version = loaded.version
+        raise AssertionError("unreachable")

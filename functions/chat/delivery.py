@@ -1,0 +1,170 @@
+"""How an answered chat request reaches its client: a worker's stream relayed through the post-filter as a resumable
+SSE stream, or a whole completion filtered and returned as JSON; either way settled in the ledger, stored with the
+conversation's turn, offered to the result cache and to the shadow judge."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from anyio import to_thread
+from fastapi import Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from functions.accounts.auth import Caller
+from functions.chat.conversation_turns import STORED_HEADER, ConversationTurns, Turn
+from functions.chat.result_cache.cache import Lookup, ResultCache, storing
+from functions.chat.server_tools.replay import ReplayedStream
+from functions.chat.service import ChatService
+from functions.chat.streams.capture import StreamCapture, answer_text
+from functions.chat.streams.continuation import ContinuingStream
+from functions.chat.streams.relay import StreamRelay, answered_by, count_turn
+from functions.chat.streams.resumable import RESUMABLE_HEADER
+from functions.chat.structured_output import OutputContract, StructuredOutputs
+from functions.chat.tool_arguments import ToolArguments, expects_calls
+from functions.control.canary import Canaries, VersionChoice
+from functions.control.pool_admission import Slot
+from functions.control.request_accounting import RequestAccount, TokenUsage
+from functions.judging.shadow import ShadowJudge
+from functions.retrieval.service import Retrieved
+from functions.safety.pipeline import SafetyPipeline
+from shared.storage.ledger import Outcome
+from shared.wire.schemas import ChatCompletionRequest
+
+Answer = ContinuingStream | ReplayedStream | dict[str, Any]
+Repair = Callable[[ChatCompletionRequest], Awaitable[dict[str, Any]]]
+
+
+@dataclass
+class AnsweredRequest:
+    """A chat request the gateway has admitted, screened and sent, with the answer it got back."""
+
+    request: Request
+    caller: Caller
+    body: ChatCompletionRequest
+    account: RequestAccount
+    turn: Turn | None
+    headers: dict[str, str]
+    answer: Answer
+    version: VersionChoice
+    slot: Slot
+    cached: Lookup
+    retrieved: Retrieved
+    contract: OutputContract | None
+    tool_contract: ChatCompletionRequest  # what the client's tool_choice asks of the answer
+    repair: Repair  # functions/chat/tool_arguments.py's one repair attempt, on the pool that answered
+    shadow: ShadowJudge | None
+
+
+def stream_response(answered: AnsweredRequest) -> StreamingResponse:
+    """The worker's stream (or a server-tool answer replayed as one) relayed to the client as server-sent events."""
+    state = answered.request.app.state
+    service: ChatService = state.chat
+    turns: ConversationTurns = state.turns
+    safety: SafetyPipeline = state.safety
+    structured: StructuredOutputs = state.structured_outputs
+    tool_args: ToolArguments = state.tool_arguments
+    results: ResultCache = state.result_cache
+    canaries: Canaries = state.canaries
+    body, account, answer, version = answered.body, answered.account, answered.answer, answered.version
+    assert not isinstance(answer, dict)
+    capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
+
+    def judge_later(text: str) -> None:
+        """A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer)."""
+        if answered.shadow is not None:
+            answered.shadow.offer(answered.caller.tenant, account.model, body.messages, text)
+
+    guard = safety.guard(answered.caller)
+    relay = StreamRelay(capture, account, turns, answered.turn, service.metrics, safety, guard, on_complete=judge_later)
+    # Checked at its finish against the response format (functions/chat/structured_output.py); tool-call deltas held
+    # until the calls are valid (functions/chat/tool_arguments.py).
+    events = structured.checked(answered.retrieved.annotated(answer.events()), body, answered.contract, account.model)
+    if expects_calls(answered.tool_contract):
+        events = tool_args.held(account.model, answered.tool_contract, events, answered.repair)
+    # Generated apart from this connection: a client that drops can resume (functions/chat/streams/resumable.py). The
+    # pool's place is held until the generation ends, not the connection.
+    relayed = relay.run(events)
+    if answered.cached.may_store:
+
+        async def remember() -> None:
+            await results.remember_stream(
+                answered.cached, relay, answer, pool=account.model, model_version=version.version
+            )
+
+        relayed = storing(relayed, remember)
+    stream = state.resumable.start(
+        answered.caller.tenant.id,
+        answered.slot.hold(relayed),
+        lambda: capture.completion_id,
+        answered.headers,
+        on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
+        resumable=answered.request.headers.get(RESUMABLE_HEADER, "").lower() == "true",
+    )
+    return StreamingResponse(
+        stream.attach(),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", **answered.headers},
+    )
+
+
+async def json_response(answered: AnsweredRequest) -> JSONResponse:
+    """The whole completion, its tool calls checked and its text judged as the stream filter would, billed for what
+    is kept, remembered, stored with the turn and returned as JSON."""
+    state = answered.request.app.state
+    service: ChatService = state.chat
+    turns: ConversationTurns = state.turns
+    safety: SafetyPipeline = state.safety
+    tool_args: ToolArguments = state.tool_arguments
+    results: ResultCache = state.result_cache
+    account, turn, headers = answered.account, answered.turn, answered.headers
+    assert isinstance(answered.answer, dict)
+    answered.slot.release()
+    async with account.closed_if_raising():
+        completion = await tool_args.check_completion(
+            account.model, answered.tool_contract, answered.answer, answered.repair
+        )
+    text, finish_reason = answer_text(completion)
+    usage, outcome = await filter_answer(safety, account, completion, text)
+    if outcome is Outcome.FILTERED:
+        text, finish_reason = answer_text(completion)
+    await account.close(usage, outcome)
+    completed = outcome is Outcome.COMPLETED
+    await results.remember_completion(
+        answered.cached, completion, completed=completed, pool=account.model, model_version=answered.version.version
+    )
+    if turn is not None:
+        who = answered_by(account, safety)
+        calls = completion["choices"][0]["message"].get("tool_calls") if completed else None
+        stored, version = await turns.finish(turn, text, finish_reason, who, calls) if finish_reason else (False, None)
+        count_turn(service.metrics, turn, stored)
+        completion["conversation"] = turn.summary(stored, version)
+        headers[STORED_HEADER] = str(stored).lower()
+    if completed and answered.shadow is not None:
+        answered.shadow.offer(answered.caller.tenant, account.model, answered.body.messages, text)
+    return JSONResponse(answered.retrieved.annotate(completion), headers=headers)
+
+
+async def filter_answer(
+    safety: SafetyPipeline, account: RequestAccount, completion: dict[str, Any], text: str
+) -> tuple[TokenUsage | None, Outcome]:
+    """Judge a whole answer as the stream filter would; on a finding, cut it where a stream would have halted,
+    set finish_reason "content_filter", and bill the completion tokens of the part kept (pro rata by characters)."""
+    usage = TokenUsage.from_openai(completion.get("usage"))
+    guard = safety.guard(account.caller)
+    kept, finding = await to_thread.run_sync(guard.scan, text)
+    if finding is None:
+        return usage, Outcome.COMPLETED
+    await safety.halted(finding, account.caller, account.request_id, account.model)
+    choice = completion["choices"][0]
+    choice["message"]["content"] = text[:kept]
+    choice["finish_reason"] = "content_filter"
+    if usage is not None and text:
+        usage = TokenUsage(usage.prompt_tokens, round(usage.completion_tokens * kept / len(text)), usage.cached_tokens)
+        completion["usage"] = {
+            **completion["usage"],
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        }
+    return usage, Outcome.FILTERED

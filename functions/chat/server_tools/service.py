@@ -1,0 +1,91 @@
+"""The gateway's server-side tools service: which tools a request asked for (`server_tools`, an extension field read
+from the request's extra fields, refused with a 400 naming the `param` when wrong), and the tool loop that answers
+it for the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from functions.chat.server_tools.loop import ToolLoop
+from functions.chat.server_tools.metrics import ServerToolMetrics
+from functions.chat.server_tools.runner import RunContext, ToolRunner
+from functions.chat.server_tools.sandboxing import bwrap_works
+from functions.chat.server_tools.tools import CalculatorTool, PythonTool, ServerTool
+from functions.control.request_accounting import RequestAccount
+from functions.spooled_writer import SpooledWriter
+from shared.errors import InvalidRequestError
+from shared.fleet.tiers import safety_for
+from shared.server_tool_settings import ServerToolSettings
+from shared.storage.limits import RateLimitStore
+from shared.storage.tool_audit import ToolAuditStore, ToolRunRecord
+from shared.wire.schemas import ChatCompletionRequest
+
+FIELD = "server_tools"
+
+
+class ServerTools:
+    def __init__(self, settings: ServerToolSettings, tools: dict[str, ServerTool], runner: ToolRunner) -> None:
+        self.settings = settings
+        self.tools = tools
+        self.runner = runner
+
+    def requested(self, body: ChatCompletionRequest) -> list[str] | None:
+        """The server tools the request asked for, in its order (None: none). Raises a 400 for anything else."""
+        asked = (body.model_extra or {}).get(FIELD)
+        if asked is None or asked == []:
+            return None
+        if not isinstance(asked, list) or not all(isinstance(name, str) for name in asked):
+            raise InvalidRequestError(f"`{FIELD}` must be a list of tool names.", param=FIELD)
+        known = ", ".join(sorted(self.tools))
+        for index, name in enumerate(asked):
+            if name not in self.tools:
+                raise InvalidRequestError(
+                    f"Unknown server tool {name!r}; available: {known}.", param=f"{FIELD}[{index}]"
+                )
+            if (reason := self.tools[name].unavailable_reason()) is not None:
+                raise InvalidRequestError(f"{reason}.", param=f"{FIELD}[{index}]", code="server_tool_unavailable")
+        names = list(dict.fromkeys(asked))
+        client_tools: list[Any] = body.model_dump(exclude_none=True).get("tools") or []
+        for index, tool in enumerate(client_tools):
+            name = ((tool.get("function") or {}).get("name")) if isinstance(tool, dict) else None
+            if name in names:
+                raise InvalidRequestError(
+                    f"The function name {name!r} is taken by the server tool of that name; rename your tool.",
+                    param=f"tools[{index}].function.name",
+                )
+        return names
+
+    def loop(self, names: list[str], account: RequestAccount) -> ToolLoop:
+        """The tool loop answering `account`'s request (its caller, request id and books)."""
+        tenant = account.caller.tenant
+        context = RunContext(
+            tenant_id=tenant.id,
+            key_id=account.caller.key.id,
+            request_id=account.request_id,
+            # The same switch as the safety audit's: content is kept only where the tenant's policy says so.
+            audit_content=safety_for(tenant.tier, tenant.safety).audit_raw_content,
+        )
+        definitions = [self.tools[name].definition() for name in names]
+        return ToolLoop(self.runner, names, definitions, context, self.settings.max_rounds, account)
+
+
+def server_tools_for(
+    settings: ServerToolSettings,
+    data_dir: Path,
+    limits: RateLimitStore,
+    audit: ToolAuditStore,
+    metrics: ServerToolMetrics,
+    redact: Callable[[str], str],
+) -> ServerTools:
+    """The gateway's tools; the python tool's sandbox never shows `data_dir` (keys, database, spools). Whether the
+    sandbox works here is probed now, at start-up, rather than on a request's path."""
+    bwrap_works()
+    tools: dict[str, ServerTool] = {
+        "python": PythonTool(settings, hidden=[data_dir]),
+        "calculator": CalculatorTool(settings),
+    }
+    writer = SpooledWriter(audit.record, ToolRunRecord, data_dir / "tool-audit-spool.jsonl")
+    runner = ToolRunner(settings, tools, limits, writer, metrics, redact)
+    return ServerTools(settings, tools, runner)

@@ -1,0 +1,125 @@
+"""Circuit breakers per (pool, replica): a replica that keeps failing is taken out of rotation for a cool-down, then
+one probe request decides whether it rejoins (docs/reliability.md).
+
+    closed --N consecutive failures--> open --cool-down elapsed--> half-open --probe succeeds--> closed
+                                        ^                              |
+                                        +-------- probe fails ---------+
+
+A failure is a connect error, a first-byte timeout, a 5xx without an error body the worker meant, or a stream that
+broke or stalled mid-answer; a success is a worker that answered (headers with a status the worker meant).
+
+A small state machine rather than a library: purgatory (asyncio) lets every concurrent caller through while
+half-open and moves open -> half-open only inside a guarded call, and pybreaker is synchronous (its async path needs
+Tornado). The router needs to read a breaker's state without making a call (to order candidates and export the
+gauge), and exactly one probe at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from functions.metrics.failover import FailoverMetrics
+
+
+class BreakerState(IntEnum):
+    """The gauge's values: 0 closed, 1 half-open, 2 open."""
+
+    CLOSED = 0
+    HALF_OPEN = 1
+    OPEN = 2
+
+
+@dataclass
+class ReplicaBreaker:
+    threshold: int
+    cooldown_s: float
+    clock: Callable[[], float] = time.monotonic
+    failures: int = 0  # consecutive, while closed
+    opened_at: float | None = None
+    probing: bool = False  # the one half-open probe is in flight
+
+    @property
+    def state(self) -> BreakerState:
+        if self.opened_at is None:
+            return BreakerState.CLOSED
+        if self.clock() - self.opened_at < self.cooldown_s:
+            return BreakerState.OPEN
+        return BreakerState.HALF_OPEN
+
+    @property
+    def available(self) -> bool:
+        """Would a request be let through now (without taking the probe)?"""
+        state = self.state
+        return state is BreakerState.CLOSED or (state is BreakerState.HALF_OPEN and not self.probing)
+
+    def admit(self) -> bool:
+        """Let one request through: always while closed; while half-open only the first (it is the probe)."""
+        state = self.state
+        if state is BreakerState.CLOSED:
+            return True
+        if state is BreakerState.HALF_OPEN and not self.probing:
+            self.probing = True
+            return True
+        return False
+
+    def succeeded(self) -> None:
+        self.failures, self.opened_at, self.probing = 0, None, False
+
+    def failed(self) -> None:
+        self.probing = False
+        if self.opened_at is not None:  # the probe failed (or a request admitted before it opened): a new cool-down
+            self.opened_at = self.clock()
+            return
+        self.failures += 1
+        if self.failures >= self.threshold:
+            self.opened_at = self.clock()
+
+    def released(self) -> None:
+        """The admitted request ended with no verdict on the replica (the client left): free the probe."""
+        self.probing = False
+
+
+class ReplicaBreakers:
+    """Every replica's breaker, created on first use; the gauge reads each breaker's state when scraped."""
+
+    def __init__(
+        self,
+        worker_urls: dict[str, list[str]],
+        *,
+        threshold: int = 3,
+        cooldown_s: float = 10.0,
+        metrics: FailoverMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._worker_urls = worker_urls
+        self._threshold, self._cooldown_s, self._clock = threshold, cooldown_s, clock
+        self._metrics = metrics
+        self._breakers: dict[tuple[str, str], ReplicaBreaker] = {}
+        for pool, urls in worker_urls.items():
+            for url in urls:
+                self.breaker(pool, url)
+
+    def breaker(self, pool: str, replica: str) -> ReplicaBreaker:
+        key = (pool, replica)
+        found = self._breakers.get(key)
+        if found is None:
+            found = self._breakers[key] = ReplicaBreaker(self._threshold, self._cooldown_s, self._clock)
+            if self._metrics is not None:
+                # The replica's index, never its URL (URLs are deployment details and unbounded label values).
+                urls = self._worker_urls.get(pool, [])
+                label = str(urls.index(replica)) if replica in urls else "other"
+                self._metrics.breaker_state.labels(pool, label).set_function(lambda b=found: float(b.state))
+        return found
+
+    def state(self, pool: str, replica: str) -> BreakerState:
+        return self.breaker(pool, replica).state
+
+    def order(self, pool: str, replicas: Sequence[str]) -> list[str]:
+        """`replicas` with the ones a breaker holds back moved last, each group in its given order: a healthy
+        replica keeps its place in the consistent-hash order, so stickiness holds for every session it owns."""
+        ready = [r for r in replicas if self.breaker(pool, r).available]
+        held = [r for r in replicas if r not in ready]
+        return ready + held

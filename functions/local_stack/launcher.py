@@ -1,0 +1,158 @@
+"""`fleetchat up`: take the data dir's lock, start a supervised worker per pool replica, wait until they are healthy,
+then serve the gateway; on SIGINT/SIGTERM (or any error) stop every worker before exiting."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from types import FrameType
+
+import uvicorn
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from functions.app import create_app
+from functions.local_stack.config_cli import configured_or_exit
+from functions.local_stack.local_tenant import ensure_local_admin_key, ensure_local_key
+from functions.local_stack.stack_lock import (
+    StackLock,
+    StackStartRefused,
+    clean_orphan_workers,
+    new_state,
+    refuse_busy_ports,
+)
+from functions.local_stack.supervisor import WorkerSpec, WorkerSupervisor
+from shared.settings import Settings
+from shared.storage.factory import open_tenant_store
+
+console = Console(stderr=True)
+
+
+class StopRequested(Exception):
+    """SIGTERM (or SIGHUP) arrived: unwind through the `finally` that stops the workers."""
+
+
+def worker_command(settings: Settings, pool: str, port: int) -> list[str]:
+    if settings.local_worker_command:
+        fill = {"python": sys.executable, "pool": pool, "port": str(port)}
+        return [part.format(**fill) for part in settings.local_worker_command]
+    return [sys.executable, "-m", "functions.cli", "worker", "--pool", pool, "--port", str(port), "--quiet"]
+
+
+def embedding_worker_command(pool: str, port: int) -> list[str]:
+    # Always the real worker (a 90 MB model that loads in seconds); FLEETCHAT_EMBEDDING_POOLS=[] starts none.
+    return [
+        sys.executable,
+        "-m",
+        "functions.cli",
+        "embedding-worker",
+        "--pool",
+        pool,
+        "--port",
+        str(port),
+        "--quiet",
+    ]
+
+
+def worker_specs(settings: Settings) -> list[WorkerSpec]:
+    log_dir = settings.data_dir / "logs"
+    specs = []
+    for pool, urls in settings.local_worker_urls().items():
+        for i, url in enumerate(urls):
+            port = int(url.rsplit(":", 1)[1])
+            log_path = log_dir / f"worker-{pool}-{i}.log"
+            command = worker_command(settings, pool, port)
+            specs.append(WorkerSpec(pool=pool, index=i, port=port, command=command, log_path=log_path))
+    for pool, urls in settings.local_embedding_worker_urls().items():  # issue 22: the embedding workers
+        port = int(urls[0].rsplit(":", 1)[1])
+        command = embedding_worker_command(pool, port)
+        log_path = log_dir / f"worker-{pool}-0.log"
+        specs.append(WorkerSpec(pool=pool, index=0, port=port, command=command, log_path=log_path))
+    return specs
+
+
+def wait_healthy(supervisor: WorkerSupervisor, specs: list[WorkerSpec], timeout_s: float = 600) -> None:
+    deadline = time.monotonic() + timeout_s
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("loading models in the workers", total=len(specs))
+        while True:
+            supervisor.check_startup()
+            healthy = supervisor.healthy()
+            progress.update(task, completed=len(healthy))
+            if len(healthy) == len(specs):
+                return
+            if time.monotonic() > deadline:
+                pending = sorted(s.name for s in specs if s.name not in healthy)
+                raise TimeoutError(f"workers not healthy after {timeout_s:.0f}s: {pending}")
+            time.sleep(0.25)
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise StopRequested(signal.Signals(signum).name)
+
+
+def run_local_stack(settings: Settings) -> None:
+    settings = configured_or_exit(settings)  # a bad operator config file stops here, before any worker starts
+    # Python's default SIGTERM kills the process on the spot, skipping the `finally` below (and uvicorn re-raises the
+    # signal after its own graceful shutdown): turned into an exception, SIGTERM unwinds like Ctrl-C does.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_stop)
+    lock = StackLock(settings.data_dir)
+    try:
+        _run_locked(settings, lock)
+    except StackStartRefused as refused:
+        console.print(f"[bold red]fleetchat up refused:[/] {refused}")
+        raise SystemExit(1) from None
+    except (KeyboardInterrupt, StopRequested) as stop:
+        console.print(f"fleetchat stopped ({str(stop) or 'SIGINT'}); its workers are stopped")
+
+
+def _run_locked(settings: Settings, lock: StackLock) -> None:
+    previous = lock.acquire()
+    try:
+        specs = worker_specs(settings)
+        refuse_busy_ports({settings.port: "the gateway"})
+        cleaned = clean_orphan_workers(specs, previous)
+        for line in cleaned:
+            console.print(f"[yellow]{line}[/]")
+        if previous is not None and not cleaned:
+            console.print(
+                f"[yellow]an earlier `fleetchat up` (pid {previous.supervisor_pid}) on this data dir did not stop "
+                "cleanly; none of its workers is left[/]"
+            )
+        refuse_busy_ports({s.port: f"worker {s.name}" for s in specs})
+        _serve(settings, lock, specs)
+    finally:
+        lock.release()
+
+
+def _serve(settings: Settings, lock: StackLock, specs: list[WorkerSpec]) -> None:
+    store = open_tenant_store(settings)
+    key = ensure_local_key(store, settings.local_key_path, settings.local_tenant_tier)
+    ensure_local_admin_key(store, settings.local_admin_key_path)
+    supervisor = WorkerSupervisor(specs, on_pids=lambda pids: lock.write_state(new_state(settings.port, specs, pids)))
+    try:
+        supervisor.start()
+        wait_healthy(supervisor, specs)
+        supervisor.supervise()
+        url = f"http://{settings.host}:{settings.port}"
+        console.print(f"[bold green]fleetchat is up[/] at [bold]{url}[/]  (OpenAI base_url: {url}/v1)")
+        console.print(f"local API key: [bold]{key}[/]  (kept in {settings.local_key_path}, mode 0600)")
+        console.print(f"admin API key (for /admin/v1): in {settings.local_admin_key_path} (mode 0600)")
+        console.print(f"pools: {', '.join(settings.pools)}; worker logs in {settings.data_dir / 'logs'}")
+        console.print("workers are supervised: one that exits is restarted (see docs/operations.md)")
+        uvicorn.run(create_app(settings, store=store), host=settings.host, port=settings.port, log_level="warning")
+    finally:
+        # A second Ctrl-C or SIGTERM while the workers stop must not cut the stop short (the grace period bounds it).
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        supervisor.stop()
+        store.close()

@@ -1,0 +1,1 @@
+"""The gateway's Prometheus metrics: requests and outcomes, the control loop, failover, HTTP responses."""

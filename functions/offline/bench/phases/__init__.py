@@ -1,0 +1,1 @@
+"""The benchmark's phases against a running gateway: one module a measured behaviour."""

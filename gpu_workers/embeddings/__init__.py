@@ -1,0 +1,1 @@
+"""The embedding worker: its HTTP app, micro-batcher and encoder."""

@@ -1,0 +1,1 @@
+"""The embedded llama.cpp engine: runtime, scheduler, decode lane, sampling, paged KV bookkeeping and core sharing."""

@@ -1,0 +1,168 @@
+"""llama.cpp in-process: one model, one context with a unified KV cache shared by many sequences, one batch.
+
+The only module that touches the binding (cyllama: a prebuilt manylinux wheel of llama.cpp with its C API, so set-up
+compiles nothing). Everything here runs on the engine thread: a llama context is not thread-safe.
+
+Example::
+
+    rt = LlamaRuntime(gguf_path, kv_cache_tokens=16_384, max_batch_tokens=512, max_sequences=48, threads=2)
+    rows = rt.decode([(0, 0, prompt_ids, True)])      # one llama_decode; returns batch indices with logits
+    token = rt.sample(rt.sampler(temperature=0.0), rows[0])
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpu_workers.llama_cpp.core_share import host_cores
+
+# (sequence id, position of the first token, tokens, whether the last token's logits are wanted)
+Row = tuple[int, int, Sequence[int], bool]
+
+
+class KvCacheFullError(RuntimeError):
+    """llama_decode found no free KV cells for the batch (nothing of it was applied)."""
+
+
+class LlamaRuntime:
+    def __init__(
+        self,
+        gguf: Path,
+        *,
+        kv_cache_tokens: int,
+        max_batch_tokens: int,
+        max_sequences: int,
+        threads: int | None = None,
+        model: Any = None,  # an already loaded model of `gguf` (a second context on the same weights); None: load
+    ) -> None:
+        from cyllama.llama import llama_cpp as L
+
+        self._L = L
+        self.gguf = gguf
+        L.disable_logging()
+        L.ggml_backend_load_all()
+        self._owns_model = model is None
+        if model is None:
+            model_params = L.LlamaModelParams()
+            model_params.n_gpu_layers = 0
+            model = _model_class(L)(str(gguf), model_params)
+        self.model = model
+        vocab = self.model.get_vocab()
+        self.n_vocab = int(vocab.n_vocab)
+        self.eos_id = int(vocab.token_eos())
+        self.n_ctx_train = int(self.model.n_ctx_train)
+        params = L.LlamaContextParams()
+        params.n_ctx = kv_cache_tokens
+        params.n_batch = max_batch_tokens
+        params.n_ubatch = max_batch_tokens  # one ubatch per decode: a failed decode leaves nothing half-applied
+        params.n_seq_max = max_sequences
+        # One cell pool for every sequence, so seq_cp shares cells (prefix reuse costs no copy and no memory).
+        params.kv_unified = True
+        # Flash attention skips masked cells: a decode step does not pay for other sequences' tokens in the pool.
+        params.flash_attn_type = 1
+        n_threads = threads or host_cores()
+        params.n_threads = n_threads
+        params.n_threads_batch = n_threads
+        params.no_perf = True
+        self.ctx = L.LlamaContext(self.model, params)
+        self.kv_cache_tokens = int(self.ctx.n_ctx)
+        self.threads = n_threads
+        self._batch = L.LlamaBatch(n_tokens=max_batch_tokens, embd=0, n_seq_max=1)
+        self.max_batch_tokens = max_batch_tokens
+
+    def decode(self, rows: Sequence[Row]) -> list[int]:
+        """Run one llama_decode over every row; returns, per row that wants logits, its batch index (for `sample`)."""
+        batch = self._batch
+        batch.clear()
+        outputs: list[int] = []
+        index = 0
+        for seq, pos0, tokens, want in rows:
+            last = len(tokens) - 1
+            for j, token in enumerate(tokens):
+                logits = want and j == last
+                batch.add(int(token), pos0 + j, [seq], logits)
+                if logits:
+                    outputs.append(index)
+                index += 1
+        try:
+            self.ctx.decode(batch)
+        except ValueError as exc:
+            if "KV slot" in str(exc) or "kv" in str(exc).lower():
+                raise KvCacheFullError(str(exc)) from exc
+            raise
+        return outputs
+
+    def set_threads(self, threads: int) -> None:
+        """Run the next decodes on `threads` threads (core_share.py decides how many, step by step)."""
+        if threads != self.threads:
+            self.ctx.set_n_threads(threads, threads)
+            self.threads = threads
+
+    def sampler(self, *, temperature: float, top_p: float = 1.0, seed: int | None = None) -> Any:
+        """A llama.cpp sampler chain for one request: greedy at temperature 0, else temperature, then top-p (as
+        transformers and vLLM order them), then a draw from the request's own seeded generator."""
+        L = self._L
+        chain = L.LlamaSampler(L.LlamaSamplerChainParams())
+        if temperature <= 0:
+            chain.add_greedy()
+            return chain
+        chain.add_temp(float(temperature))
+        if top_p < 1.0:
+            chain.add_top_p(float(top_p), 1)
+        chain.add_dist(seed if seed is not None else random.getrandbits(32))
+        return chain
+
+    def sample(self, sampler: Any, index: int) -> int:
+        """Sample from batch row `index`'s logits in C (no copy of the vocabulary into Python)."""
+        return int(sampler.sample(self.ctx, index))
+
+    def logits(self, index: int) -> np.ndarray:
+        """Batch row `index`'s logits as numpy (a copy through a Python list: ~ms, only for grammar-masked rows)."""
+        return np.asarray(self.ctx.get_logits_ith(index), dtype=np.float32)
+
+    def copy_prefix(self, src: int, dst: int, n_tokens: int) -> None:
+        self.ctx.memory_seq_cp(src, dst, 0, n_tokens)
+
+    def forget(self, seq: int) -> None:
+        self.ctx.memory_seq_rm(seq, -1, -1)
+
+    def export_seq(self, seq: int) -> bytes:
+        """`seq`'s KV (positions and cells) as bytes, for `import_seq` here or in a context of the same network."""
+        return bytes(self.ctx.get_state_seq_data(seq))
+
+    def import_seq(self, seq: int, state: bytes) -> None:
+        """Load `export_seq`'s bytes into the (empty) sequence `seq`; ValueError when there are no free cells."""
+        self.ctx.set_state_seq_data(state, seq)
+
+    def sibling(self, *, kv_cache_tokens: int, max_batch_tokens: int, max_sequences: int) -> LlamaRuntime:
+        """A second context on this runtime's model (no second copy of the weights), with its own KV cache."""
+        return LlamaRuntime(
+            self.gguf,
+            kv_cache_tokens=kv_cache_tokens,
+            max_batch_tokens=max_batch_tokens,
+            max_sequences=max_sequences,
+            threads=self.threads,
+            model=self.model,
+        )
+
+    def close(self) -> None:
+        self._batch.close()
+        self.ctx.close()
+        if self._owns_model:
+            self.model.close()
+
+
+def _model_class(L: Any) -> type:
+    """cyllama 0.2's `get_logits_ith` reads `model.n_vocab`, which its LlamaModel lacks: a subclass provides it."""
+
+    class Model(L.LlamaModel):  # type: ignore[misc,name-defined]
+        @property
+        def n_vocab(self) -> int:
+            return int(self.get_vocab().n_vocab)
+
+    return Model

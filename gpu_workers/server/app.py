@@ -1,0 +1,53 @@
+"""The worker's HTTP app: OpenAI chat completions, `/v1/models`, `/health`, Prometheus `/metrics` — what `vllm serve`
+exposes, so the gateway cannot tell the two apart."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from gpu_workers.engine import Engine
+from gpu_workers.server.chat_serving import ChatServing, completion_body
+from gpu_workers.server.metrics import WorkerMetrics
+from shared.wire.http_errors import BodySizeLimitMiddleware, install_error_handlers
+from shared.wire.schemas import ChatCompletionRequest, ModelCard, ModelList, WorkerHealth
+
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def create_worker_app(engine: Engine, *, max_body_bytes: int = 8 * 1_048_576) -> FastAPI:
+    metrics = WorkerMetrics(engine)
+    serving = ChatServing(engine, metrics)
+    app = FastAPI(title=f"fleetchat worker ({engine.model_name})", docs_url=None, redoc_url=None)
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
+    install_error_handlers(app)
+    app.state.engine = engine
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(body: ChatCompletionRequest, raw: Request) -> Response:
+        prepared = serving.prepare(body)
+        if body.stream:
+            options = body.stream_options
+            include_usage = bool(options and options.include_usage)
+            continuous = bool(options and options.include_usage and options.continuous_usage_stats)
+            return StreamingResponse(
+                serving.stream(prepared, include_usage, continuous_usage=continuous), media_type="text/event-stream"
+            )
+        completion = await serving.complete(prepared, raw.is_disconnected)
+        if completion is None:  # the client left; nobody reads this (nginx's "client closed request")
+            return Response(status_code=499)
+        return JSONResponse(completion_body(completion))
+
+    @app.get("/v1/models")
+    async def models() -> ModelList:
+        return ModelList(data=[ModelCard(id=engine.model_name, max_model_len=engine.max_model_len)])
+
+    @app.get("/health")
+    async def health() -> WorkerHealth:
+        return WorkerHealth(status="ok", model=engine.model_name, max_model_len=engine.max_model_len)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)
+
+    return app

@@ -1,0 +1,1 @@
+"""The transformers engine (continuous batching) and its constrained decoding."""

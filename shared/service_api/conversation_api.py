@@ -1,0 +1,118 @@
+"""Wire models of the conversation endpoints (`/v1/conversations`, `/v1/account`); times are Unix seconds."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from shared.storage.conversations import MAX_TITLE_CHARS, Conversation, ConversationMeta
+from shared.wire.retrieval_api import Citation
+from shared.wire.tools_api import ToolCall
+
+
+def _unix(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp())
+
+
+class MessageObject(BaseModel):
+    role: str
+    content: str
+    created_at: int
+    tool_calls: list[ToolCall] | None = Field(default=None, description="An assistant message's tool calls.")
+    tool_call_id: str | None = Field(default=None, description="The tool call a `tool` message answers.")
+    finish_reason: str | None = Field(
+        default=None, description='How an answer ended: "stop", "length", "content_filter", or "stopped" by the user.'
+    )
+    model: str | None = Field(
+        default=None,
+        description="The model that answered (an assistant message); null for other roles and older answers.",
+    )
+    model_version: str | None = Field(
+        default=None,
+        description="The model version that answered (a canary's when the pool's canary did); null for other roles "
+        "and older answers.",
+    )
+    citations: list[Citation] | None = Field(
+        default=None, description="An answer given with retrieval: the passages it was given (docs/files.md)."
+    )
+
+
+class ConversationObject(BaseModel):
+    id: str
+    object: Literal["conversation"] = "conversation"
+    title: str | None
+    created_at: int
+    updated_at: int
+    version: int
+    message_count: int
+    expires_at: int | None = Field(description="When it is deleted for inactivity; null: kept until deleted.")
+
+    @classmethod
+    def of(cls, meta: ConversationMeta) -> ConversationObject:
+        return cls(
+            id=meta.id,
+            title=meta.title,
+            created_at=int(meta.created_at.timestamp()),
+            updated_at=int(meta.updated_at.timestamp()),
+            version=meta.version,
+            message_count=meta.message_count,
+            expires_at=_unix(meta.expires_at),
+        )
+
+
+class ConversationDetail(ConversationObject):
+    messages: list[MessageObject]
+
+    @classmethod
+    def of(cls, meta: ConversationMeta) -> ConversationDetail:
+        assert isinstance(meta, Conversation)
+        messages = [
+            MessageObject(
+                role=m.role,
+                content=m.content,
+                created_at=int(m.created_at.timestamp()),
+                finish_reason=m.finish_reason,
+                model=m.model,
+                model_version=m.model_version,
+                tool_calls=m.tool_calls,
+                tool_call_id=m.tool_call_id,
+                citations=m.citations,
+            )
+            for m in meta.messages
+        ]
+        return cls(**ConversationObject.of(meta).model_dump(), messages=messages)
+
+
+class ConversationList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ConversationObject]
+    has_more: bool
+    next_cursor: str | None = Field(description="Pass as `after` to get the next page.")
+
+
+class ConversationUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+
+    @field_validator("title")
+    @classmethod
+    def _not_blank(cls, title: str) -> str:
+        title = " ".join(title.split())
+        if not title:
+            raise ValueError("title must not be blank")
+        return title
+
+
+class ConversationDeleted(BaseModel):
+    id: str
+    object: Literal["conversation.deleted"] = "conversation.deleted"
+    deleted: bool = True
+
+
+class AccountDataDeleted(BaseModel):
+    object: Literal["account.data.deleted"] = "account.data.deleted"
+    deleted_conversations: int
+    deleted_feedback: int = 0  # ratings of the tenant's answers

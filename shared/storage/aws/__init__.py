@@ -1,0 +1,1 @@
+"""The AWS backend of every store: DynamoDB and S3 (deployed)."""

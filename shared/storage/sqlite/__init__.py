@@ -1,0 +1,1 @@
+"""The SQLite backend of every store (the local default)."""

@@ -1,0 +1,1 @@
+"""Wire models (OpenAI-compatible pydantic schemas), SSE framing and the error objects both sides speak."""

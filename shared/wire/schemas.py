@@ -1,0 +1,248 @@
+"""Pydantic wire models of the OpenAI chat-completions protocol, for the fields fleetchat serves."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from shared.wire.retrieval_api import MAX_VECTOR_STORES, FileSearchTool
+from shared.wire.tools_api import ToolCall, ToolCallDelta, ToolChoice, ToolDefinition
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+class TextContentPart(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Role
+    content: str | list[TextContentPart] | None = None
+    name: str | None = None
+    # Function calling (shared/wire/tools_api.py): an assistant message's calls (its content may be null), and the call
+    # a `tool` message answers.
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        """The message's content as one string (text parts joined in order)."""
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+    # vLLM's extension: usage so far on every chunk (the gateway bills an aborted stream by it).
+    continuous_usage_stats: bool = False
+
+
+class JsonSchemaFormat(BaseModel):
+    """`response_format.json_schema`: the schema the answer must validate against (`schema` is a reserved pydantic
+    name, hence the alias; the body is forwarded to workers by alias, so vLLM sees OpenAI's field names)."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-zA-Z0-9_-]+$")
+    description: str | None = None
+    schema_: dict[str, Any] = Field(alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's `response_format`: `text`, `json_object` or `json_schema` (docs/structured-outputs.md). One model
+    rather than a tagged union so a bad field's `param` reads `response_format.json_schema.schema`."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_with_its_type(self) -> ResponseFormat:
+        if (self.type == "json_schema") != (self.json_schema is not None):
+            raise ValueError("`json_schema` is required with type `json_schema` and allowed only with it")
+        return self
+
+
+class ChatCompletionRequest(BaseModel):
+    """A chat-completions request. Unknown fields are kept so later layers (conversations) can read them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    n: int = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = None
+    # OpenAI's `store`: keep this exchange as a new conversation. `conversation_id` (extension): continue one.
+    store: bool | None = None
+    conversation_id: str | None = Field(default=None, max_length=64)
+    # Extension: edit-and-resend / regenerate. Drop the conversation's stored messages from this index on (it must
+    # name a user message; the index counts stored messages as `GET /v1/conversations/{id}` lists them) and answer
+    # this request's user message in their place.
+    replace_from: int | None = Field(default=None, ge=0)
+    # vLLM's extensions (docs/reliability.md): `continue_final_message` leaves the final (assistant) message open and
+    # the model continues it, without a new generation prompt; `add_generation_prompt` defaults to true, as in vLLM.
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
+    # Function calling (docs/tools.md); checked by shared/tools_api.check_tool_request.
+    tools: list[ToolDefinition] | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
+    # Retrieval (docs/files.md): passages from these vector stores answer the question, with citations. OpenAI's
+    # `file_search` tools in `tools` are lifted out into `file_search` (the gateway runs the search; workers never see
+    # it as a tool).
+    vector_store_ids: list[str] | None = Field(default=None, min_length=1, max_length=MAX_VECTOR_STORES)
+    file_search: list[FileSearchTool] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lift_file_search(cls, data: Any) -> Any:
+        tools = data.get("tools") if isinstance(data, dict) else None
+        searches = [t for t in tools or [] if isinstance(t, dict) and t.get("type") == "file_search"]
+        if not isinstance(tools, list) or not searches:
+            return data
+        others = [t for t in tools if not (isinstance(t, dict) and t.get("type") == "file_search")]
+        lifted = {**data, "tools": others or None, "file_search": searches}
+        choice = data.get("tool_choice")
+        # "auto" over file_search alone, or a choice naming it: the search always runs, so nothing is left to choose.
+        if (not others and choice == "auto") or (isinstance(choice, dict) and choice.get("type") == "file_search"):
+            lifted["tool_choice"] = None
+        return lifted
+
+    @field_validator("n")
+    @classmethod
+    def _only_one_choice(cls, n: int) -> int:
+        if n != 1:
+            raise ValueError("only n=1 is supported")
+        return n
+
+    @field_validator("stop")
+    @classmethod
+    def _at_most_four_stops(cls, stop: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(stop, list) and len(stop) > 4:
+            raise ValueError("at most 4 stop sequences are allowed")
+        if isinstance(stop, list) and any(s == "" for s in stop):
+            raise ValueError("stop sequences must not be empty")
+        return stop
+
+    @model_validator(mode="after")
+    def _replace_needs_a_conversation(self) -> ChatCompletionRequest:
+        if self.replace_from is not None and self.conversation_id is None:
+            raise ValueError("replace_from needs conversation_id (the body field)")
+        return self
+
+    @model_validator(mode="after")
+    def _continue_without_generation_prompt(self) -> ChatCompletionRequest:
+        # vLLM rejects both set true; the generation prompt defaults to true there too, so it must be set false.
+        if self.continue_final_message and self.add_generation_prompt is not False:
+            raise ValueError("Cannot set both `continue_final_message` and `add_generation_prompt` to True.")
+        return self
+
+    @model_validator(mode="after")
+    def _stream_options_need_stream(self) -> ChatCompletionRequest:
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options is only allowed when stream is true")
+        return self
+
+    def output_limit(self) -> int | None:
+        """The completion budget the client asked for (`max_completion_tokens` wins, as in OpenAI)."""
+        return self.max_completion_tokens or self.max_tokens
+
+    def stop_sequences(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = 0
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None
+
+
+FinishReason = Literal["stop", "length", "content_filter", "abort", "tool_calls"]
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: FinishReason | None
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int = Field(default_factory=lambda: int(time.time()))
+    model: str
+    choices: list[Choice]
+    usage: Usage
+
+
+class DeltaMessage(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: DeltaMessage
+    finish_reason: FinishReason | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int = Field(default_factory=lambda: int(time.time()))
+    model: str
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "fleetchat"
+    max_model_len: int | None = None
+    # fleetchat: the model behind the pool (`package/file.gguf` locally, `hf_repo@revision` deployed).
+    model_version: str | None = None
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class WorkerHealth(BaseModel):
+    status: Literal["ok", "loading", "error"]
+    model: str
+    max_model_len: int
