@@ -11,8 +11,7 @@ from typing import Any
 import httpx
 
 from functions.chat.streams.continuation import ContinuingStream, Leg
-from functions.chat.tool_arguments import prompt_messages
-from functions.control.admission import prompt_token_bound
+from functions.control.admission import prompt_messages, prompt_token_bound
 from functions.control.replica_breakers import ReplicaBreakers
 from functions.control.routing import PoolRouter, pools_for_tier, resolve_pool
 from functions.metrics.failover import FailoverMetrics

@@ -66,21 +66,6 @@ def client_contract(request: ChatCompletionRequest, server_tools: Sequence[str] 
     return request
 
 
-def prompt_messages(request: ChatCompletionRequest) -> list[ChatMessage]:
-    """The messages as admission estimates them: tool definitions and tool calls are prompt text too (the worker
-    renders them into the prompt), so they count toward the token reservation, the context bound and limits."""
-    counted = [
-        m.model_copy(update={"content": m.text() + json.dumps([c.model_dump() for c in m.tool_calls])})
-        if m.tool_calls
-        else m
-        for m in request.messages
-    ]
-    if request.tools:  # counted even with tool_choice "none": vLLM still renders them (an upper bound is safe)
-        tools = json.dumps([t.model_dump(exclude_none=True) for t in request.tools], ensure_ascii=False)
-        counted.insert(0, ChatMessage(role="system", content=tools))
-    return counted
-
-
 def _forced(request: ChatCompletionRequest) -> bool:
     return request.tool_choice == "required" or isinstance(request.tool_choice, NamedToolChoice)
 

@@ -8,6 +8,7 @@ so every gateway replica enforces one limit. Brownout lowers each tier's complet
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,11 +18,26 @@ from shared.errors import InvalidRequestError, QuotaExceededError, RateLimitErro
 from shared.fleet.tiers import TierLimits
 from shared.storage.limits import ChargeOutcome, RateLimitStore, WindowCharge, WindowCount
 from shared.storage.timestamps import utc_now
-from shared.wire.schemas import ChatMessage
+from shared.wire.schemas import ChatCompletionRequest, ChatMessage
 
 WINDOW_S = 60
 MESSAGE_OVERHEAD_TOKENS = 8  # chat-template tokens around each message (role markers), generously
 BROWNOUT_HEADER = "x-fleetchat-brownout"
+
+
+def prompt_messages(request: ChatCompletionRequest) -> list[ChatMessage]:
+    """The messages as admission estimates them: tool definitions and tool calls are prompt text too (the worker
+    renders them into the prompt), so they count toward the token reservation, the context bound and limits."""
+    counted = [
+        m.model_copy(update={"content": m.text() + json.dumps([c.model_dump() for c in m.tool_calls])})
+        if m.tool_calls
+        else m
+        for m in request.messages
+    ]
+    if request.tools:  # counted even with tool_choice "none": vLLM still renders them (an upper bound is safe)
+        tools = json.dumps([t.model_dump(exclude_none=True) for t in request.tools], ensure_ascii=False)
+        counted.insert(0, ChatMessage(role="system", content=tools))
+    return counted
 
 
 def estimate_prompt_tokens(messages: list[ChatMessage]) -> int:

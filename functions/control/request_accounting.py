@@ -13,8 +13,7 @@ from typing import Any
 from anyio import CancelScope, to_thread
 
 from functions.accounts.auth import Caller
-from functions.chat.tool_arguments import prompt_messages
-from functions.control.admission import Admission, Reservation, estimate_prompt_tokens
+from functions.control.admission import Admission, Reservation, estimate_prompt_tokens, prompt_messages
 from functions.metrics.gateway import GatewayMetrics
 from functions.spooled_writer import LedgerWriter
 from shared.errors import FleetchatError, RateLimitError

@@ -9,9 +9,9 @@ from fastapi import FastAPI
 from rich.progress import Progress
 
 from functions.offline.bench import prompts
-from functions.offline.bench.load import make_client, stream_chat
 from functions.offline.bench.phases.result_cache_phase import measure_result_cache
 from functions.offline.bench.results.result_cache_results import result_cache_lines
+from functions.offline.measure.load import make_client, stream_chat
 from tests.integration.conftest import GatewayFactory
 from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve

@@ -12,7 +12,7 @@ from functions.offline.bench.aiperf_check import command, parse_export, write_da
 from functions.offline.bench.phases.goodput_phase import judge, mean_itl
 from functions.offline.bench.results.records import BenchResult, GoodputComparison, GoodputStats
 from functions.offline.bench.results.report import render_markdown
-from functions.offline.bench.results.stats import RequestResult
+from functions.offline.measure.stats import RequestResult
 from shared.fleet.tiers import TIER_TABLE, Tier
 
 

@@ -8,8 +8,8 @@ from functions.offline.bench.phases.priority_phase import _latency
 from functions.offline.bench.results.priority_results import PriorityStats, TierLatency
 from functions.offline.bench.results.records import BenchResult
 from functions.offline.bench.results.report import render_markdown
-from functions.offline.bench.results.stats import RequestResult
 from functions.offline.bench.results.targets import evaluate
+from functions.offline.measure.stats import RequestResult
 from shared.fleet.tiers import Tier
 
 

@@ -11,7 +11,9 @@ from functions.offline.bench import prompts
 from functions.offline.bench.prom import PrefixCounters, hit_rate, prefix_counters, sample_value, sum_counters
 from functions.offline.bench.results.records import BenchResult, LevelStats, OverheadStats, PrefixStats
 from functions.offline.bench.results.report import render_markdown, write_reports
-from functions.offline.bench.results.stats import (
+from functions.offline.bench.results.targets import evaluate
+from functions.offline.bench.run import BenchConfig, make_plan, scaling
+from functions.offline.measure.stats import (
     RequestResult,
     aggregate_level,
     difference,
@@ -20,8 +22,6 @@ from functions.offline.bench.results.stats import (
     stream_decode_rate,
     tokens_per_second,
 )
-from functions.offline.bench.results.targets import evaluate
-from functions.offline.bench.run import BenchConfig, make_plan, scaling
 
 VLLM_METRICS = """\
 # HELP vllm:num_requests_running Requests in the running batch.

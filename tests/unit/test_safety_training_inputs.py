@@ -14,9 +14,12 @@ import pytest
 from functions.offline.safety_training.benign_sentences import benign_sentences, sentences
 from functions.offline.safety_training.buried_requests import buried_rows, buried_windows
 from functions.offline.safety_training.labelled_data import (
+    HELD_OUT_PERCENT,
     DataMessage,
     LabelledConversation,
     PublicExample,
+    neutral_messages,
+    split,
     training_set,
 )
 from functions.offline.safety_training.long_chats import (
@@ -27,13 +30,11 @@ from functions.offline.safety_training.long_chats import (
 )
 from functions.offline.safety_training.public_sources import trained_request_sources
 from functions.offline.safety_training.train import (
-    HELD_OUT_PERCENT,
     SPLIT_SOURCES_FILE,
     featurise,
     fit_head,
     learnt_sources,
     source_repeats,
-    split,
     split_sources_of,
 )
 from functions.offline.safety_training.train_intent import (
@@ -41,7 +42,6 @@ from functions.offline.safety_training.train_intent import (
     IntentConfig,
     intent_run_settings,
     intent_training_examples,
-    neutral_messages,
 )
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from functions.chat.tool_arguments import find_problem, prompt_messages
-from functions.control.admission import estimate_prompt_tokens, prompt_token_bound
+from functions.chat.tool_arguments import find_problem
+from functions.control.admission import estimate_prompt_tokens, prompt_messages, prompt_token_bound
 from shared.wire.schemas import ChatCompletionRequest
 
 WEATHER = {

@@ -5,7 +5,7 @@
  * (or asking for a new one). Only when it cannot be resumed does the turn end as "disconnected".
  */
 import { apiFetch, ApiError } from "./api";
-import type { ChatEvent } from "./stream";
+import type { ChatEvent } from "./chatEvents";
 
 /** Waits before each reconnect attempt: about 8 s in all, well inside the gateway's grace period (15 s). */
 export const RESUME_DELAYS_MS = [250, 500, 1000, 2000, 4000];

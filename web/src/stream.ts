@@ -4,25 +4,11 @@
  */
 import { apiFetch, ApiError } from "./api";
 import { resumableEvents, resumeFrom, type StreamCursor } from "./resume";
+import type { ChatEvent } from "./chatEvents";
 import { SSEParser } from "./sse";
 import type { ChatRequestBody, ConversationExtension, ErrorBody, RetrievalReport, Usage } from "./types";
 
-export type ChatEvent =
-  | { type: "role"; role: string }
-  | { type: "delta"; content: string }
-  | { type: "finish"; reason: string }
-  | { type: "usage"; usage: Usage }
-  | { type: "conversation"; conversation: ConversationExtension }
-  /** What retrieval did for this answer, with its citations (the first chunk of a request that named files). */
-  | { type: "retrieval"; report: RetrievalReport }
-  /** An in-band `event: error` (or a chunk carrying `error`): the answer so far is kept. */
-  | { type: "error"; error: ApiError }
-  /** `data: [DONE]`: the stream ended properly. */
-  | { type: "done" }
-  /** The connection broke before [DONE]: resuming the same answer after the last event received (src/resume.ts). */
-  | { type: "reconnecting" }
-  /** The body ended (or broke) without [DONE] and the answer could not be resumed: the connection was lost. */
-  | { type: "disconnected" };
+export type { ChatEvent } from "./chatEvents";
 
 export interface ChatStreamMeta {
   conversationId: string | null;

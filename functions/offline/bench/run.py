@@ -20,7 +20,6 @@ from rich.table import Table
 from functions.offline.bench import prompts
 from functions.offline.bench.aiperf_check import find_aiperf
 from functions.offline.bench.engine.phase import engine_phase
-from functions.offline.bench.load import make_client, run_level, stream_chat, timed_get
 from functions.offline.bench.machine import machine_info
 from functions.offline.bench.phases.admission_phase import admission_phase
 from functions.offline.bench.phases.continuation_phase import ContinuationConfig, continuation_phase
@@ -33,13 +32,14 @@ from functions.offline.bench.phases.retrieval_phase import retrieval_phase
 from functions.offline.bench.phases.safety_phase import safety_phase
 from functions.offline.bench.phases.structured_phase import structured_phase
 from functions.offline.bench.prom import hit_rate, scrape_prefix_counters
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.records import BenchResult, GoodputStats, LevelStats, OverheadStats, PrefixStats
 from functions.offline.bench.results.report import fmt, mark, write_reports
 from functions.offline.bench.results.store_append import store_append_phase
 from functions.offline.bench.results.targets import evaluate
 from functions.offline.bench.stack import LocalStack, gateway_reachable, start_local_stack, wait_healthy
 from functions.offline.evals.tenants import ensure_eval_keys
+from functions.offline.measure import stats
+from functions.offline.measure.load import make_client, run_level, stream_chat, timed_get
 from shared.fleet.tiers import Tier
 
 console = Console(stderr=True)

@@ -284,8 +284,8 @@ def safety_band(
         render_bounds,
         score_items,
     )
-    from functions.offline.safety_training.labelled_data import training_set
-    from functions.offline.safety_training.train import split, split_sources_of
+    from functions.offline.safety_training.labelled_data import split, training_set
+    from functions.offline.safety_training.train import split_sources_of
     from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier
     from functions.safety.classifier.token_table import MODEL_DIR
     from functions.safety.prefilter import PreFilter

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,6 +12,8 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from functions.safety.categories import CLASSIFIER_LABELS, Category
+from functions.safety.classifier.conversation_text import ConversationText
+from functions.safety.rules import neutralise_idioms
 
 DATA_DIR = Path(__file__).parent / "data"
 # Harmful examples per category and benign look-alikes on the same topics; d, e and f are mostly hard cases (benign
@@ -32,6 +35,10 @@ GOLDEN_ADVERSARIAL = "golden_adversarial.jsonl"
 GOLDEN_BENIGN = "golden_benign.jsonl"
 
 Item = TypeVar("Item", bound=BaseModel)
+
+
+SEED = 11  # the training runs' seed
+HELD_OUT_PERCENT = 15  # of the labelled set in each of the validation and test splits
 
 
 class DataMessage(BaseModel):
@@ -123,3 +130,18 @@ def golden_adversarial(data_dir: Path = DATA_DIR) -> list[GoldenAdversarial]:
 
 def golden_benign(data_dir: Path = DATA_DIR) -> list[GoldenBenign]:
     return _read(data_dir / GOLDEN_BENIGN, GoldenBenign)
+
+
+def split(data: list[LabelledConversation]) -> tuple[list, list, list]:
+    """A 70/15/15 train/validation/test split fixed by each conversation's own text (a hash of it), so adding data
+    never moves an example that was already held out into training, or the reverse."""
+    parts: tuple[list, list, list] = ([], [], [])
+    for item in data:
+        bucket = int.from_bytes(hashlib.sha256(item.key().encode()).digest()[:8], "big") % 100
+        parts[2 if bucket < HELD_OUT_PERCENT else 1 if bucket < 2 * HELD_OUT_PERCENT else 0].append(item)
+    return parts
+
+
+def neutral_messages(messages: list[DataMessage]) -> ConversationText:
+    """What the gate judges of these messages (allow-listed idioms neutralised, as at run time)."""
+    return ConversationText.of_dicts([m.model_dump() for m in messages]).map(neutralise_idioms)

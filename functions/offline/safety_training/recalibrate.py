@@ -13,9 +13,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from functions.offline.safety_training.labelled_data import LabelledConversation, training_set
+from functions.offline.safety_training.labelled_data import SEED, LabelledConversation, split, training_set
 from functions.offline.safety_training.sentence_reads import calibrate_sentence_reads, train_ask_head
-from functions.offline.safety_training.train import SEED, split, split_sources_of
+from functions.offline.safety_training.train import split_sources_of
 from functions.offline.safety_training.train_intent import (
     INTENT_METRICS_FILE,
     IntentConfig,

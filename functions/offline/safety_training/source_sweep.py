@@ -23,15 +23,16 @@ import numpy as np
 
 from functions.offline.safety_training.intent_fine_tune import TrainingRun, pad_rows
 from functions.offline.safety_training.labelled_data import (
+    SEED,
     LabelledConversation,
     PublicExample,
     golden_adversarial,
     golden_benign,
+    split,
     training_set,
 )
 from functions.offline.safety_training.public_sources import trained_request_sources
 from functions.offline.safety_training.sensitive_benign_sources import SENSITIVE_BENIGN
-from functions.offline.safety_training.train import SEED, split
 from functions.offline.safety_training.train_intent import (
     IntentConfig,
     intent_run_settings,

@@ -23,7 +23,7 @@ from functions.offline.safety_training.block_metrics import BlockMetrics, block_
 from functions.offline.safety_training.buried_requests import buried_rows
 from functions.offline.safety_training.distill import distil_vectors, reduce, write_table
 from functions.offline.safety_training.feature_matrix import sparse_matrix
-from functions.offline.safety_training.labelled_data import LabelledConversation, training_set
+from functions.offline.safety_training.labelled_data import SEED, LabelledConversation, split, training_set
 from functions.offline.safety_training.long_chats import composed_long_chats
 from functions.offline.safety_training.public_sources import trained_request_sources
 from functions.offline.safety_training.sentence_reads import calibrate_sentence_reads, train_ask_head
@@ -41,8 +41,6 @@ from functions.safety.classifier.ngrams import WIDTH, document_frequency_idf
 from functions.safety.classifier.token_table import MODEL_DIR, TokenTable
 
 METRICS_FILE = "metrics.json"
-SEED = 11  # the training runs' seed
-HELD_OUT_PERCENT = 15  # of the labelled set in each of the validation and test splits
 TABLE_DIMS = 256
 HIDDEN = 128
 
@@ -60,16 +58,6 @@ class TrainingReport(BaseModel):
     buried_windows: int = 0  # windows of composed long chats the first stage learnt beside the training split
     validation: SplitMetrics
     test: SplitMetrics
-
-
-def split(data: list[LabelledConversation]) -> tuple[list, list, list]:
-    """A 70/15/15 train/validation/test split fixed by each conversation's own text (a hash of it), so adding data
-    never moves an example that was already held out into training, or the reverse."""
-    parts: tuple[list, list, list] = ([], [], [])
-    for item in data:
-        bucket = int.from_bytes(hashlib.sha256(item.key().encode()).digest()[:8], "big") % 100
-        parts[2 if bucket < HELD_OUT_PERCENT else 1 if bucket < 2 * HELD_OUT_PERCENT else 0].append(item)
-    return parts
 
 
 def featurise(table: TokenTable, items: list[LabelledConversation], idf: np.ndarray) -> tuple[Features, np.ndarray]:

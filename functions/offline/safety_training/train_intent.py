@@ -19,6 +19,7 @@ from rich.table import Table
 
 from functions.offline.safety_training.benign_sentences import benign_sentences
 from functions.offline.safety_training.block_metrics import BlockMetrics, block_metrics, metrics_table
+from functions.offline.safety_training.buried_requests import buried_windows
 from functions.offline.safety_training.distill import minilm_dir
 from functions.offline.safety_training.intent_ensemble import file_version
 from functions.offline.safety_training.intent_fine_tune import (
@@ -30,7 +31,11 @@ from functions.offline.safety_training.intent_fine_tune import (
     pad_rows,
     save_arrays,
 )
-from functions.offline.safety_training.labelled_data import DataMessage, LabelledConversation, PublicExample
+from functions.offline.safety_training.labelled_data import (
+    LabelledConversation,
+    PublicExample,
+    neutral_messages,
+)
 from functions.offline.safety_training.long_chats import composed_long_chats
 from functions.offline.safety_training.thresholds import (
     SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE,
@@ -44,7 +49,6 @@ from functions.safety.classifier.conversation_text import ConversationText
 from functions.safety.classifier.head import ClassifierHead
 from functions.safety.classifier.intent_model import INTENT, READS_OFF, IntentEncoder, IntentMeta, load_intent
 from functions.safety.classifier.token_table import TokenTable
-from functions.safety.rules import neutralise_idioms
 
 INTENT_METRICS_FILE = "intent_metrics.json"
 # Requests longer than one first-stage window that it scores below `escalate_at` are let through unseen by this
@@ -106,11 +110,6 @@ class IntentReport(BaseModel):
 def neutral_conversation(item: LabelledConversation) -> ConversationText:
     """What the gate judges of a labelled conversation (allow-listed idioms neutralised, as at run time)."""
     return neutral_messages(item.messages)
-
-
-def neutral_messages(messages: list[DataMessage]) -> ConversationText:
-    """What the gate judges of these messages (allow-listed idioms neutralised, as at run time)."""
-    return ConversationText.of_dicts([m.model_dump() for m in messages]).map(neutralise_idioms)
 
 
 def fine_tune(
@@ -213,9 +212,6 @@ def intent_training_examples(
     if config.benign_sentences:
         long = [len(fast.features(c).spans) > 1 for c in conversations]
         sentences = benign_sentences(conversations, labels, long, config.benign_sentences, seed)
-    # Imported here: buried_requests reads what the gate judges through this module's neutral_messages.
-    from functions.offline.safety_training.buried_requests import buried_windows
-
     buried, buried_labels = buried_windows(fast, composed_long_chats(splits[0], config.buried_chats, seed + 1))
     hand_written = [i for i, item in enumerate(splits[0]) if not isinstance(item, PublicExample)]
     repeated = hand_written * (HAND_WRITTEN_REPEATS - 1) + [

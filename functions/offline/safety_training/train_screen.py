@@ -282,6 +282,6 @@ def _lost(metrics: ScreenedMetrics) -> HarmfulLost:
 
 
 if __name__ == "__main__":
-    from functions.offline.safety_training.train import SEED, split
+    from functions.offline.safety_training.labelled_data import SEED, split
 
     train_screen(split(training_set()), MODEL_DIR, seed=SEED, console=Console())

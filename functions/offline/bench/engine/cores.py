@@ -9,9 +9,9 @@ import asyncio
 from typing import Any
 
 from functions.offline.bench.engine.rss import running_worker
-from functions.offline.bench.load import make_client, stream_chat
 from functions.offline.bench.prompts import generation_messages
-from functions.offline.bench.results import stats
+from functions.offline.measure import stats
+from functions.offline.measure.load import make_client, stream_chat
 from gpu_workers.llama_cpp.core_share import host_cores
 
 REQUEST_TIMEOUT_S = 300.0

@@ -44,7 +44,7 @@ from typing import Any
 from functions.offline.bench.engine import measure
 from functions.offline.bench.engine.quality import fp8_round_trip, load_gguf_model, number_cell
 from functions.offline.bench.prompts import long_system_prompt, prefix_messages
-from functions.offline.bench.results.stats import ratio
+from functions.offline.measure.stats import ratio
 
 RESULT_FILE = "cuda.json"
 REPORT_FILE = "cuda.md"

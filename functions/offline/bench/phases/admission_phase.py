@@ -15,13 +15,13 @@ import httpx
 from rich.progress import Progress
 
 from functions.offline.bench.phases.phase_gateway import BenchGateway, spawn_gateway, wait_ready
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.records import (
     AdmissionCostStats,
     AdmissionLimitStats,
     AdmissionReplicaStats,
     AdmissionStats,
 )
+from functions.offline.measure import stats
 from shared.fleet.tiers import LimitOverrides, Tier, policy_for
 
 WINDOW_S = 60

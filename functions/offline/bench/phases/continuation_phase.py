@@ -35,8 +35,8 @@ from functions.offline.bench.phases.admission_phase import _tier_for
 from functions.offline.bench.phases.phase_gateway import BenchGateway, free_port, spawn_gateway, wait_ready
 from functions.offline.bench.phases.priority_phase import admitted_prompts
 from functions.offline.bench.prom import sample_value
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.continuation_results import ContinuationRun, ContinuationStats, summarize
+from functions.offline.measure import stats
 from gpu_workers.server.parent_death import SUPERVISOR_PID_ENV
 from shared.fleet.tiers import LimitOverrides
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 from rich.progress import Progress
 
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.embeddings_results import EmbeddingLevel, EmbeddingStats
 from functions.offline.evals.tenants import ensure_eval_keys
+from functions.offline.measure import stats
 from shared.fleet.tiers import Tier
 
 MODEL = "text-embedding-minilm"

@@ -24,10 +24,10 @@ from rich.progress import Progress
 from functions.control.slo_observation import meets_slo
 from functions.metrics.gateway import EVAL_TIER
 from functions.offline.bench import aiperf_check, prompts
-from functions.offline.bench.load import make_client, run_level
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.records import AiperfGoodput, GoodputComparison, GoodputStats, TierGoodput
-from functions.offline.bench.results.stats import RequestResult
+from functions.offline.measure import stats
+from functions.offline.measure.load import make_client, run_level
+from functions.offline.measure.stats import RequestResult
 from shared.fleet.tiers import TIER_TABLE, Tier, TierSlo
 from shared.metric_names import GATEWAY_GOODPUT, counter_sample
 

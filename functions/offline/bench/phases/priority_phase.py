@@ -19,11 +19,11 @@ import httpx
 from rich.progress import Progress
 
 from functions.offline.bench import prompts
-from functions.offline.bench.load import make_client, stream_chat
 from functions.offline.bench.phases.phase_gateway import BenchGateway, spawn_gateway, wait_ready
 from functions.offline.bench.prom import sample_value
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.priority_results import PriorityStats, TierLatency
+from functions.offline.measure import stats
+from functions.offline.measure.load import make_client, stream_chat
 from shared.fleet.tiers import LimitOverrides, Tier, policy_for
 
 UNLIMITED = 1_000_000_000

@@ -17,8 +17,8 @@ from rich.progress import Progress
 
 from functions.chat.result_cache.cache import CACHE_HEADER
 from functions.offline.bench import prompts
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.result_cache_results import CacheSide, ResultCacheStats
+from functions.offline.measure import stats
 
 
 def _question(nonce: str, mode: str, index: int) -> list[dict[str, str]]:

@@ -25,9 +25,9 @@ import numpy as np
 from rich.progress import Progress
 
 from functions.offline.bench.phases.embeddings_phase import bench_key
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.retrieval_results import IngestionStats, LatencyStats, RetrievalStats
 from functions.offline.evals.rag.items import Document, load_documents, load_questions, sample
+from functions.offline.measure import stats
 from functions.retrieval.hybrid import HybridSearch
 from functions.retrieval.settings import RetrievalSettings
 

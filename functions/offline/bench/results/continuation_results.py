@@ -7,7 +7,7 @@ from collections import Counter
 
 from pydantic import BaseModel, Field
 
-from functions.offline.bench.results import stats
+from functions.offline.measure import stats
 
 GAP_OVER_PLAIN_MAX = 2.0  # the continuing leg is one ordinary TTFT (a longer, uncached prompt) plus the detection
 

@@ -11,24 +11,7 @@ from functions.offline.bench.results.embeddings_results import EmbeddingStats
 from functions.offline.bench.results.priority_results import PriorityStats
 from functions.offline.bench.results.result_cache_results import ResultCacheStats
 from functions.offline.bench.results.retrieval_results import RetrievalStats
-
-
-class LevelStats(BaseModel):
-    """One batch of streaming requests at a fixed concurrency, aggregated."""
-
-    label: str
-    concurrency: int
-    requests: int
-    errors: int
-    error_samples: list[str] = Field(default_factory=list)
-    wall_s: float
-    output_tokens: int
-    output_tok_s: float
-    ttft_p50_ms: float | None
-    ttft_p95_ms: float | None
-    itl_p50_ms: float | None
-    itl_p95_ms: float | None
-    per_stream_tok_s_p50: float | None
+from functions.offline.measure.stats import LevelStats
 
 
 class PrefixStats(BaseModel):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from functions.offline.bench.results import stats
 from functions.offline.bench.results.records import StoreAppendStats
+from functions.offline.measure import stats
 from shared.storage.conversations import ConversationStore, StoredMessage, new_conversation_id
 from shared.storage.timestamps import utc_now
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from functions.offline.bench.load import stream_chat
-from functions.offline.bench.results.stats import RequestResult
 from functions.offline.evals.suite import CaseResult, Direction, Metric, Progress, SuiteResult
 from functions.offline.evals.target import EvalTarget
+from functions.offline.measure.load import stream_chat
+from functions.offline.measure.stats import RequestResult
 from shared.fleet.tiers import TIER_TABLE, Tier
 
 ASKS = (

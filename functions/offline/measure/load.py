@@ -12,7 +12,7 @@ import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
-from functions.offline.bench.results.stats import RequestResult
+from functions.offline.measure.stats import RequestResult
 
 MAX_ERROR_CHARS = 300
 

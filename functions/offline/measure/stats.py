@@ -6,9 +6,27 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from functions.offline.bench.results.records import LevelStats
+from pydantic import BaseModel, Field
 
 MAX_ERROR_SAMPLES = 5
+
+
+class LevelStats(BaseModel):
+    """One batch of streaming requests at a fixed concurrency, aggregated."""
+
+    label: str
+    concurrency: int
+    requests: int
+    errors: int
+    error_samples: list[str] = Field(default_factory=list)
+    wall_s: float
+    output_tokens: int
+    output_tok_s: float
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    itl_p50_ms: float | None
+    itl_p95_ms: float | None
+    per_stream_tok_s_p50: float | None
 
 
 @dataclass
