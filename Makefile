@@ -34,6 +34,7 @@ up: $(STAMP) $(WEB_STAMP)
 
 test: $(STAMP) $(WEB_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	cd web && npm test
 	$(BIN)/pytest -q
 
@@ -62,6 +63,7 @@ scan-infra: $(CHECKOV_STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/ruff format --check .
 
 # The lock: uv resolves pyproject.toml's ranges (every extra) and requirements/local.in for the platform below, with
@@ -95,6 +97,7 @@ test-latest: $(STAMP) $(WEB_STAMP)
 	$(LATEST)/bin/pip install -q --require-hashes --no-deps -r $(LATEST)/lock.txt
 	$(LATEST)/bin/pip install -q --no-deps --no-build-isolation -e .
 	$(LATEST)/bin/ruff check .
+	$(LATEST)/bin/lint-imports --no-cache
 	$(LATEST)/bin/pytest -q
 
 clean:
