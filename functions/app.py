@@ -33,6 +33,8 @@ from functions.api.routers import (
 from functions.api.routers import conversations as conversation_routes
 from functions.api.web_ui import SecurityHeadersMiddleware, mount_web_ui
 from functions.chat.conversation_turns import ConversationTurns
+from functions.chat.delivery import Delivery
+from functions.chat.pipeline import ChatPipeline, ChatServices
 from functions.chat.result_cache.cache import ResultCacheMetrics, result_cache_for
 from functions.chat.server_tools.metrics import ServerToolMetrics
 from functions.chat.server_tools.service import server_tools_for
@@ -93,6 +95,36 @@ def session_signer(settings: Settings) -> SessionSigner:
     if settings.session_secret is not None:
         return SessionSigner(settings.session_secret.get_secret_value().encode())
     return SessionSigner(load_or_create_secret(settings.data_dir / "session_secret"))
+
+
+def chat_pipeline_for(state: Any) -> ChatPipeline:
+    """The chat pipeline over the services the lifespan just installed (functions/chat/pipeline.py)."""
+    delivery = Delivery(
+        chat=state.chat,
+        turns=state.turns,
+        safety=state.safety,
+        structured=state.structured_outputs,
+        tool_arguments=state.tool_arguments,
+        result_cache=state.result_cache,
+        canaries=state.canaries,
+        resumable=state.resumable,
+    )
+    return ChatPipeline(
+        ChatServices(
+            chat=state.chat,
+            turns=state.turns,
+            accounting=state.accounting,
+            safety=state.safety,
+            server_tools=state.server_tools,
+            structured=state.structured_outputs,
+            retrieval=state.retrieval,
+            canaries=state.canaries,
+            pool_control=state.pool_control,
+            result_cache=state.result_cache,
+            delivery=delivery,
+            shadow_judge=state.shadow_judge,
+        )
+    )
 
 
 def create_app(
@@ -177,6 +209,7 @@ def create_app(
             # Files and vector stores (docs/files.md): ingestion left in progress by a previous process resumes.
             await install_files(app.state, settings, app.state.store, app.state.embeddings, owned)
             app.state.retrieval = retrieval_for(app.state)  # chat's retrieval over the stores just installed
+            app.state.chat_pipeline = chat_pipeline_for(app.state)
             yield
 
     app = FastAPI(title="fleetchat", version="0.1.0", lifespan=lifespan)

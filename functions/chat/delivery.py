@@ -1,26 +1,27 @@
 """How an answered chat request reaches its client: a worker's stream relayed through the post-filter as a resumable
-SSE stream, or a whole completion filtered and returned as JSON; either way settled in the ledger, stored with the
-conversation's turn, offered to the result cache and to the shadow judge."""
+SSE stream, a whole completion filtered and returned as JSON, or a result-cache hit; either way settled in the ledger,
+stored with the conversation's turn, offered to the result cache and to the shadow judge."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from anyio import to_thread
-from fastapi import Request
-from fastapi.responses import JSONResponse, StreamingResponse
 
 from functions.accounts.auth import Caller
 from functions.chat.conversation_turns import STORED_HEADER, ConversationTurns, Turn
 from functions.chat.result_cache.cache import Lookup, ResultCache, storing
+from functions.chat.result_cache.replay import billed_usage, completion_body, replay_events, replay_stream
 from functions.chat.server_tools.replay import ReplayedStream
 from functions.chat.service import ChatService
 from functions.chat.streams.capture import StreamCapture, answer_text
 from functions.chat.streams.continuation import ContinuingStream
 from functions.chat.streams.relay import StreamRelay, answered_by, count_turn
-from functions.chat.streams.resumable import RESUMABLE_HEADER
+from functions.chat.streams.resumable import ResumableStreams
 from functions.chat.structured_output import OutputContract, StructuredOutputs
 from functions.chat.tool_arguments import ToolArguments, expects_calls
 from functions.control.canary import Canaries, VersionChoice
@@ -30,17 +31,36 @@ from functions.judging.shadow import ShadowJudge
 from functions.retrieval.service import Retrieved
 from functions.safety.pipeline import SafetyPipeline
 from shared.storage.ledger import Outcome
+from shared.storage.result_cache import CachedAnswer
 from shared.wire.schemas import ChatCompletionRequest
 
 Answer = ContinuingStream | ReplayedStream | dict[str, Any]
 Repair = Callable[[ChatCompletionRequest], Awaitable[dict[str, Any]]]
 
 
+@dataclass(frozen=True)
+class JsonAnswer:
+    """A whole chat completion (or a cached one), with the response headers."""
+
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class StreamAnswer:
+    """A chat answer as server-sent events (already framed), with the response headers."""
+
+    events: AsyncIterator[bytes]
+    headers: dict[str, str]
+
+
+ChatResult = JsonAnswer | StreamAnswer
+
+
 @dataclass
 class AnsweredRequest:
     """A chat request the gateway has admitted, screened and sent, with the answer it got back."""
 
-    request: Request
     caller: Caller
     body: ChatCompletionRequest
     account: RequestAccount
@@ -55,18 +75,46 @@ class AnsweredRequest:
     tool_contract: ChatCompletionRequest  # what the client's tool_choice asks of the answer
     repair: Repair  # functions/chat/tool_arguments.py's one repair attempt, on the pool that answered
     shadow: ShadowJudge | None
+    resumable: bool  # the client asked for a resumable stream (functions/chat/streams/resumable.py)
 
 
-def stream_response(answered: AnsweredRequest) -> StreamingResponse:
+@dataclass(frozen=True)
+class Delivery:
+    """What delivering an answer uses: the post-filter, the conversation's turns, the answer checks, the result
+    cache, the canaries' verdicts and the resumable-stream buffer."""
+
+    chat: ChatService
+    turns: ConversationTurns
+    safety: SafetyPipeline
+    structured: StructuredOutputs
+    tool_arguments: ToolArguments
+    result_cache: ResultCache
+    canaries: Canaries
+    resumable: ResumableStreams
+
+    def stream(self, answered: AnsweredRequest) -> StreamAnswer:
+        return stream_answer(self, answered)
+
+    async def json(self, answered: AnsweredRequest) -> JsonAnswer:
+        return await json_answer(self, answered)
+
+    async def hit(
+        self,
+        answer: CachedAnswer,
+        body: ChatCompletionRequest,
+        account: RequestAccount,
+        turn: Turn | None,
+        headers: dict[str, str],
+        *,
+        resumable: bool,
+    ) -> ChatResult:
+        return await hit_answer(self, answer, body, account, turn, headers, resumable=resumable)
+
+
+def stream_answer(delivery: Delivery, answered: AnsweredRequest) -> StreamAnswer:
     """The worker's stream (or a server-tool answer replayed as one) relayed to the client as server-sent events."""
-    state = answered.request.app.state
-    service: ChatService = state.chat
-    turns: ConversationTurns = state.turns
-    safety: SafetyPipeline = state.safety
-    structured: StructuredOutputs = state.structured_outputs
-    tool_args: ToolArguments = state.tool_arguments
-    results: ResultCache = state.result_cache
-    canaries: Canaries = state.canaries
+    service, turns, safety, structured = delivery.chat, delivery.turns, delivery.safety, delivery.structured
+    tool_args, results, canaries = delivery.tool_arguments, delivery.result_cache, delivery.canaries
     body, account, answer, version = answered.body, answered.account, answered.answer, answered.version
     assert not isinstance(answer, dict)
     capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
@@ -94,30 +142,22 @@ def stream_response(answered: AnsweredRequest) -> StreamingResponse:
             )
 
         relayed = storing(relayed, remember)
-    stream = state.resumable.start(
+    stream = delivery.resumable.start(
         answered.caller.tenant.id,
         answered.slot.hold(relayed),
         lambda: capture.completion_id,
         answered.headers,
         on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
-        resumable=answered.request.headers.get(RESUMABLE_HEADER, "").lower() == "true",
+        resumable=answered.resumable,
     )
-    return StreamingResponse(
-        stream.attach(),
-        media_type="text/event-stream",
-        headers={"cache-control": "no-cache", **answered.headers},
-    )
+    return StreamAnswer(stream.attach(), answered.headers)
 
 
-async def json_response(answered: AnsweredRequest) -> JSONResponse:
+async def json_answer(delivery: Delivery, answered: AnsweredRequest) -> JsonAnswer:
     """The whole completion, its tool calls checked and its text judged as the stream filter would, billed for what
     is kept, remembered, stored with the turn and returned as JSON."""
-    state = answered.request.app.state
-    service: ChatService = state.chat
-    turns: ConversationTurns = state.turns
-    safety: SafetyPipeline = state.safety
-    tool_args: ToolArguments = state.tool_arguments
-    results: ResultCache = state.result_cache
+    service, turns, safety = delivery.chat, delivery.turns, delivery.safety
+    tool_args, results = delivery.tool_arguments, delivery.result_cache
     account, turn, headers = answered.account, answered.turn, answered.headers
     assert isinstance(answered.answer, dict)
     answered.slot.release()
@@ -143,7 +183,47 @@ async def json_response(answered: AnsweredRequest) -> JSONResponse:
         headers[STORED_HEADER] = str(stored).lower()
     if completed and answered.shadow is not None:
         answered.shadow.offer(answered.caller.tenant, account.model, answered.body.messages, text)
-    return JSONResponse(answered.retrieved.annotate(completion), headers=headers)
+    return JsonAnswer(answered.retrieved.annotate(completion), headers)
+
+
+async def hit_answer(
+    delivery: Delivery,
+    answer: CachedAnswer,
+    body: ChatCompletionRequest,
+    account: RequestAccount,
+    turn: Turn | None,
+    headers: dict[str, str],
+    *,
+    resumable: bool,
+) -> ChatResult:
+    """A result-cache hit: close the books (completed, billed as cached), save the turn, then answer streamed or not.
+    A stream goes through the resumable-stream buffer like any other (event ids, `Last-Event-ID`)."""
+    turns, safety = delivery.turns, delivery.safety
+    account.model_version = answer.model_version
+    account.served_from_cache = True  # no GPU spent: kept out of the spend metric
+    await account.close(billed_usage(answer), Outcome.COMPLETED)
+    conversation = None
+    if turn is not None:
+        stored, version = await turns.finish(turn, answer.content, answer.finish_reason, answered_by(account, safety))
+        count_turn(delivery.chat.metrics, turn, stored)
+        conversation = turn.summary(stored, version)
+        headers[STORED_HEADER] = str(stored).lower()
+    completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+    if not body.stream:
+        completion = completion_body(answer, completion_id, created)
+        if conversation is not None:
+            completion["conversation"] = conversation
+        return JsonAnswer(completion, headers)
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    events = replay_events(answer, completion_id, created, include_usage=include_usage, conversation=conversation)
+    stream = delivery.resumable.start(
+        account.caller.tenant.id,
+        replay_stream(events),
+        lambda: completion_id,
+        headers,
+        resumable=resumable,
+    )
+    return StreamAnswer(stream.attach(), headers)
 
 
 async def filter_answer(

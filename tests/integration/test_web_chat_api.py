@@ -14,9 +14,9 @@ import httpx
 import openai
 import pytest
 
-from functions.api.routers.chat import FALLBACK_HEADER
 from functions.api.web_ui import CONTENT_SECURITY_POLICY
 from functions.app import create_app
+from functions.chat.pipeline import FALLBACK_HEADER
 from shared.settings import Settings
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.processes import free_port

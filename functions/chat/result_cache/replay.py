@@ -1,26 +1,14 @@
-"""Serve a result-cache hit: bill it as cached tokens, save the conversation turn when the request belongs to one,
-and answer as the client asked: a completion body, or the cached answer replayed as OpenAI chunks (a fresh id, usage
-when asked, one [DONE])."""
+"""A result-cache hit as its client gets it: billed as cached tokens, a completion body, or the cached answer replayed
+as OpenAI chunks (a fresh id, usage when asked, one [DONE]); functions/chat/delivery.py serves it."""
 
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-
-from functions.chat.conversation_turns import STORED_HEADER, ConversationTurns, Turn
-from functions.chat.streams.relay import answered_by, count_turn
-from functions.chat.streams.resumable import RESUMABLE_HEADER, ResumableStreams
-from functions.control.request_accounting import RequestAccount, TokenUsage
-from functions.safety.pipeline import SafetyPipeline
-from shared.storage.ledger import Outcome
+from functions.control.request_accounting import TokenUsage
 from shared.storage.result_cache import CachedAnswer
-from shared.wire.schemas import ChatCompletionRequest
 from shared.wire.sse import DONE
 
 REPLAY_CHUNK_CHARS = 64  # content per replayed chunk: a stream that looks like one, without one event per token
@@ -85,49 +73,6 @@ def replay_events(
     return events
 
 
-async def _replay(events: list[bytes]) -> AsyncIterator[bytes]:
+async def replay_stream(events: list[bytes]) -> AsyncIterator[bytes]:
     for event in events:
         yield event
-
-
-async def serve_hit(
-    answer: CachedAnswer,
-    body: ChatCompletionRequest,
-    account: RequestAccount,
-    turn: Turn | None,
-    request: Request,
-    headers: dict[str, str],
-) -> Response:
-    """Close the books (completed, billed as cached), save the turn, then answer streamed or not. A stream goes
-    through the resumable-stream buffer like any other (event ids, `Last-Event-ID`)."""
-    state = request.app.state
-    turns: ConversationTurns = state.turns
-    safety: SafetyPipeline = state.safety
-    account.model_version = answer.model_version
-    account.served_from_cache = True  # no GPU spent: kept out of the spend metric
-    await account.close(billed_usage(answer), Outcome.COMPLETED)
-    conversation = None
-    if turn is not None:
-        stored, version = await turns.finish(turn, answer.content, answer.finish_reason, answered_by(account, safety))
-        count_turn(state.metrics, turn, stored)
-        conversation = turn.summary(stored, version)
-        headers[STORED_HEADER] = str(stored).lower()
-    completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    if not body.stream:
-        completion = completion_body(answer, completion_id, created)
-        if conversation is not None:
-            completion["conversation"] = conversation
-        return JSONResponse(completion, headers=headers)
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    events = replay_events(answer, completion_id, created, include_usage=include_usage, conversation=conversation)
-    resumable: ResumableStreams = state.resumable
-    stream = resumable.start(
-        account.caller.tenant.id,
-        _replay(events),
-        lambda: completion_id,
-        headers,
-        resumable=request.headers.get(RESUMABLE_HEADER, "").lower() == "true",
-    )
-    return StreamingResponse(
-        stream.attach(), media_type="text/event-stream", headers={"cache-control": "no-cache", **headers}
-    )
