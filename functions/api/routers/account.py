@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from functions.account_data import AccountData
 from functions.accounts.auth import CurrentTenant
+from functions.api.deps import AccountDataDep
 from shared.service_api.conversation_api import AccountDataDeleted
 
 router = APIRouter(prefix="/v1/account", tags=["account"])
 
 
-def account_data(request: Request) -> AccountData:
-    return request.app.state.account_data
-
-
-Account = Annotated[AccountData, Depends(account_data)]
-
-
 @router.delete("/data")
-async def erase_account_data(tenant: CurrentTenant, account: Account) -> AccountDataDeleted:
+async def erase_account_data(tenant: CurrentTenant, account: AccountDataDep) -> AccountDataDeleted:
     return await run_in_threadpool(account.erase, tenant.id)
 
 
 @router.get("/export")
-async def export_account_data(tenant: CurrentTenant, account: Account) -> StreamingResponse:
+async def export_account_data(tenant: CurrentTenant, account: AccountDataDep) -> StreamingResponse:
     filename = f"fleetchat-export-{tenant.id}.json"
     return StreamingResponse(
         account.export(tenant.id),

@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from anyio import to_thread
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 
 from functions.accounts.auth import current_admin
 from functions.accounts.operations import mint_api_key
+from functions.api.deps import PoolControlDep, SafetyAuditDep, TenantStoreDep
 from functions.api.openapi_description import error_responses
 from functions.api.routers.usage import MAX_RANGE, TIME_HELP, parse_time
 from functions.control.brownout import BrownoutController
@@ -34,8 +35,7 @@ from shared.service_api.account_api import (
     UserObject,
     check_safety_tier,
 )
-from shared.storage.accounts import Tenant, TenantChanges, TenantStore
-from shared.storage.safety_audit import SafetyAuditStore
+from shared.storage.accounts import Tenant, TenantChanges
 from shared.storage.timestamps import to_iso, utc_now
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(current_admin)])
@@ -44,18 +44,8 @@ TenantId = Annotated[str, Path(pattern=r"^ten_[0-9a-f]{32}$")]
 KeyId = Annotated[str, Path(pattern=r"^key_[0-9a-f]{32}$")]
 
 
-def _store(request: Request) -> TenantStore:
-    return request.app.state.store
-
-
-Store = Annotated[TenantStore, Depends(_store)]
-
-
-def _safety_audit(request: Request) -> SafetyAuditStore:
-    return request.app.state.safety_audit
-
-
-SafetyAudit = Annotated[SafetyAuditStore, Depends(_safety_audit)]
+Store = TenantStoreDep
+SafetyAudit = SafetyAuditDep
 SAFETY_EVENTS_DEFAULT_SPAN = timedelta(days=30)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # no event is older (and earlier bounds would not sort as stored times)
 
@@ -173,14 +163,14 @@ def _brownout_state(control: BrownoutController) -> BrownoutState:
 
 
 @router.get("/brownout")
-async def get_brownout(request: Request) -> BrownoutState:
-    return _brownout_state(request.app.state.pool_control.brownout)
+async def get_brownout(control: PoolControlDep) -> BrownoutState:
+    return _brownout_state(control.brownout)
 
 
 @router.put("/brownout")
-async def set_brownout(change: Brownout, request: Request) -> BrownoutState:
+async def set_brownout(change: Brownout, pools: PoolControlDep) -> BrownoutState:
     """Override this replica's brownout (on or off in every pool), or give it back to the load control loop (auto).
     While a pool is in brownout each tier's completion budget there is capped (docs/reliability-control.md)."""
-    control: BrownoutController = request.app.state.pool_control.brownout
+    control = pools.brownout
     control.set_mode(change.chosen_mode())
     return _brownout_state(control)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel
 
 from functions.accounts.auth import current_admin
+from functions.api.deps import CanariesDep
 from functions.api.openapi_description import error_responses
-from functions.control.canary import Canaries, CanaryStatus
+from functions.control.canary import CanaryStatus
 
 router = APIRouter(prefix="/admin/v1", tags=["admin"], dependencies=[Depends(current_admin)])
 
@@ -21,16 +22,12 @@ class CanaryList(BaseModel):
     data: list[CanaryStatus]
 
 
-def _canaries(request: Request) -> Canaries:
-    return request.app.state.canaries
-
-
 @router.get("/canaries")
-async def list_canaries(request: Request) -> CanaryList:
-    return CanaryList(data=_canaries(request).statuses())
+async def list_canaries(canaries: CanariesDep) -> CanaryList:
+    return CanaryList(data=canaries.statuses())
 
 
 @router.post("/canaries/{pool}/reset", responses=error_responses(404))
-async def reset_canary(pool: PoolName, request: Request) -> CanaryStatus:
+async def reset_canary(pool: PoolName, canaries: CanariesDep) -> CanaryStatus:
     """Put a rolled-back canary back into service (its error windows start afresh). 404: the pool has no canary."""
-    return _canaries(request).reset(pool)
+    return canaries.reset(pool)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from functions.accounts.auth import CurrentTenant
 from functions.accounts.conversation_export import to_markdown
+from functions.api.deps import ConversationStoreDep
 from functions.api.openapi_description import error_responses
 from shared.service_api.conversation_api import (
     ConversationDeleted,
@@ -29,11 +30,7 @@ from shared.storage.conversations import (
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
 
 
-def conversation_store(request: Request) -> ConversationStore:
-    return request.app.state.conversations
-
-
-Store = Annotated[ConversationStore, Depends(conversation_store)]
+Store = ConversationStoreDep
 
 
 def valid_id(

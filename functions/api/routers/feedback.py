@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from starlette.concurrency import run_in_threadpool
 
 from functions.accounts.auth import CurrentCaller, CurrentTenant
+from functions.api.deps import FeedbackServiceDep
 from functions.api.openapi_description import error_responses
 from functions.api.routers.conversations import ConversationId
-from functions.feedback.service import FeedbackService
 from shared.errors import InvalidRequestError
 from shared.service_api.feedback_api import FeedbackCreate, FeedbackDeleted, FeedbackList, FeedbackObject
 from shared.storage.feedback import MAX_MESSAGE_INDEX
@@ -18,11 +18,7 @@ from shared.storage.feedback import MAX_MESSAGE_INDEX
 router = APIRouter(prefix="/v1/conversations", tags=["feedback"], responses=error_responses(404))
 
 
-def feedback_service(request: Request) -> FeedbackService:
-    return request.app.state.feedback_service
-
-
-Service = Annotated[FeedbackService, Depends(feedback_service)]
+Service = FeedbackServiceDep
 
 
 def valid_index(message_index: str) -> int:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, File, Form, Path, Query, Request, UploadFile
+from fastapi import APIRouter, File, Form, Path, Query, UploadFile
 from fastapi.responses import StreamingResponse
 
 from functions.accounts.auth import CurrentCaller
+from functions.api.deps import FilesServiceDep
 from functions.api.openapi_description import error_responses
-from functions.files.files_service import FilesService, file_object
+from functions.files.files_service import file_object
 from shared.wire.files_api import FILE_ID_PATTERN, FileDeleted, FileList, FileObject
 
 router = APIRouter(prefix="/v1/files", tags=["files"])
@@ -27,35 +28,31 @@ _MEDIA_TYPES = {
 _CONTENT_TYPES = ("application/octet-stream", *(media.split(";")[0] for media in _MEDIA_TYPES.values()))
 
 
-def _service(request: Request) -> FilesService:
-    return request.app.state.files_service
-
-
 @router.post("", response_model=FileObject, responses=error_responses(413, 429))
 async def create_file(
     caller: CurrentCaller,
-    request: Request,
+    files: FilesServiceDep,
     file: Annotated[UploadFile, File(description="The file: PDF, DOCX, HTML, Markdown or plain text.")],
     purpose: Annotated[str, Form(max_length=64)],
 ) -> FileObject:
-    return await _service(request).upload(caller, file, purpose)
+    return await files.upload(caller, file, purpose)
 
 
 @router.get("", response_model=FileList)
 async def list_files(
     caller: CurrentCaller,
-    request: Request,
+    files: FilesServiceDep,
     purpose: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 10_000,
     order: Literal["asc", "desc"] = "desc",
     after: Annotated[str | None, Query(max_length=64)] = None,
 ) -> FileList:
-    return await _service(request).list(caller, purpose, after, limit, order)
+    return await files.list(caller, purpose, after, limit, order)
 
 
 @router.get("/{file_id}", response_model=FileObject, responses=error_responses(404))
-async def retrieve_file(file_id: FileId, caller: CurrentCaller, request: Request) -> FileObject:
-    return file_object(await _service(request).get(caller, file_id))
+async def retrieve_file(file_id: FileId, caller: CurrentCaller, files: FilesServiceDep) -> FileObject:
+    return file_object(await files.get(caller, file_id))
 
 
 @router.get(
@@ -63,11 +60,11 @@ async def retrieve_file(file_id: FileId, caller: CurrentCaller, request: Request
     response_class=StreamingResponse,
     responses={**error_responses(404), 200: {"content": {media: {} for media in _CONTENT_TYPES}}},
 )
-async def retrieve_file_content(file_id: FileId, caller: CurrentCaller, request: Request) -> StreamingResponse:
-    record, chunks = await _service(request).content(caller, file_id)
+async def retrieve_file_content(file_id: FileId, caller: CurrentCaller, files: FilesServiceDep) -> StreamingResponse:
+    record, chunks = await files.content(caller, file_id)
     return StreamingResponse(chunks, media_type=_MEDIA_TYPES.get(record.kind, "application/octet-stream"))
 
 
 @router.delete("/{file_id}", response_model=FileDeleted, responses=error_responses(404))
-async def delete_file(file_id: FileId, caller: CurrentCaller, request: Request) -> FileDeleted:
-    return await _service(request).delete(caller, file_id)
+async def delete_file(file_id: FileId, caller: CurrentCaller, files: FilesServiceDep) -> FileDeleted:
+    return await files.delete(caller, file_id)

@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
+
+from functions.api.deps import HttpClientDep, MetricsDep, WorkerUrlsDep
 
 router = APIRouter(tags=["health"])
 
@@ -49,10 +51,8 @@ async def health() -> Liveness:
     response_model=GatewayHealth,
     responses={503: {"model": GatewayHealth, "description": "A pool has no healthy replica (status `degraded`)."}},
 )
-async def healthz(request: Request) -> JSONResponse:
+async def healthz(urls: WorkerUrlsDep, client: HttpClientDep) -> JSONResponse:
     """200 when every pool has at least one healthy replica, 503 otherwise (worker URLs are not disclosed)."""
-    urls: dict[str, list[str]] = request.app.state.worker_urls
-    client: httpx.AsyncClient = request.app.state.http
     flat = [(pool, i, url) for pool, replicas in urls.items() for i, url in enumerate(replicas)]
     results = await asyncio.gather(*(_probe(client, url) for _, _, url in flat))
     replicas = [ReplicaHealth(pool=p, replica=i, healthy=ok) for (p, i, _), ok in zip(flat, results, strict=True)]
@@ -66,5 +66,5 @@ async def healthz(request: Request) -> JSONResponse:
     response_class=Response,
     responses={200: {"description": "Prometheus text exposition.", "content": {"text/plain": {}}}},
 )
-async def metrics(request: Request) -> Response:
-    return Response(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+async def metrics(gateway_metrics: MetricsDep) -> Response:
+    return Response(gateway_metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
 from functions.accounts.auth import CurrentTenant
+from functions.api.deps import ChatServiceDep, SettingsDep
 from functions.control.routing import pools_for_tier
 from shared.fleet.pools import get_pool, model_version
 from shared.wire.schemas import ModelCard, ModelList
@@ -18,7 +19,7 @@ def _card(name: str, deployed: bool) -> ModelCard:
 
 
 @router.get("/models")
-async def list_models(tenant: CurrentTenant, request: Request) -> ModelList:
-    served = request.app.state.chat.router.pools
-    deployed = request.app.state.settings.environment == "deployed"
+async def list_models(tenant: CurrentTenant, chat: ChatServiceDep, settings: SettingsDep) -> ModelList:
+    served = chat.router.pools
+    deployed = settings.environment == "deployed"
     return ModelList(data=[_card(pool, deployed) for pool in pools_for_tier(tenant.tier, served)])

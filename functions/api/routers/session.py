@@ -6,7 +6,8 @@ from anyio import to_thread
 from fastapi import APIRouter, Request, Response
 
 from functions.accounts.auth import CurrentCaller, authenticate
-from functions.accounts.sessions import CSRF_HEADER, CSRF_VALUE, SESSION_COOKIE, SESSION_TTL_S, SessionSigner
+from functions.accounts.sessions import CSRF_HEADER, CSRF_VALUE, SESSION_COOKIE, SESSION_TTL_S
+from functions.api.deps import SessionSignerDep, TenantStoreDep
 from functions.api.openapi_description import error_responses
 from shared.errors import PermissionDeniedError
 from shared.fleet.tiers import limits_for
@@ -23,13 +24,14 @@ def _secure(request: Request) -> bool:
 
 
 @router.post("", responses=error_responses(401, 403))
-async def sign_in(login: SessionLogin, request: Request, response: Response) -> SessionObject:
+async def sign_in(
+    login: SessionLogin, request: Request, response: Response, store: TenantStoreDep, signer: SessionSignerDep
+) -> SessionObject:
     if request.headers.get(CSRF_HEADER) != CSRF_VALUE:
         raise PermissionDeniedError(
             f"Sign-in must send the {CSRF_HEADER}: {CSRF_VALUE} header.", code="csrf_check_failed"
         )
-    record, tenant = await to_thread.run_sync(authenticate, request.app.state.store, login.api_key)
-    signer: SessionSigner = request.app.state.sessions
+    record, tenant = await to_thread.run_sync(authenticate, store, login.api_key)
     token, expires = signer.issue(record.key_hash)
     response.set_cookie(
         SESSION_COOKIE,

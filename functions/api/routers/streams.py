@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Path, Request
+from fastapi import APIRouter, Header, Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from functions.accounts.auth import CurrentCaller
+from functions.api.deps import ResumableStreamsDep
 from functions.api.openapi_description import error_responses
-from functions.chat.streams.resumable import ResumableStreams, parse_last_event_id
+from functions.chat.streams.resumable import parse_last_event_id
 
 router = APIRouter(prefix="/v1", tags=["chat"])
 
@@ -26,10 +27,6 @@ class StreamCancel(BaseModel):
     status: Literal["cancelled", "ended"]
 
 
-def _streams(request: Request) -> ResumableStreams:
-    return request.app.state.resumable
-
-
 @router.get(
     "/chat/completions/{completion_id}/stream",
     response_model=None,
@@ -41,20 +38,22 @@ def _streams(request: Request) -> ResumableStreams:
 async def resume_stream(
     completion_id: CompletionId,
     caller: CurrentCaller,
-    request: Request,
+    streams: ResumableStreamsDep,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
 ) -> StreamingResponse:
     """The events after `Last-Event-ID` (all of them without it), then the live stream until `[DONE]`. 404 when the
     response is unknown, expired or another tenant's; 410 when the events after `Last-Event-ID` were dropped."""
     after = parse_last_event_id(last_event_id)
-    stream = _streams(request).resume(caller.tenant.id, completion_id, after)
+    stream = streams.resume(caller.tenant.id, completion_id, after)
     return StreamingResponse(
         stream.attach(after), media_type="text/event-stream", headers={"cache-control": "no-cache", **stream.headers}
     )
 
 
 @router.post("/chat/completions/{completion_id}/cancel", responses=error_responses(404))
-async def cancel_stream(completion_id: CompletionId, caller: CurrentCaller, request: Request) -> StreamCancel:
+async def cancel_stream(
+    completion_id: CompletionId, caller: CurrentCaller, streams: ResumableStreamsDep
+) -> StreamCancel:
     """Stop generating now (a dropped connection alone does not: it may come back). Idempotent."""
-    stopped = await _streams(request).cancel(caller.tenant.id, completion_id)
+    stopped = await streams.cancel(caller.tenant.id, completion_id)
     return StreamCancel(id=completion_id, status="cancelled" if stopped else "ended")

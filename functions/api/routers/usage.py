@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from anyio import to_thread
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
 from functions.accounts.auth import CurrentTenant
+from functions.api.deps import LedgerDep
 from shared.errors import InvalidRequestError
 from shared.service_api.account_api import UsageDay, UsageReport, UsageTotals
-from shared.storage.ledger import LedgerStore
 from shared.storage.timestamps import utc_now
 
 router = APIRouter(prefix="/v1", tags=["usage"])
@@ -41,7 +41,7 @@ def _add(totals: UsageTotals, day: UsageDay) -> None:
 @router.get("/usage")
 async def usage(
     tenant: CurrentTenant,
-    request: Request,
+    ledger: LedgerDep,
     start: Annotated[str | None, Query(description=TIME_HELP + " Default: the start of this month.")] = None,
     end: Annotated[str | None, Query(description=TIME_HELP + " Exclusive. Default: now.")] = None,
 ) -> UsageReport:
@@ -52,7 +52,6 @@ async def usage(
         raise InvalidRequestError("'end' must be later than 'start'.", param="end")
     if finish - begin > MAX_RANGE:
         raise InvalidRequestError(f"The range may span at most {MAX_RANGE.days} days.", param="start")
-    ledger: LedgerStore = request.app.state.ledger
     rows = await to_thread.run_sync(ledger.usage, tenant.id, begin, finish)
     days = [UsageDay.of(row) for row in rows]
     totals, by_model = UsageTotals(), {}

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 
 from functions.accounts.auth import CurrentCaller
+from functions.api.deps import RetrievalDep, VectorStoreSearchDep, VectorStoresServiceDep
 from functions.api.openapi_description import error_responses
 from functions.files.file_content import file_content
-from functions.files.search import VectorStoreSearch
-from functions.files.vector_stores import VectorStoresService
-from functions.retrieval.service import Retrieval
 from shared.wire.files_api import (
     FILE_ID_PATTERN,
     VECTOR_STORE_ID_PATTERN,
@@ -37,74 +35,78 @@ StoreId = Annotated[str, Path(pattern=VECTOR_STORE_ID_PATTERN)]
 FileId = Annotated[str, Path(pattern=FILE_ID_PATTERN)]
 
 
-def _service(request: Request) -> VectorStoresService:
-    return request.app.state.vector_stores
-
-
 @router.post("", response_model=VectorStoreObject, responses=error_responses(404))
-async def create_vector_store(body: VectorStoreCreate, caller: CurrentCaller, request: Request) -> VectorStoreObject:
-    return await _service(request).create(caller, body)
+async def create_vector_store(
+    body: VectorStoreCreate, caller: CurrentCaller, stores: VectorStoresServiceDep
+) -> VectorStoreObject:
+    return await stores.create(caller, body)
 
 
 @router.get("", response_model=VectorStoreList)
 async def list_vector_stores(
-    caller: CurrentCaller, request: Request, limit: Limit = 20, order: Order = "desc", after: After = None
+    caller: CurrentCaller, stores: VectorStoresServiceDep, limit: Limit = 20, order: Order = "desc", after: After = None
 ) -> VectorStoreList:
-    return await _service(request).list(caller, after, limit, order)
+    return await stores.list(caller, after, limit, order)
 
 
 @router.get("/{vector_store_id}", response_model=VectorStoreObject, responses=error_responses(404))
-async def retrieve_vector_store(vector_store_id: StoreId, caller: CurrentCaller, request: Request) -> VectorStoreObject:
-    return await _service(request).get(caller, vector_store_id)
+async def retrieve_vector_store(
+    vector_store_id: StoreId, caller: CurrentCaller, stores: VectorStoresServiceDep
+) -> VectorStoreObject:
+    return await stores.get(caller, vector_store_id)
 
 
 @router.delete("/{vector_store_id}", response_model=VectorStoreDeleted, responses=error_responses(404))
-async def delete_vector_store(vector_store_id: StoreId, caller: CurrentCaller, request: Request) -> VectorStoreDeleted:
-    return await _service(request).delete(caller, vector_store_id)
+async def delete_vector_store(
+    vector_store_id: StoreId, caller: CurrentCaller, stores: VectorStoresServiceDep
+) -> VectorStoreDeleted:
+    return await stores.delete(caller, vector_store_id)
 
 
 @router.post("/{vector_store_id}/files", response_model=VectorStoreFileObject, responses=error_responses(404))
 async def create_vector_store_file(
-    vector_store_id: StoreId, body: VectorStoreFileCreate, caller: CurrentCaller, request: Request
+    vector_store_id: StoreId, body: VectorStoreFileCreate, caller: CurrentCaller, stores: VectorStoresServiceDep
 ) -> VectorStoreFileObject:
-    return await _service(request).attach(caller, vector_store_id, body.file_id, body.attributes)
+    return await stores.attach(caller, vector_store_id, body.file_id, body.attributes)
 
 
 @router.get("/{vector_store_id}/files", response_model=VectorStoreFileList, responses=error_responses(404))
 async def list_vector_store_files(
     vector_store_id: StoreId,
     caller: CurrentCaller,
-    request: Request,
+    stores: VectorStoresServiceDep,
     limit: Limit = 20,
     order: Order = "desc",
     after: After = None,
     filter: Literal["in_progress", "completed", "failed", "cancelled"] | None = None,
 ) -> VectorStoreFileList:
-    return await _service(request).files(caller, vector_store_id, filter, limit, after, order)
+    return await stores.files(caller, vector_store_id, filter, limit, after, order)
 
 
 @router.get("/{vector_store_id}/files/{file_id}", response_model=VectorStoreFileObject, responses=error_responses(404))
 async def retrieve_vector_store_file(
-    vector_store_id: StoreId, file_id: FileId, caller: CurrentCaller, request: Request
+    vector_store_id: StoreId, file_id: FileId, caller: CurrentCaller, stores: VectorStoresServiceDep
 ) -> VectorStoreFileObject:
-    return await _service(request).file(caller, vector_store_id, file_id)
+    return await stores.file(caller, vector_store_id, file_id)
 
 
 @router.delete(
     "/{vector_store_id}/files/{file_id}", response_model=VectorStoreFileDeleted, responses=error_responses(404)
 )
 async def delete_vector_store_file(
-    vector_store_id: StoreId, file_id: FileId, caller: CurrentCaller, request: Request
+    vector_store_id: StoreId, file_id: FileId, caller: CurrentCaller, stores: VectorStoresServiceDep
 ) -> VectorStoreFileDeleted:
-    return await _service(request).detach(caller, vector_store_id, file_id)
+    return await stores.detach(caller, vector_store_id, file_id)
 
 
 @router.post("/{vector_store_id}/search", response_model=SearchPage, responses=error_responses(404, 429, 502, 503))
 async def search_vector_store(
-    vector_store_id: StoreId, body: SearchRequest, caller: CurrentCaller, request: Request
+    vector_store_id: StoreId,
+    body: SearchRequest,
+    caller: CurrentCaller,
+    search: VectorStoreSearchDep,
+    retrieval: RetrievalDep,
 ) -> SearchPage:
-    search: VectorStoreSearch = request.app.state.vector_search
-    retrieval: Retrieval = request.app.state.retrieval
     return await search.search_page(caller, vector_store_id, body, retrieval.search)  # chat's ranking by default
 
 
@@ -112,6 +114,6 @@ async def search_vector_store(
     "/{vector_store_id}/files/{file_id}/content", response_model=FileContentPage, responses=error_responses(404)
 )
 async def retrieve_vector_store_file_content(
-    vector_store_id: StoreId, file_id: FileId, caller: CurrentCaller, request: Request
+    vector_store_id: StoreId, file_id: FileId, caller: CurrentCaller, stores: VectorStoresServiceDep
 ) -> FileContentPage:
-    return await file_content(_service(request).backends, caller, vector_store_id, file_id)
+    return await file_content(stores.backends, caller, vector_store_id, file_id)
