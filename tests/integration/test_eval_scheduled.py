@@ -9,9 +9,9 @@ import boto3
 import pytest
 
 from functions.accounts.operations import create_tenant_with_key
-from functions.offline.evals.history import RunBook
+from functions.offline.evals.reporting.history import RunBook
+from functions.offline.evals.reporting.store import S3ReportStore
 from functions.offline.evals.scheduled import run_scheduled
-from functions.offline.evals.store import S3ReportStore
 from functions.offline.evals.tenants import EvalKeyError
 from shared.fleet.tiers import Tier
 from shared.storage.accounts import TenantPurpose

@@ -8,7 +8,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from functions.offline.evals.answer_checks import program_with_tests
+from functions.offline.evals.answers.answer_checks import program_with_tests
+from functions.offline.evals.answers.sandbox import run_python
 from functions.offline.evals.golden.build import build_calibration, build_source
 from functions.offline.evals.golden.items import (
     CATEGORIES,
@@ -21,7 +22,6 @@ from functions.offline.evals.golden.items import (
     stratified,
 )
 from functions.offline.evals.golden.sources import CALIBRATION, SOURCES, GoldenSource, gsm8k_answer, read_gsm8k
-from functions.offline.evals.sandbox import run_python
 
 
 def test_the_golden_set_is_stratified_and_matches_its_manifest() -> None:

@@ -14,11 +14,11 @@ import pytest
 from typer.testing import CliRunner
 
 from functions.cli import app as cli
-from functions.offline.evals.history import RunBook, RunNotFoundError
-from functions.offline.evals.report import compare_rows, render_compare
+from functions.offline.evals.reporting.history import RunBook, RunNotFoundError
+from functions.offline.evals.reporting.report import compare_rows, render_compare
+from functions.offline.evals.reporting.store import LocalReportStore, S3ReportStore
 from functions.offline.evals.results import EvalRun
 from functions.offline.evals.runner import LATEST_PROM, finish_run
-from functions.offline.evals.store import LocalReportStore, S3ReportStore
 from functions.offline.evals.suite import CaseResult, Direction, Metric, SuiteResult
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 

@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 
-from functions.offline.evals.answer_checks import extract_code, final_number, has_code, mentions, numbers_equal
+from functions.offline.evals.answers.answer_checks import extract_code, final_number, has_code, mentions, numbers_equal
+from functions.offline.evals.answers.refusal_markers import is_refusal
+from functions.offline.evals.answers.sandbox import isolation, run_python
 from functions.offline.evals.asking import Answer
 from functions.offline.evals.calibration import PairGrade, balanced, calibration_metrics
 from functions.offline.evals.conversation_templates import GAP, TEMPLATES, generate
 from functions.offline.evals.golden.items import CalibrationItem
-from functions.offline.evals.refusal_markers import is_refusal
-from functions.offline.evals.sandbox import isolation, run_python
 from functions.offline.evals.suites.refusal import Outcome, outcome_of
 
 

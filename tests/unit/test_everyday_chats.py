@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from functions.offline.safety_training.evaluate import TOPIC_HOPPING_CHATS, TOPIC_HOPPING_SEED, evaluate
-from functions.offline.safety_training.everyday_chats import (
+from functions.offline.safety_training.composed.everyday_chats import (
     EVERYDAY_CHATS,
     EXCHANGES_PER_TOPIC,
     TOPICS_PER_HOPPING_CHAT,
     topic_hopping_chats,
 )
+from functions.offline.safety_training.evaluation.evaluate import TOPIC_HOPPING_CHATS, TOPIC_HOPPING_SEED, evaluate
 from functions.safety.findings import SafetyFinding
 from shared.storage.safety_audit import SafetyDetector, SafetyLayer
 from shared.wire.schemas import ChatMessage

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from functions.offline.safety_training.cross_source import CrossSourceReport, MeasureResult
-from functions.offline.safety_training.guard_band import (
+from functions.offline.safety_training.evaluation.cross_source import CrossSourceReport, MeasureResult
+from functions.offline.safety_training.evaluation.guard_band import (
     BandChoice,
     HeldOutBound,
     Scored,
@@ -19,7 +19,7 @@ from functions.offline.safety_training.guard_band import (
     choose_bands,
     oracle_judge,
 )
-from functions.offline.safety_training.public_source_model import Measures
+from functions.offline.safety_training.sources.public_source_model import Measures
 from functions.safety.classifier.cascade import ClassifierVerdict, shipped_classifier
 from functions.safety.findings import SafetyFinding
 from functions.safety.guards.llama_guard import in_band

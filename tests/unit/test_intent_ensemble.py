@@ -12,7 +12,12 @@ import pytest
 from typer.testing import CliRunner
 
 from functions.cli import app
-from functions.offline.safety_training.intent_ensemble import EnsembleError, add_member, ensemble_version, file_version
+from functions.offline.safety_training.intent.intent_ensemble import (
+    EnsembleError,
+    add_member,
+    ensemble_version,
+    file_version,
+)
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier.intent_model import INTENT, IntentEncoder, IntentMeta, SpanModel, load_intent
 from functions.safety.classifier.token_table import MODEL_DIR, TOKENIZER_FILE

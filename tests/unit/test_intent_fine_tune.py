@@ -13,9 +13,15 @@ from typer.testing import CliRunner
 
 from functions.cli import app
 from functions.offline.safety_training.distill import minilm_dir
-from functions.offline.safety_training.intent_fine_tune import TrainingRun, load_arrays, main, pad_rows, save_arrays
-from functions.offline.safety_training.intent_soup import interpolate
-from functions.offline.safety_training.train_intent import (
+from functions.offline.safety_training.intent.intent_fine_tune import (
+    TrainingRun,
+    load_arrays,
+    main,
+    pad_rows,
+    save_arrays,
+)
+from functions.offline.safety_training.intent.intent_soup import interpolate
+from functions.offline.safety_training.intent.train_intent import (
     IntentConfig,
     fine_tune,
     intent_run_settings,

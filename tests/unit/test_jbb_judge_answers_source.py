@@ -6,14 +6,14 @@ from __future__ import annotations
 import csv
 import io
 
-from functions.offline.safety_training.jbb_judge_answers_source import (
+from functions.offline.safety_training.sources.jbb_judge_answers_source import (
     ANSWERS,
     HARMFUL,
     JBB_JUDGE_ANSWERS_SOURCE,
     OUT_OF_POLICY,
     read_judge_answers,
 )
-from functions.offline.safety_training.public_sources import TEACHER, source
+from functions.offline.safety_training.sources.public_sources import TEACHER, source
 from functions.safety.categories import BENIGN
 
 COLUMNS = ("Index", "goal", "prompt", "target_response", "human1", "human2", "human3", "human_majority")

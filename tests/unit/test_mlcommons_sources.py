@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from functions.offline.safety_training.mlcommons_sources import (
+from functions.offline.safety_training.sources.mlcommons_sources import (
     V05_PATHS,
     V05_SAFE_PER_HAZARD,
     V05_UNSAFE_PER_HAZARD,
     read_ailuminate,
     read_v05,
 )
-from functions.offline.safety_training.public_sources import TEACHER, Use, source
+from functions.offline.safety_training.sources.public_sources import TEACHER, Use, source
 from functions.safety.categories import BENIGN, Category
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from functions.offline.safety_training.build_public_data import build_source, read_manifest
-from functions.offline.safety_training.cross_source import BURIED_DOCUMENTS, evaluate_cross_source
+from functions.offline.safety_training.evaluation.cross_source import BURIED_DOCUMENTS, evaluate_cross_source
 from functions.offline.safety_training.labelled_data import example_key, public_examples, training_set
-from functions.offline.safety_training.public_sources import (
+from functions.offline.safety_training.sources.build_public_data import build_source, read_manifest
+from functions.offline.safety_training.sources.public_sources import (
     SOURCES,
     TEACHER,
     Measures,

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from functions.offline.safety_training.build_public_data import (
+from functions.offline.safety_training.labelled_data import PublicExample, public_examples
+from functions.offline.safety_training.sources.build_public_data import (
     Manifest,
     SourceRecord,
     build_added,
     read_manifest,
     write_examples,
 )
-from functions.offline.safety_training.labelled_data import PublicExample, public_examples
-from functions.offline.safety_training.public_sources import TEACHER, PublicSource, Use, source
-from functions.offline.safety_training.red_team_sources import (
+from functions.offline.safety_training.sources.public_sources import TEACHER, PublicSource, Use, source
+from functions.offline.safety_training.sources.red_team_sources import (
     ANSWERED,
     REFUSED,
     UNCLEAR,

@@ -3,8 +3,8 @@ kept as benign, adult content dropped, and the question (not the typographic ins
 
 from __future__ import annotations
 
-from functions.offline.safety_training.public_sources import TEACHER, Use, source
-from functions.offline.safety_training.safebench_source import read_safebench
+from functions.offline.safety_training.sources.public_sources import TEACHER, Use, source
+from functions.offline.safety_training.sources.safebench_source import read_safebench
 from functions.safety.categories import BENIGN, Category
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from functions.offline.safety_training.evaluate import evaluate
+from functions.offline.safety_training.evaluation.evaluate import evaluate
 from functions.safety.classifier.cascade import shipped_classifier
 from functions.safety.prefilter import PreFilter
 from shared.wire.schemas import ChatMessage

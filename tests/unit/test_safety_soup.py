@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from functions.offline.safety_training.intent_fine_tune import average_weights
+from functions.offline.safety_training.intent.intent_fine_tune import average_weights
 
 
 class _Tiny(torch.nn.Module):

@@ -11,8 +11,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from functions.offline.safety_training.benign_sentences import benign_sentences, sentences
-from functions.offline.safety_training.buried_requests import buried_rows, buried_windows
+from functions.offline.safety_training.composed.benign_sentences import benign_sentences, sentences
+from functions.offline.safety_training.composed.buried_requests import buried_rows, buried_windows
+from functions.offline.safety_training.composed.long_chats import (
+    HARMFUL_EVERY,
+    MIN_CHARS,
+    compose_long_chats,
+    composed_long_chats,
+)
+from functions.offline.safety_training.intent.train_intent import (
+    HAND_WRITTEN_REPEATS,
+    IntentConfig,
+    intent_run_settings,
+    intent_training_examples,
+)
 from functions.offline.safety_training.labelled_data import (
     HELD_OUT_PERCENT,
     DataMessage,
@@ -22,13 +34,7 @@ from functions.offline.safety_training.labelled_data import (
     split,
     training_set,
 )
-from functions.offline.safety_training.long_chats import (
-    HARMFUL_EVERY,
-    MIN_CHARS,
-    compose_long_chats,
-    composed_long_chats,
-)
-from functions.offline.safety_training.public_sources import trained_request_sources
+from functions.offline.safety_training.sources.public_sources import trained_request_sources
 from functions.offline.safety_training.train import (
     SPLIT_SOURCES_FILE,
     featurise,
@@ -36,12 +42,6 @@ from functions.offline.safety_training.train import (
     learnt_sources,
     source_repeats,
     split_sources_of,
-)
-from functions.offline.safety_training.train_intent import (
-    HAND_WRITTEN_REPEATS,
-    IntentConfig,
-    intent_run_settings,
-    intent_training_examples,
 )
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier

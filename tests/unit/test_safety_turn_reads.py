@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from functions.cli import app
-from functions.offline.safety_training.everyday_chats import EVERYDAY_CHATS
-from functions.offline.safety_training.train_intent import INTENT_METRICS_FILE
+from functions.offline.safety_training.composed.everyday_chats import EVERYDAY_CHATS
+from functions.offline.safety_training.intent.train_intent import INTENT_METRICS_FILE
 from functions.offline.safety_training.turn_reads import (
     MAX_ADDED_BENIGN,
     ChatTurnScores,

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from functions.cli import app
+from functions.offline.safety_training.intent.train_intent import INTENT_METRICS_FILE, IntentConfig, sensitive_rows
 from functions.offline.safety_training.labelled_data import DataMessage, LabelledConversation, PublicExample
 from functions.offline.safety_training.thresholds import source_capped_threshold
-from functions.offline.safety_training.train_intent import INTENT_METRICS_FILE, IntentConfig, sensitive_rows
 from functions.safety.classifier.token_table import MODEL_DIR
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from functions.offline.safety_training.distill import minilm_dir
-from functions.offline.safety_training.sensitive_benign_sources import SENSITIVE_BENIGN
-from functions.offline.safety_training.source_sweep import configurations, sensitive_repeats
-from functions.offline.safety_training.source_sweep_device import choose, run, threshold_at
-from functions.offline.safety_training.train_intent import load_intent_weights
+from functions.offline.safety_training.intent.source_sweep import configurations, sensitive_repeats
+from functions.offline.safety_training.intent.source_sweep_device import choose, run, threshold_at
+from functions.offline.safety_training.intent.train_intent import load_intent_weights
+from functions.offline.safety_training.sources.sensitive_benign_sources import SENSITIVE_BENIGN
 from functions.safety.categories import CLASSIFIER_LABELS
 
 META = {"probe_harmful": ["h1", "h2"], "probe_benign": ["b1"]}

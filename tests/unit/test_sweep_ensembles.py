@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from functions.offline.safety_training.source_sweep_device import Sweep
-from functions.offline.safety_training.sweep_ensembles import (
+from functions.offline.safety_training.intent.source_sweep_device import Sweep
+from functions.offline.safety_training.intent.sweep_ensembles import (
     EnsembleRead,
     candidates,
     choose_ensemble,

@@ -13,7 +13,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from functions.offline.evals.store import ReportStore
+    from functions.offline.evals.reporting.store import ReportStore
 
 OutDir = Annotated[
     Path | None,
@@ -33,7 +33,7 @@ def _settings(data_dir: Path | None):  # type: ignore[no-untyped-def]
 
 
 def _store(out_dir: Path | None, data_dir: Path | None) -> ReportStore:
-    from functions.offline.evals.store import open_report_store
+    from functions.offline.evals.reporting.store import open_report_store
 
     eval_settings, settings = _settings(data_dir)
     return open_report_store(eval_settings, settings, out_dir)
@@ -66,10 +66,10 @@ def eval_run(
     import httpx
     from rich.console import Console
 
-    from functions.offline.evals.console import RichProgress, print_gate
     from functions.offline.evals.launch import resolve_run_config
+    from functions.offline.evals.reporting.console import RichProgress, print_gate
+    from functions.offline.evals.reporting.store import open_report_store
     from functions.offline.evals.runner import run_eval, suite_names
-    from functions.offline.evals.store import open_report_store
     from functions.offline.evals.suites import SUITES
     from functions.offline.evals.tenants import EvalKeyError
 
@@ -104,7 +104,7 @@ def eval_baseline(
     """Accept a run as the baseline for its model versions (later runs of the same versions are gated against it)."""
     from rich.console import Console
 
-    from functions.offline.evals.history import RunBook, RunNotFoundError
+    from functions.offline.evals.reporting.history import RunBook, RunNotFoundError
 
     console = Console()
     try:
@@ -126,9 +126,9 @@ def eval_compare(
     """Side by side: every metric of two runs, B - A, and whether B is better, worse, or regressed beyond tolerance."""
     from rich.console import Console
 
-    from functions.offline.evals.console import print_compare
-    from functions.offline.evals.history import RunBook, RunNotFoundError
-    from functions.offline.evals.report import render_compare
+    from functions.offline.evals.reporting.console import print_compare
+    from functions.offline.evals.reporting.history import RunBook, RunNotFoundError
+    from functions.offline.evals.reporting.report import render_compare
 
     console = Console()
     book = RunBook(_store(out_dir, data_dir))
@@ -155,8 +155,8 @@ def eval_history(
     """The runs in the history, newest first, with their verdict and which is the baseline."""
     from rich.console import Console
 
-    from functions.offline.evals.console import print_history
-    from functions.offline.evals.history import RunBook
+    from functions.offline.evals.reporting.console import print_history
+    from functions.offline.evals.reporting.history import RunBook
 
     book = RunBook(_store(out_dir, data_dir))
     print_history(Console(), book.history()[-last:], book.baselines())

@@ -13,11 +13,11 @@ from pydantic import BaseModel
 
 from functions.judging.client import JudgeEndpoint
 from functions.offline.evals.gate import judge_run
-from functions.offline.evals.history import RunBook, run_name
-from functions.offline.evals.prom import render_prometheus
-from functions.offline.evals.report import render_run
+from functions.offline.evals.reporting.history import RunBook, run_name
+from functions.offline.evals.reporting.prom import render_prometheus
+from functions.offline.evals.reporting.report import render_run
+from functions.offline.evals.reporting.store import ReportStore
 from functions.offline.evals.results import EvalRun, new_run_id
-from functions.offline.evals.store import ReportStore
 from functions.offline.evals.suite import NullProgress, Progress, SuiteResult
 from functions.offline.evals.suites import SUITES, build_suite
 from functions.offline.evals.target import EvalTarget

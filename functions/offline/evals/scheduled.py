@@ -11,9 +11,9 @@ import asyncio
 from pydantic import BaseModel
 
 from functions.offline.evals.launch import eval_judge_endpoint
+from functions.offline.evals.reporting.store import ReportStore, S3ReportStore
 from functions.offline.evals.runner import RunConfig, run_eval
 from functions.offline.evals.settings import EvalSettings
-from functions.offline.evals.store import ReportStore, S3ReportStore
 from functions.offline.evals.suites import SUITES
 from functions.offline.evals.tenants import EvalKeyError
 from shared.fleet.tiers import Tier

@@ -43,8 +43,8 @@ def eval_safety(
     from rich.progress import Progress
 
     from functions.local_stack.config_cli import configured_or_exit
-    from functions.offline.safety_training.evaluate import evaluate, render
-    from functions.offline.safety_training.guard_checker import GuardChecker
+    from functions.offline.safety_training.evaluation.evaluate import evaluate, render
+    from functions.offline.safety_training.evaluation.guard_checker import GuardChecker
     from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier
     from functions.safety.classifier.token_table import MODEL_DIR
     from functions.safety.guard import GuardUnavailableError
@@ -130,7 +130,7 @@ def safety_train(
         Path | None,
         typer.Option(
             help="After the first stage, write the second stage's training arrays to this .npz and stop (to fine-tune "
-            "on a GPU: python -m functions.offline.safety_training.intent_fine_tune)."
+            "on a GPU: python -m functions.offline.safety_training.intent.intent_fine_tune)."
         ),
     ] = None,
     intent_weights: Annotated[
@@ -154,8 +154,8 @@ def safety_train(
 ) -> None:
     """Train the cascade on the hand-written and public training sources (functions/offline/safety_training/data) and
     write functions/safety/model (about an hour on 2 cores with the defaults)."""
+    from functions.offline.safety_training.intent.train_intent import IntentConfig
     from functions.offline.safety_training.train import SEED, learnt_sources, source_repeats, train
-    from functions.offline.safety_training.train_intent import IntentConfig
     from functions.offline.safety_training.train_screen import SCREEN_CONFIG
     from functions.safety.classifier.token_table import MODEL_DIR
 
@@ -176,7 +176,7 @@ def safety_train(
         benign_sentences=benign_sentences,
     )
     if intent_weights is not None:
-        from functions.offline.safety_training.train_intent import intent_run_settings, read_intent_weights
+        from functions.offline.safety_training.intent.train_intent import intent_run_settings, read_intent_weights
 
         settings = intent_run_settings(intent_config, SEED if seed is None else seed, sources)
         try:
@@ -274,8 +274,8 @@ def safety_band(
     from rich.console import Console
     from rich.progress import Progress
 
-    from functions.offline.safety_training.cross_source import render_cross_source
-    from functions.offline.safety_training.guard_band import (
+    from functions.offline.safety_training.evaluation.cross_source import render_cross_source
+    from functions.offline.safety_training.evaluation.guard_band import (
         SHARES,
         bounds_plot,
         choose_bands,
@@ -325,7 +325,7 @@ def safety_ensemble(
     ] = None,
 ) -> None:
     """Average another run's second stage with this one's, then recalibrate (no retraining)."""
-    from functions.offline.safety_training.intent_ensemble import EnsembleError, add_member
+    from functions.offline.safety_training.intent.intent_ensemble import EnsembleError, add_member
     from functions.offline.safety_training.recalibrate import recalibrate
     from functions.safety.classifier.token_table import MODEL_DIR
 
@@ -366,8 +366,8 @@ def safety_build_data(
     ] = None,
 ) -> None:
     """Rebuild functions/offline/safety_training/data/public from the public sources at their pinned commits."""
-    from functions.offline.safety_training.build_public_data import build, build_added
-    from functions.offline.safety_training.public_sources import source
+    from functions.offline.safety_training.sources.build_public_data import build, build_added
+    from functions.offline.safety_training.sources.public_sources import source
 
     if add:
         try:

@@ -13,15 +13,15 @@ from pathlib import Path
 
 from rich.console import Console
 
-from functions.offline.safety_training.labelled_data import SEED, LabelledConversation, split, training_set
-from functions.offline.safety_training.sentence_reads import calibrate_sentence_reads, train_ask_head
-from functions.offline.safety_training.train import split_sources_of
-from functions.offline.safety_training.train_intent import (
+from functions.offline.safety_training.intent.train_intent import (
     INTENT_METRICS_FILE,
     IntentConfig,
     IntentReport,
     calibrate_intent,
 )
+from functions.offline.safety_training.labelled_data import SEED, LabelledConversation, split, training_set
+from functions.offline.safety_training.sentence_reads import calibrate_sentence_reads, train_ask_head
+from functions.offline.safety_training.train import split_sources_of
 from functions.offline.safety_training.train_screen import SCREEN_METRICS_FILE, ScreenReport, calibrate_screen
 from functions.offline.safety_training.turn_reads import calibrate_turn_reads
 from functions.safety.classifier.ask_head import load_ask_head

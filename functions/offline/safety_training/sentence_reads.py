@@ -36,8 +36,8 @@ from rich.progress import Progress
 
 from functions.offline.safety_training.block_metrics import BlockMetrics, metrics_table
 from functions.offline.safety_training.feature_matrix import sparse_matrix
+from functions.offline.safety_training.intent.train_intent import neutral_conversation
 from functions.offline.safety_training.labelled_data import DataMessage, LabelledConversation
-from functions.offline.safety_training.train_intent import neutral_conversation
 from functions.offline.safety_training.turn_reads import ChatTurnScores, choose_turn_thresholds, read_outcome
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier.ask_head import AskHead, AskHeadMeta

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from functions.offline.safety_training.sensitive_benign_sources import SENSITIVE_BENIGN
+from functions.offline.safety_training.sources.sensitive_benign_sources import SENSITIVE_BENIGN
 
 # The block threshold is the lowest that refuses at most this share of the validation split's benign examples.
 MAX_VALIDATION_FALSE_POSITIVE = 0.02

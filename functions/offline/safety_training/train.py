@@ -20,15 +20,15 @@ from rich.progress import Progress
 from rich.table import Table
 
 from functions.offline.safety_training.block_metrics import BlockMetrics, block_metrics, metrics_table
-from functions.offline.safety_training.buried_requests import buried_rows
+from functions.offline.safety_training.composed.buried_requests import buried_rows
+from functions.offline.safety_training.composed.long_chats import composed_long_chats
 from functions.offline.safety_training.distill import distil_vectors, reduce, write_table
 from functions.offline.safety_training.feature_matrix import sparse_matrix
+from functions.offline.safety_training.intent.train_intent import IntentConfig, train_intent
 from functions.offline.safety_training.labelled_data import SEED, LabelledConversation, split, training_set
-from functions.offline.safety_training.long_chats import composed_long_chats
-from functions.offline.safety_training.public_sources import trained_request_sources
 from functions.offline.safety_training.sentence_reads import calibrate_sentence_reads, train_ask_head
+from functions.offline.safety_training.sources.public_sources import trained_request_sources
 from functions.offline.safety_training.thresholds import choose_threshold
-from functions.offline.safety_training.train_intent import IntentConfig, train_intent
 from functions.offline.safety_training.train_output import train_output
 from functions.offline.safety_training.train_screen import SCREEN_CONFIG, train_screen
 from functions.offline.safety_training.turn_reads import calibrate_turn_reads

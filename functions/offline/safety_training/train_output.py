@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from functions.offline.safety_training.intent.train_intent import IntentConfig, export_int8, fine_tune
 from functions.offline.safety_training.labelled_data import PublicExample, public_examples
-from functions.offline.safety_training.public_sources import SOURCES, Kind, Use
+from functions.offline.safety_training.sources.public_sources import SOURCES, Kind, Use
 from functions.offline.safety_training.thresholds import choose_threshold
-from functions.offline.safety_training.train_intent import IntentConfig, export_int8, fine_tune
 from functions.safety.categories import BENIGN, CLASSIFIER_LABELS
 from functions.safety.classifier.intent_model import IntentEncoder
 from functions.safety.classifier.output_classifier import OUTPUT, OutputClassifier, OutputMeta

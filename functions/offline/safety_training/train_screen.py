@@ -24,16 +24,16 @@ from rich.progress import Progress
 from rich.table import Table
 
 from functions.offline.safety_training.block_metrics import BlockMetrics, block_metrics, metrics_table
-from functions.offline.safety_training.intent_fine_tune import IGNORED
-from functions.offline.safety_training.labelled_data import DataMessage, LabelledConversation, training_set
-from functions.offline.safety_training.long_chats import compose_long_chats
-from functions.offline.safety_training.train_intent import (
+from functions.offline.safety_training.composed.long_chats import compose_long_chats
+from functions.offline.safety_training.intent.intent_fine_tune import IGNORED
+from functions.offline.safety_training.intent.train_intent import (
     IntentConfig,
     export_int8,
     fine_tune,
     neutral_conversation,
     neutral_messages,
 )
+from functions.offline.safety_training.labelled_data import DataMessage, LabelledConversation, training_set
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier.cascade import SafetyClassifier
 from functions.safety.classifier.conversation_text import ConversationText

@@ -26,10 +26,10 @@ from rich.console import Console
 from rich.progress import Progress
 
 from functions.offline.safety_training.block_metrics import BlockMetrics, block_metrics, metrics_table
+from functions.offline.safety_training.composed.long_chats import compose_long_chats
+from functions.offline.safety_training.intent.train_intent import neutral_conversation
 from functions.offline.safety_training.labelled_data import LabelledConversation
-from functions.offline.safety_training.long_chats import compose_long_chats
 from functions.offline.safety_training.thresholds import choose_threshold
-from functions.offline.safety_training.train_intent import neutral_conversation
 from functions.offline.safety_training.train_screen import LONG_CHATS
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier.cascade import MAX_READS_ALONE, SafetyClassifier

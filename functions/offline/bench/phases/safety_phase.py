@@ -15,7 +15,7 @@ from rich.progress import Progress
 
 from functions.offline.bench.results.records import SafetyCostStats, SafetyStats
 from functions.offline.measure import stats
-from functions.offline.safety_training.everyday_chats import EVERYDAY_CHATS
+from functions.offline.safety_training.composed.everyday_chats import EVERYDAY_CHATS
 from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier
 from functions.safety.classifier.conversation_text import ConversationText
 from functions.safety.classifier.intent_model import SpanModel

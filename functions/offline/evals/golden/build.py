@@ -32,8 +32,8 @@ from functions.offline.evals.golden.sources import (
     GoldenSource,
     read_calibration,
 )
-from functions.offline.safety_training.build_public_data import read_blob, snapshot_dir
-from functions.offline.safety_training.public_source_model import sample_order
+from functions.offline.safety_training.sources.build_public_data import read_blob, snapshot_dir
+from functions.offline.safety_training.sources.public_source_model import sample_order
 
 
 class SourceRecord(BaseModel):

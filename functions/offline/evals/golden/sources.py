@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pydantic import BaseModel, ConfigDict, Field
 
 from functions.offline.evals.golden.items import CalibrationItem, Category, GoldenItem, NumericCheck, PythonTestsCheck
-from functions.offline.safety_training.public_source_model import jsonl_rows, only_file
+from functions.offline.safety_training.sources.public_source_model import jsonl_rows, only_file
 
 Reader = Callable[[dict[str, bytes]], Iterator[GoldenItem]]
 

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from functions.offline.evals.build_cli import run_build_cli
 from functions.offline.evals.rag.items import DATA_DIR, Document, GoldAnswer, Question, write
-from functions.offline.safety_training.build_public_data import read_blob, snapshot_dir
+from functions.offline.safety_training.sources.build_public_data import read_blob, snapshot_dir
 
 
 class Source(BaseModel):

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from functions.offline.evals.golden.items import write_jsonl
-from functions.offline.safety_training.public_source_model import sample_order
+from functions.offline.safety_training.sources.public_source_model import sample_order
 
 DATA_DIR = Path(__file__).parent / "data"
 DOCS_FILE = "documents.jsonl"

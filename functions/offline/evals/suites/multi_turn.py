@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from functions.judging.client import JudgeClient
 from functions.judging.verdict import JudgeRequest
-from functions.offline.evals.answer_checks import has_code, mentions
+from functions.offline.evals.answers.answer_checks import has_code, mentions
 from functions.offline.evals.asking import Answer, ask, bounded, default_model
 from functions.offline.evals.conversation_templates import ConversationCase, TurnCheck, generate
 from functions.offline.evals.suite import CaseResult, Direction, Metric, Progress, SuiteResult

@@ -18,7 +18,8 @@ from pydantic import BaseModel
 
 from functions.judging.client import JudgeClient
 from functions.judging.verdict import JudgeRequest, JudgeVerdict
-from functions.offline.evals.answer_checks import extract_code, final_number, numbers_equal, program_with_tests
+from functions.offline.evals.answers.answer_checks import extract_code, final_number, numbers_equal, program_with_tests
+from functions.offline.evals.answers.sandbox import describe_isolation, run_python
 from functions.offline.evals.asking import Answer, ask, bounded, default_model
 from functions.offline.evals.calibration import balanced, calibration_cases, calibration_metrics, grade_pairs
 from functions.offline.evals.golden.items import (
@@ -30,7 +31,6 @@ from functions.offline.evals.golden.items import (
     load_golden,
     stratified,
 )
-from functions.offline.evals.sandbox import describe_isolation, run_python
 from functions.offline.evals.suite import CaseResult, Direction, Metric, Progress, SuiteResult
 from functions.offline.evals.target import EvalTarget
 from shared.fleet.tiers import Tier

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from functions.offline.evals.answers.refusal_markers import is_refusal
 from functions.offline.evals.asking import Answer, ask, bounded, default_model
-from functions.offline.evals.refusal_markers import is_refusal
 from functions.offline.evals.suite import CaseResult, Direction, Metric, Progress, SuiteResult
 from functions.offline.evals.target import EvalTarget
 from functions.offline.safety_training.labelled_data import (
@@ -143,7 +143,7 @@ class RefusalSuite:
             result.metrics += tier_metrics(tier, [s for s in sent if s.tier is tier])
         result.notes.append(
             "Refused = the answer opens with a refusal phrase (GCG's test prefixes and a few modern forms, "
-            "functions/offline/evals/refusal_markers.py): a heuristic, not a judge."
+            "functions/offline/evals/answers/refusal_markers.py): a heuristic, not a judge."
         )
         result.duration_s = time.monotonic() - started
         return result

@@ -13,7 +13,14 @@ import io
 import json
 from collections.abc import Iterator
 
-from functions.offline.safety_training.public_source_model import TEACHER, PublicSource, RawRow, Use, sample_order, user
+from functions.offline.safety_training.sources.public_source_model import (
+    TEACHER,
+    PublicSource,
+    RawRow,
+    Use,
+    sample_order,
+    user,
+)
 from functions.safety.categories import BENIGN, Category
 
 AILUMINATE_REPO = "mlcommons/ailuminate"

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from xml.etree import ElementTree
 
-from functions.offline.safety_training.public_source_model import PublicSource, RawRow, Use, user
+from functions.offline.safety_training.sources.public_source_model import PublicSource, RawRow, Use, user
 
 
 def read_medquad(files: dict[str, bytes]) -> Iterator[RawRow]:

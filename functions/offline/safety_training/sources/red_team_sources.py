@@ -17,7 +17,14 @@ import json
 import re
 from collections.abc import Iterator
 
-from functions.offline.safety_training.public_source_model import TEACHER, PublicSource, RawRow, Use, only_file, user
+from functions.offline.safety_training.sources.public_source_model import (
+    TEACHER,
+    PublicSource,
+    RawRow,
+    Use,
+    only_file,
+    user,
+)
 from functions.safety.categories import Category
 
 REPO = "vinid/safety-tuned-llamas"

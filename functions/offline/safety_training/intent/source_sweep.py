@@ -8,9 +8,10 @@ the held-out ones that `fleetchat eval safety` gates on: harmful asks in shapes 
 or ordinary (CoCoNot's contrast set, Arena-Hard). The lso twin's reading of them, at its own threshold, is the
 sweep's yardstick; how the winner is picked is declared in `source_sweep_device.py`.
 
-Run: `python -m functions.offline.safety_training.source_sweep OUT.npz` (a few minutes on 2 cores); the file holds each
-distinct text once as token ids, each run's rows and settings (as `train --export-intent-data` would write them), and
-the evaluation rows: the validation split of every source, every row of the probe sources, and the golden sets."""
+Run: `python -m functions.offline.safety_training.intent.source_sweep OUT.npz` (a few minutes on 2 cores); the file
+holds each distinct text once as token ids, each run's rows and settings (as `train --export-intent-data` would write
+them), and the evaluation rows: the validation split of every source, every row of the probe sources, and the golden
+sets."""
 
 from __future__ import annotations
 
@@ -21,7 +22,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from functions.offline.safety_training.intent_fine_tune import TrainingRun, pad_rows
+from functions.offline.safety_training.intent.intent_fine_tune import TrainingRun, pad_rows
+from functions.offline.safety_training.intent.train_intent import (
+    IntentConfig,
+    intent_run_settings,
+    intent_training_examples,
+    neutral_conversation,
+    neutral_messages,
+)
 from functions.offline.safety_training.labelled_data import (
     SEED,
     LabelledConversation,
@@ -31,15 +39,8 @@ from functions.offline.safety_training.labelled_data import (
     split,
     training_set,
 )
-from functions.offline.safety_training.public_sources import trained_request_sources
-from functions.offline.safety_training.sensitive_benign_sources import SENSITIVE_BENIGN
-from functions.offline.safety_training.train_intent import (
-    IntentConfig,
-    intent_run_settings,
-    intent_training_examples,
-    neutral_conversation,
-    neutral_messages,
-)
+from functions.offline.safety_training.sources.public_sources import trained_request_sources
+from functions.offline.safety_training.sources.sensitive_benign_sources import SENSITIVE_BENIGN
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier.intent_model import IntentEncoder
 from functions.safety.classifier.token_table import MODEL_DIR

@@ -18,10 +18,10 @@ from rich.progress import Progress
 from rich.table import Table
 
 from functions.offline.safety_training.block_metrics import BlockedCount
-from functions.offline.safety_training.build_public_data import read_manifest
 from functions.offline.safety_training.labelled_data import PUBLIC_DIR, PublicExample, public_examples
-from functions.offline.safety_training.public_sources import Kind, Measures, Use
 from functions.offline.safety_training.sentence_reads import compose_planted_docs
+from functions.offline.safety_training.sources.build_public_data import read_manifest
+from functions.offline.safety_training.sources.public_sources import Kind, Measures, Use
 from functions.safety.classifier.token_table import MODEL_DIR, TokenTable
 from shared.wire.schemas import ChatMessage
 

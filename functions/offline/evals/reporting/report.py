@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from jinja2 import Environment, select_autoescape
 
-from functions.offline.evals import plots
+from functions.offline.evals.reporting import plots
 from functions.offline.evals.results import EvalRun, HistoryEntry
 from functions.offline.evals.suite import Metric
 

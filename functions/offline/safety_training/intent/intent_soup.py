@@ -2,7 +2,8 @@
 across data mixes, as WiSE-FT interpolates a fine-tune with its starting point): numpy and torch only.
 
 The result keeps the run settings of the first file (the run whose split `train --intent-weights` calibrates it on)
-and records the second under "interpolated". Run: `python -m functions.offline.safety_training.intent_soup A.pt B.pt
+and records the second under "interpolated". Run: `python -m functions.offline.safety_training.intent.intent_soup A.pt
+B.pt
 --weight-of-b 0.5 --out SOUP.pt`."""
 
 from __future__ import annotations

@@ -22,9 +22,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from functions.offline.safety_training.cross_source import CrossSourceReport, evaluate_cross_source, held_out_plan
+from functions.offline.safety_training.evaluation.cross_source import (
+    CrossSourceReport,
+    evaluate_cross_source,
+    held_out_plan,
+)
 from functions.offline.safety_training.labelled_data import DataMessage, LabelledConversation
-from functions.offline.safety_training.public_source_model import Measures
+from functions.offline.safety_training.sources.public_source_model import Measures
 from functions.safety.findings import SafetyFinding
 from functions.safety.guards.llama_guard import in_band
 from functions.safety.prefilter import Assessment, PreFilter

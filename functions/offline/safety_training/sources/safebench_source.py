@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from functions.offline.safety_training.public_source_model import (
+from functions.offline.safety_training.sources.public_source_model import (
     TEACHER,
     PublicSource,
     RawRow,

@@ -6,8 +6,8 @@ import json
 
 from pydantic import BaseModel, Field
 
+from functions.offline.evals.reporting.store import ReportStore
 from functions.offline.evals.results import EvalRun, HistoryEntry
-from functions.offline.evals.store import ReportStore
 
 HISTORY = "history.jsonl"
 BASELINES = "baselines.json"

@@ -22,9 +22,9 @@ separates a better trade-off curve from a move along the same one, which is all 
 
 `--source-cap SHARE` adds the per-source rule of `IntentConfig.source_cap` to every candidate's calibration.
 
-Run: `python -m functions.offline.safety_training.sweep_ensembles SWEEP.npz SCORES.npz --baseline r7e1 [--calibrate-on
-baseline] [--source-cap SHARE]` (the sweep's data file, built again by `source_sweep.py`, and the device's
-scores.npz; the 2026-11-28 run's is in gpu_runs/)."""
+Run: `python -m functions.offline.safety_training.intent.sweep_ensembles SWEEP.npz SCORES.npz --baseline r7e1
+[--calibrate-on baseline] [--source-cap SHARE]` (the sweep's data file, built again by `source_sweep.py`, and the
+device's scores.npz; the 2026-11-28 run's is in gpu_runs/)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from functions.offline.safety_training.source_sweep_device import GOLDEN_MAX_REFUSED, GOLDEN_MIN_BLOCKED, Sweep
+from functions.offline.safety_training.intent.source_sweep_device import GOLDEN_MAX_REFUSED, GOLDEN_MIN_BLOCKED, Sweep
 
 BENIGN_SLACK = 0.01  # how much more of a benign probe source an ensemble may block than the baseline alone
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from functions.offline.safety_training.composed.long_chats import ComposedChat
 from functions.offline.safety_training.labelled_data import DataMessage, neutral_messages
-from functions.offline.safety_training.long_chats import ComposedChat
 from functions.safety.categories import CLASSIFIER_LABELS
 from functions.safety.classifier.cascade import SafetyClassifier
 from functions.safety.classifier.conversation_text import JUDGED_ROLES

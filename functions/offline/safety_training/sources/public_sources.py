@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from functions.offline.safety_training.harmbench_answers_source import HARMBENCH_ANSWERS_SOURCE, HARMBENCH_CATEGORIES
-from functions.offline.safety_training.jbb_judge_answers_source import JBB_JUDGE_ANSWERS_SOURCE
-from functions.offline.safety_training.mlcommons_sources import MLCOMMONS_SOURCES
-from functions.offline.safety_training.public_source_model import (
+from functions.offline.safety_training.sources.harmbench_answers_source import (
+    HARMBENCH_ANSWERS_SOURCE,
+    HARMBENCH_CATEGORIES,
+)
+from functions.offline.safety_training.sources.jbb_judge_answers_source import JBB_JUDGE_ANSWERS_SOURCE
+from functions.offline.safety_training.sources.mlcommons_sources import MLCOMMONS_SOURCES
+from functions.offline.safety_training.sources.public_source_model import (
     TEACHER,
     Kind,
     Measures,
@@ -27,9 +30,9 @@ from functions.offline.safety_training.public_source_model import (
     only_file,
     user,
 )
-from functions.offline.safety_training.red_team_sources import RED_TEAM_SOURCES
-from functions.offline.safety_training.safebench_source import SAFEBENCH_SOURCE
-from functions.offline.safety_training.sensitive_benign_sources import SENSITIVE_BENIGN_SOURCES
+from functions.offline.safety_training.sources.red_team_sources import RED_TEAM_SOURCES
+from functions.offline.safety_training.sources.safebench_source import SAFEBENCH_SOURCE
+from functions.offline.safety_training.sources.sensitive_benign_sources import SENSITIVE_BENIGN_SOURCES
 from functions.safety.categories import BENIGN, Category
 
 __all__ = ["TEACHER", "Kind", "Measures", "PublicSource", "Use"]

@@ -12,7 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from functions.offline.safety_training.public_source_model import Kind, PublicSource, RawRow, Use, assistant, csv_rows
+from functions.offline.safety_training.sources.public_source_model import (
+    Kind,
+    PublicSource,
+    RawRow,
+    Use,
+    assistant,
+    csv_rows,
+)
 from functions.safety.categories import BENIGN, Category
 
 REPO = "iNLP-Lab/Safety-Paradox"

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from functions.offline.evals.history import Baselines
-from functions.offline.evals.report import compare_rows, fmt
+from functions.offline.evals.reporting.history import Baselines
+from functions.offline.evals.reporting.report import compare_rows, fmt
 from functions.offline.evals.results import EvalRun, HistoryEntry
 
 

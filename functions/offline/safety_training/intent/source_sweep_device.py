@@ -10,8 +10,8 @@ benign rows). Eligible: the full twin passes the golden gate at its own threshol
 benign <= 3 %). The eligible configuration with the highest J wins (with none eligible, the highest J, flagged).
 Its full twin's weights are the ones written (`fleetchat safety train --intent-weights` takes them, joined).
 
-Run: `python -m functions.offline.safety_training.source_sweep_device DATA.npz --base MINILM_DIR --out DIR --budget-s
-330`."""
+Run: `python -m functions.offline.safety_training.intent.source_sweep_device DATA.npz --base MINILM_DIR --out DIR
+--budget-s 330`."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from functions.offline.safety_training.intent_fine_tune import fine_tune_arrays
+from functions.offline.safety_training.intent.intent_fine_tune import fine_tune_arrays
 from functions.offline.safety_training.thresholds import (
     SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE,
     choose_threshold,

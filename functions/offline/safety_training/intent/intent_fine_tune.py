@@ -4,8 +4,8 @@ on a GPU machine that has none of the project's other dependencies.
 `train_intent.fine_tune` tokenises and calls `fine_tune_arrays` on the CPU; `fleetchat safety train
 --export-intent-data F.npz` writes the second stage's training arrays to one .npz file, and on a machine with a GPU
 
-    python -m functions.offline.safety_training.intent_fine_tune DATA.npz --base MINILM_DIR --out WEIGHTS.pt --device
-    cuda
+    python -m functions.offline.safety_training.intent.intent_fine_tune DATA.npz --base MINILM_DIR --out WEIGHTS.pt
+    --device cuda
 
 fine-tunes on them with the same loop, the same hyper-parameters and seeds; `fleetchat safety train
 --intent-weights WEIGHTS.pt` (the same options) exports and calibrates the result as if it had fine-tuned here.
@@ -63,7 +63,7 @@ def fine_tune_arrays(
     mode on the CPU."""
     import torch
 
-    from functions.offline.safety_training.intent_net import IntentNet
+    from functions.offline.safety_training.intent.intent_net import IntentNet
 
     torch.manual_seed(seed)
     net = IntentNet(load_base(base_dir, layers), classes).to(device)

@@ -26,8 +26,8 @@ from functions.offline.safety_training.labelled_data import (
     public_examples,
     whole_text,
 )
-from functions.offline.safety_training.public_source_model import sample_order
-from functions.offline.safety_training.public_sources import SOURCES, TEACHER, Kind, Measures, PublicSource, Use
+from functions.offline.safety_training.sources.public_source_model import sample_order
+from functions.offline.safety_training.sources.public_sources import SOURCES, TEACHER, Kind, Measures, PublicSource, Use
 from functions.safety.categories import BENIGN
 
 MANIFEST = "sources.json"

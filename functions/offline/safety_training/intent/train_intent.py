@@ -17,12 +17,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from functions.offline.safety_training.benign_sentences import benign_sentences
 from functions.offline.safety_training.block_metrics import BlockMetrics, block_metrics, metrics_table
-from functions.offline.safety_training.buried_requests import buried_windows
+from functions.offline.safety_training.composed.benign_sentences import benign_sentences
+from functions.offline.safety_training.composed.buried_requests import buried_windows
+from functions.offline.safety_training.composed.long_chats import composed_long_chats
 from functions.offline.safety_training.distill import minilm_dir
-from functions.offline.safety_training.intent_ensemble import file_version
-from functions.offline.safety_training.intent_fine_tune import (
+from functions.offline.safety_training.intent.intent_ensemble import file_version
+from functions.offline.safety_training.intent.intent_fine_tune import (
     BATCH,
     TrainingRun,
     fine_tune_arrays,
@@ -36,7 +37,6 @@ from functions.offline.safety_training.labelled_data import (
     PublicExample,
     neutral_messages,
 )
-from functions.offline.safety_training.long_chats import composed_long_chats
 from functions.offline.safety_training.thresholds import (
     SECOND_STAGE_MAX_VALIDATION_FALSE_POSITIVE,
     choose_threshold,
@@ -280,7 +280,7 @@ def read_intent_weights(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
 def load_intent_weights(path: Path, settings: dict[str, Any]) -> tuple[object, dict[str, Any]]:
     """The second stage fine-tuned elsewhere (`intent_fine_tune.py`, `intent_soup.py`) for this run, and the settings
     it carries (the run's, and its provenance keys)."""
-    from functions.offline.safety_training.intent_net import IntentNet
+    from functions.offline.safety_training.intent.intent_net import IntentNet
 
     saved = read_intent_weights(path, settings)
     net = IntentNet(load_base(minilm_dir(), settings["layers"]), settings["classes"])

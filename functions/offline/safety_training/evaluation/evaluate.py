@@ -19,8 +19,13 @@ from rich.progress import Progress
 from rich.table import Table
 
 from functions.offline.safety_training.block_metrics import BlockedCount
-from functions.offline.safety_training.cross_source import CrossSourceReport, evaluate_cross_source, render_cross_source
-from functions.offline.safety_training.everyday_chats import TOPICS_PER_HOPPING_CHAT, topic_hopping_chats
+from functions.offline.safety_training.composed.everyday_chats import TOPICS_PER_HOPPING_CHAT, topic_hopping_chats
+from functions.offline.safety_training.evaluation.cross_source import (
+    CrossSourceReport,
+    evaluate_cross_source,
+    render_cross_source,
+)
+from functions.offline.safety_training.intent.train_intent import INTENT_METRICS_FILE
 from functions.offline.safety_training.labelled_data import (
     DATA_DIR,
     GoldenAdversarial,
@@ -28,7 +33,6 @@ from functions.offline.safety_training.labelled_data import (
     golden_adversarial,
     golden_benign,
 )
-from functions.offline.safety_training.train_intent import INTENT_METRICS_FILE
 from functions.offline.safety_training.train_screen import SCREEN_METRICS_FILE
 from functions.safety.classifier.token_table import MODEL_DIR
 from functions.safety.findings import SafetyFinding

@@ -1,0 +1,1 @@
+"""Checks on a model's answer: programmatic checks, refusal markers, the sandbox that runs its code."""

@@ -1,0 +1,1 @@
+"""Where eval runs go and how they read: the reports store, history, HTML report, plots, console, Prometheus."""

@@ -1,0 +1,1 @@
+"""Training texts composed from the labelled set: everyday chats, long chats, benign sentences, buried requests."""
