@@ -1,1 +1,2 @@
-"""Who is calling and what the service keeps for them: keys, sessions, account data, exports, retention policy."""
+"""Who is calling and what is theirs: API keys and admin keys, web sessions, local secrets, conversation exports and
+the retention policy."""
