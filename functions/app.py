@@ -64,8 +64,7 @@ from functions.safety.pii import pii_detector
 from functions.safety.pipeline import SafetyPipeline
 from functions.safety.prefilter import PreFilter
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
-from shared.fleet.external_pools import EXTERNAL_POOLS, external_worker_urls
-from shared.fleet.pools import POOLS
+from shared.fleet.tables import external_worker_urls, tables
 from shared.operator_config import configure
 from shared.settings import Settings
 from shared.storage.accounts import TenantStore
@@ -87,8 +86,8 @@ def context_tokens(settings: Settings) -> dict[str, int]:
     """Each pool's context length: the packaged model's locally, the deployed model's when deployed."""
     return {
         name: pool.local.max_model_len if settings.environment == "local" else pool.deployed.max_model_len
-        for name, pool in POOLS.items()
-    } | {name: pool.max_model_len for name, pool in EXTERNAL_POOLS.items()}
+        for name, pool in tables().pools.items()
+    } | {name: pool.max_model_len for name, pool in tables().external_pools.items()}
 
 
 def session_signer(settings: Settings) -> SessionSigner:

@@ -18,7 +18,8 @@ from functions.control.routing import PoolRouter
 from functions.metrics.failover import FailoverMetrics
 from functions.worker_client import UpstreamPolicy, WorkerClient
 from shared.errors import ModelNotFoundError, UpstreamError
-from shared.fleet.embedding_pools import EmbeddingPool, checked_inputs, get_embedding_pool
+from shared.fleet.embedding_pools import EmbeddingPool, checked_inputs
+from shared.fleet.tables import get_embedding_pool
 from shared.settings import Settings
 from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, Outcome
 from shared.wire.embeddings_api import EmbeddingRequest, EmbeddingResponse

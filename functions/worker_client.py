@@ -22,7 +22,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 from functions.control.replica_breakers import ReplicaBreaker, ReplicaBreakers
 from functions.metrics.failover import FailoverMetrics
 from shared.errors import FleetchatError, ServiceUnavailableError, UpstreamError, error_from_upstream
-from shared.fleet.external_pools import upstream_request
+from shared.fleet.tables import upstream_request
 from shared.wire.sse import DONE
 
 log = logging.getLogger("fleetchat.gateway")

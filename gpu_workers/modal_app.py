@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 import modal
 
-from shared.fleet.embedding_pools import EMBEDDING_POOLS, EmbeddingPool
-from shared.fleet.pools import GUARD_POOLS, POOLS, ModelPool
+from shared.fleet.embedding_pools import EmbeddingPool
+from shared.fleet.pools import ModelPool
+from shared.fleet.tables import tables
 from shared.operator_config import CONFIG_ENV, OperatorConfig, install_from_environment
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def worker_class_name(pool_name: str) -> str:
 
 def worker_class_names() -> dict[str, str]:
     """Pool name -> the Modal class that serves it."""
-    return {name: worker_class_name(name) for name in POOLS}
+    return {name: worker_class_name(name) for name in tables().pools}
 
 
 def worker_spec(pool: ModelPool | EmbeddingPool) -> WorkerSpec:
@@ -142,10 +143,12 @@ def deploy_environ(config: OperatorConfig | None, environ: Mapping[str, str]) ->
 
 
 DEPLOY_ENVIRON = deploy_environ(OPERATOR_CONFIG, os.environ)
-WORKER_SPECS: dict[str, WorkerSpec] = {name: worker_spec(pool) for name, pool in POOLS.items()}
+WORKER_SPECS: dict[str, WorkerSpec] = {name: worker_spec(pool) for name, pool in tables().pools.items()}
 # Guard models get GPU classes like chat pools, but no tier routes to them (the gateway's safety guard calls them).
-GUARD_SPECS: dict[str, WorkerSpec] = {name: guard_spec(pool, DEPLOY_ENVIRON) for name, pool in GUARD_POOLS.items()}
-DEPLOYED_POOLS: dict[str, ModelPool] = {**POOLS, **GUARD_POOLS}
+GUARD_SPECS: dict[str, WorkerSpec] = {
+    name: guard_spec(pool, DEPLOY_ENVIRON) for name, pool in tables().guard_pools.items()
+}
+DEPLOYED_POOLS: dict[str, ModelPool] = {**tables().pools, **tables().guard_pools}
 
 
 def vllm_serve_command(pool: ModelPool) -> list[str]:
@@ -373,13 +376,13 @@ class VllmEmbeddingServer(VllmServer):
 
     @modal.enter()
     def start_engine(self) -> None:
-        command = vllm_embed_command(EMBEDDING_POOLS[self.pool_name])
+        command = vllm_embed_command(tables().embedding_pools[self.pool_name])
         print(*command, flush=True)
         self._process = subprocess.Popen(command)
         wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
 
 
-EMBEDDING_SPECS: dict[str, WorkerSpec] = {name: worker_spec(p) for name, p in EMBEDDING_POOLS.items()}
+EMBEDDING_SPECS: dict[str, WorkerSpec] = {name: worker_spec(p) for name, p in tables().embedding_pools.items()}
 EMBEDDING_WORKERS: dict[str, modal.Server] = {
     name: define_worker(app, spec, VllmEmbeddingServer) for name, spec in EMBEDDING_SPECS.items()
 }

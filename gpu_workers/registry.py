@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from gpu_workers.engine import Engine
 from gpu_workers.llama_cpp.gguf_weights import WeightLayout, weights_for
 from gpu_workers.model_loader import ModelSource, packaged_gguf_source
-from shared.fleet.pools import get_pool
+from shared.fleet.tables import get_pool
 
 EngineKind = Literal["llama_cpp", "transformers"]
 # KV capacity when none is given: llama.cpp allocates its whole cell pool up front (23 KB a token for SmolLM2-135M

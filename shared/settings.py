@@ -200,11 +200,11 @@ class Settings(BaseSettings):
     @classmethod
     def _known_embedding_pools(cls, value: Any) -> Any:
         """Only pools shared/fleet/embedding_pools.py defines (a typo would crash-loop its worker, or route nowhere)."""
-        from shared.fleet.embedding_pools import EMBEDDING_POOLS
+        from shared.fleet.tables import tables
 
-        unknown = sorted(set(value) - set(EMBEDDING_POOLS))
+        unknown = sorted(set(value) - set(tables().embedding_pools))
         if unknown:
-            raise ValueError(f"unknown embedding pools {unknown}; known: {sorted(EMBEDDING_POOLS)}")
+            raise ValueError(f"unknown embedding pools {unknown}; known: {sorted(tables().embedding_pools)}")
         return value
 
     @field_validator("safety_guard_ignored_codes", mode="before")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from shared.fleet.tiers import policy_for
+from shared.fleet.tables import policy_for
 from shared.storage.accounts import Tenant
 
 

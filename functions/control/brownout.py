@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from functions.metrics.control import ControlMetrics
-from shared.fleet.tiers import Tier, policy_for
+from shared.fleet.tables import policy_for
+from shared.fleet.tiers import Tier
 
 BrownoutMode = Literal["auto", "on", "off"]
 Clock = Callable[[], float]

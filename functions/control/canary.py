@@ -30,7 +30,8 @@ from pydantic import BaseModel
 
 from shared.errors import FleetchatError, NotFoundError
 from shared.fleet.canaries import CanarySpec
-from shared.fleet.pools import POOLS, model_version
+from shared.fleet.pools import model_version
+from shared.fleet.tables import tables
 
 log = logging.getLogger("fleetchat.canary")
 
@@ -45,7 +46,7 @@ T = TypeVar("T")
 
 def stable_versions(*, deployed: bool) -> dict[str, str]:
     """Each pool's stable model version, as GET /v1/models reports it."""
-    return {name: model_version(pool, deployed=deployed) for name, pool in POOLS.items()}
+    return {name: model_version(pool, deployed=deployed) for name, pool in tables().pools.items()}
 
 
 def canary_ring(pool: str) -> str:

@@ -24,8 +24,8 @@ from functions.control.pool_admission import (
     unless_disconnected,
 )
 from functions.metrics.control import ControlMetrics
-from shared.fleet.pools import POOLS
-from shared.fleet.tiers import Tier, policy_for
+from shared.fleet.tables import policy_for, tables
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
 from shared.wire.schemas import ChatCompletionRequest
 
@@ -51,10 +51,10 @@ def pool_capacities(settings: Settings, worker_urls: dict[str, list[str]]) -> di
     for pool, urls in worker_urls.items():
         if pool in settings.pool_capacity:
             capacities[pool] = settings.pool_capacity[pool]
-        elif settings.environment == "local" or pool not in POOLS:
+        elif settings.environment == "local" or pool not in tables().pools:
             capacities[pool] = settings.pool_capacity_per_replica * max(len(urls), 1)
         else:
-            deployed = POOLS[pool].deployed
+            deployed = tables().pools[pool].deployed
             capacities[pool] = deployed.max_concurrent_inputs * deployed.max_containers
     return capacities
 

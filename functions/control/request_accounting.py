@@ -17,7 +17,7 @@ from functions.control.admission import Admission, Reservation, estimate_prompt_
 from functions.metrics.gateway import GatewayMetrics
 from functions.spooled_writer import LedgerWriter
 from shared.errors import FleetchatError, RateLimitError
-from shared.fleet.tiers import limits_for
+from shared.fleet.tables import limits_for
 from shared.storage.conversations import StoreUnavailableError
 from shared.storage.ledger import LedgerEntry, Outcome
 from shared.storage.timestamps import utc_now

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Sequence
 
 from functions.control.replica_breakers import ReplicaBreakers
 from shared.errors import ModelNotFoundError
-from shared.fleet.tiers import Tier, policy_for
+from shared.fleet.tables import policy_for
+from shared.fleet.tiers import Tier
 
 VIRTUAL_NODES = 64
 

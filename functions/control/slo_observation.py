@@ -28,7 +28,8 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
 from functions.metrics.gateway import GatewayMetrics, tier_label
-from shared.fleet.tiers import Tier, TierSlo, policy_for
+from shared.fleet.tables import policy_for
+from shared.fleet.tiers import Tier, TierSlo
 from shared.storage.accounts import Tenant
 
 CHAT_ROUTE = "/v1/chat/completions"

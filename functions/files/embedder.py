@@ -15,7 +15,8 @@ import numpy as np
 from functions.accounts.auth import Caller
 from functions.embedding_service import EmbeddingService
 from shared.errors import QuotaExceededError, RateLimitError, ServiceUnavailableError, UpstreamError
-from shared.fleet.embedding_pools import get_embedding_pool, packaged_tokenizer
+from shared.fleet.embedding_pools import packaged_tokenizer
+from shared.fleet.tables import get_embedding_pool, tables
 from shared.wire.embeddings_api import EmbeddingRequest, decode_vector
 
 BATCH = 64  # inputs per embedding request: one request per 64 chunks, within OpenAI's 2048
@@ -30,7 +31,7 @@ class Embedder:
 
     def token_spans(self, model: str) -> Callable[[str], list[tuple[int, int]]]:
         """Character spans of a text's tokens under the model's own tokenizer (special tokens left out)."""
-        tokenizer = packaged_tokenizer(model)
+        tokenizer = packaged_tokenizer(tables().embedding_pools[model].local.directory())
 
         def spans(text: str) -> list[tuple[int, int]]:
             encoding = tokenizer.encode(text, add_special_tokens=False)

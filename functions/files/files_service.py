@@ -20,7 +20,8 @@ from functions.files.backends import FileBackends
 from functions.files.deletion import delete_file
 from functions.files.sniff import checked_kind
 from shared.errors import InvalidRequestError, NotFoundError, PayloadTooLargeError, QuotaExceededError
-from shared.fleet.tiers import TierLimits, limits_for
+from shared.fleet.tables import limits_for
+from shared.fleet.tiers import TierLimits
 from shared.storage.files import FileQuota, QuotaExceeded, StoredFile, new_id
 from shared.storage.timestamps import utc_now
 from shared.wire.files_api import FileDeleted, FileList, FileObject, FilePurpose

@@ -22,7 +22,7 @@ from functions.files.ingestion import IngestionMetrics, Ingestor
 from functions.files.search import VectorStoreSearch
 from functions.files.tenant_data import TenantFiles
 from functions.files.vector_stores import VectorStoresService
-from shared.fleet.tiers import TIER_TABLE
+from shared.fleet.tables import tables
 from shared.settings import Settings
 from shared.storage.accounts import TenantStore
 from shared.wire.http_errors import BodySizeLimitMiddleware
@@ -34,7 +34,7 @@ MULTIPART_SLACK = 64 * 1024  # the form's boundaries, headers and `purpose` fiel
 def upload_limit_bytes() -> int:
     """The largest body `POST /v1/files` reads: the largest file any tier accepts, plus the form around it (each
     tier's own bound is checked by the service, with a 413 that names it)."""
-    return max(policy.limits.max_file_bytes for policy in TIER_TABLE.values()) + MULTIPART_SLACK
+    return max(policy.limits.max_file_bytes for policy in tables().tiers.values()) + MULTIPART_SLACK
 
 
 class BodySizeLimits:

@@ -24,7 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from functions.judging.rubric import messages_for, parse_scores
 from functions.judging.verdict import JudgeRequest, JudgeVerdict
-from shared.fleet.external_pools import EXTERNAL_POOLS
+from shared.fleet.tables import tables
 from shared.settings import Settings
 
 _RETRIED_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -47,7 +47,9 @@ def judge_endpoint(settings: Settings) -> JudgeEndpoint:
     that pool has no worker URL)."""
     if settings.judge_url:
         base_url = settings.judge_url
-    elif (hosted := EXTERNAL_POOLS.get(settings.judge_pool)) is not None:  # the operator file's hosted endpoint
+    elif (
+        hosted := tables().external_pools.get(settings.judge_pool)
+    ) is not None:  # the operator file's hosted endpoint
         key = hosted.external.api_key()
         return JudgeEndpoint(
             base_url=hosted.external.base_url,

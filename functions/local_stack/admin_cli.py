@@ -17,7 +17,8 @@ from rich.table import Table
 
 from functions.accounts.operations import create_tenant_with_key, mint_admin_key, mint_api_key
 from shared.errors import FleetchatError
-from shared.fleet.tiers import LimitOverrides, SafetyOverrides, Tier, limits_for, safety_for
+from shared.fleet.tables import limits_for, safety_for
+from shared.fleet.tiers import LimitOverrides, SafetyOverrides, Tier
 from shared.service_api.account_api import check_safety_tier
 from shared.settings import Settings
 from shared.storage.accounts import TenantChanges, TenantPurpose, TenantStore

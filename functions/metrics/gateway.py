@@ -13,9 +13,8 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from shared import metric_names as names
-from shared.fleet.external_pools import EXTERNAL_POOLS
-from shared.fleet.pools import POOLS
-from shared.fleet.tiers import TIER_TABLE, Tier
+from shared.fleet.tables import tables
+from shared.fleet.tiers import Tier
 from shared.storage.accounts import Tenant, TenantPurpose
 
 # The shadow judge's metrics (docs/shadow-judge.md).
@@ -38,11 +37,11 @@ def _with_slo_bounds(base: tuple[float, ...], slo_values: set[float]) -> tuple[f
 
 
 TTFT_BUCKETS = _with_slo_bounds(
-    (0.05, 0.1, 0.25, 0.5, 0.75, 1, 2, 5, 7.5, 10, 20, 30, 60), {p.slo.ttft_p95_s for p in TIER_TABLE.values()}
+    (0.05, 0.1, 0.25, 0.5, 0.75, 1, 2, 5, 7.5, 10, 20, 30, 60), {p.slo.ttft_p95_s for p in tables().tiers.values()}
 )
 INTER_TOKEN_BUCKETS = _with_slo_bounds(
     (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.4, 0.5, 0.75, 1, 2, 5),
-    {p.slo.inter_token_p95_s for p in TIER_TABLE.values()},
+    {p.slo.inter_token_p95_s for p in tables().tiers.values()},
 )
 E2E_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 
@@ -105,7 +104,7 @@ class GatewayMetrics:
             ["tier", "pool"],
             registry=self.registry,
         )
-        for tier, policy in TIER_TABLE.items():  # every customer series from the start: a rate over them has no gap
+        for tier, policy in tables().tiers.items():  # every customer series from the start: a rate over them has no gap
             for pool in policy.pools:
                 self.goodput.labels(tier.value, pool, "true")
                 self.goodput.labels(tier.value, pool, "false")
@@ -233,7 +232,9 @@ class GatewayMetrics:
 
     def count_spend(self, tenant: Tenant, pool: str, prompt_tokens: int, completion_tokens: int) -> None:
         """Add what a closed request's tokens cost on `pool` (a pool without a price, e.g. a test's, costs nothing)."""
-        found = POOLS.get(pool) or EXTERNAL_POOLS.get(pool)  # a hosted endpoint costs its provider's price
+        found = tables().pools.get(pool) or tables().external_pools.get(
+            pool
+        )  # a hosted endpoint costs its provider's price
         if found is not None:
             self.spend.labels(tier_label(tenant), pool).inc(found.price.cost_usd(prompt_tokens, completion_tokens))
 

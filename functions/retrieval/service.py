@@ -23,7 +23,7 @@ from functions.retrieval import context
 from functions.retrieval.hybrid import HybridSearch, StoreSearch
 from functions.retrieval.settings import RetrievalSettings
 from shared.errors import InvalidRequestError, NotFoundError, ServiceUnavailableError
-from shared.fleet.tiers import limits_for
+from shared.fleet.tables import limits_for
 from shared.wire.files_api import CompoundFilter, Filter
 from shared.wire.retrieval_api import RETRIEVAL_HEADER, Citation, RetrievalReport, RetrievalStatus
 from shared.wire.schemas import ChatCompletionRequest

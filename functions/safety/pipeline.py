@@ -20,7 +20,7 @@ from functions.safety.rules import RULES_VERSION
 from functions.safety.stream_guard import StreamGuard
 from functions.spooled_writer import SafetyAuditWriter
 from shared.errors import ContentPolicyViolationError
-from shared.fleet.tiers import safety_for
+from shared.fleet.tables import safety_for
 from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyLayer
 from shared.storage.timestamps import utc_now
 from shared.wire.schemas import ChatCompletionRequest

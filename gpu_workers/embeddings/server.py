@@ -19,7 +19,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from gpu_workers.embeddings.batcher import Encode, MicroBatcher
 from shared import metric_names as names
 from shared.errors import ModelNotFoundError
-from shared.fleet.embedding_pools import EmbeddingPool, checked_inputs, get_embedding_pool
+from shared.fleet.embedding_pools import EmbeddingPool, checked_inputs
+from shared.fleet.tables import get_embedding_pool
 from shared.wire.embeddings_api import Embedding, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, encode_vector
 from shared.wire.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.wire.schemas import ModelCard, ModelList, WorkerHealth

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.fleet.tiers import TIER_TABLE
+from shared.fleet.tables import tables
 
 OUT = Path(__file__).with_name("fleetchat.json")
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
@@ -89,7 +89,7 @@ def quantile(q: float, metric: str, selector: str, by: str = "pool") -> str:
 
 
 def tier_panels(layout: Layout) -> None:
-    for tier, policy in TIER_TABLE.items():
+    for tier, policy in tables().tiers.items():
         t, slo = tier.value, policy.slo
         layout.row(f"Tier {t}: SLO TTFT p95 {slo.ttft_p95_s} s, inter-token p95 {slo.inter_token_p95_s} s")
         sel = f'tier="{t}"'

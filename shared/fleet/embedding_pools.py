@@ -56,7 +56,7 @@ class EmbeddingPool(BaseModel):
     price: TokenPrice  # internal cost per million input tokens (completion price unused)
 
 
-EMBEDDING_POOLS: dict[str, EmbeddingPool] = {
+BUILTIN_EMBEDDING_POOLS: dict[str, EmbeddingPool] = {
     "text-embedding-minilm": EmbeddingPool(
         name="text-embedding-minilm",
         description="all-MiniLM-L6-v2: 384-dimensional, L2-normalised sentence embeddings (English).",
@@ -78,25 +78,21 @@ EMBEDDING_POOLS: dict[str, EmbeddingPool] = {
 }
 
 
-def get_embedding_pool(name: str) -> EmbeddingPool | None:
-    return EMBEDDING_POOLS.get(name)
-
-
 @cache
-def packaged_tokenizer(pool_name: str):  # -> tokenizers.Tokenizer (imported lazily: the gateway's start-up)
+def packaged_tokenizer(directory: Path):  # -> tokenizers.Tokenizer (imported lazily: the gateway's start-up)
     """The pool's own tokenizer (tokenizer.json from its package), with no truncation and no padding, so a count is
     the number of tokens the model would see, [CLS] and [SEP] included."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(EMBEDDING_POOLS[pool_name].local.directory() / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
 
 
-def count_tokens(pool_name: str, texts: list[str]) -> list[int]:
+def count_tokens(pool: EmbeddingPool, texts: list[str]) -> list[int]:
     """Tokens per input under the pool's tokenizer."""
-    return [len(encoding.ids) for encoding in packaged_tokenizer(pool_name).encode_batch(texts)]
+    return [len(encoding.ids) for encoding in packaged_tokenizer(pool.local.directory()).encode_batch(texts)]
 
 
 def checked_inputs(pool: EmbeddingPool, request: EmbeddingRequest) -> tuple[list[str], list[int]]:
@@ -110,7 +106,7 @@ def checked_inputs(pool: EmbeddingPool, request: EmbeddingRequest) -> tuple[list
             code="invalid_value",
         )
     texts = request.texts()
-    counts = count_tokens(pool.name, texts)
+    counts = count_tokens(pool, texts)
     for i, count in enumerate(counts):
         if count > pool.max_input_tokens:
             raise ContextLengthExceededError(

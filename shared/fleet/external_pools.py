@@ -51,21 +51,3 @@ class ExternalPool(BaseModel):
             sent["stream_options"] = options
         key = self.external.api_key()
         return url, sent, ({"authorization": f"Bearer {key}"} if key else {})
-
-
-EXTERNAL_POOLS: dict[str, ExternalPool] = {}
-
-
-def upstream_request(
-    pool: str, replica: str, path: str, body: dict[str, Any], headers: dict[str, str]
-) -> tuple[str, dict[str, Any], dict[str, str]]:
-    """What the worker client sends for `pool`: to the replica unchanged, or rewritten for an external pool."""
-    external = EXTERNAL_POOLS.get(pool)
-    if external is None:
-        return f"{replica}{path}", body, headers
-    return external.upstream_request(path, body, headers)
-
-
-def external_worker_urls() -> dict[str, list[str]]:
-    """External pools as the router's "replicas": one each, its base URL (breakers and retries apply as to ours)."""
-    return {name: [pool.external.base_url] for name, pool in EXTERNAL_POOLS.items()}

@@ -1,7 +1,8 @@
 """Model pools: what each pool serves locally (embedded engine) and deployed (vLLM on Modal GPUs).
 
 A pool's name is also the `model` id clients ask for and the name its workers serve under. The tables below are the
-defaults: the operator config file (docs/configuration.md, FLEETCHAT_CONFIG_FILE) replaces them in place at start.
+built-in defaults; the pools in force are shared/fleet/tables.py's snapshot (the operator config file,
+docs/configuration.md, FLEETCHAT_CONFIG_FILE, replaces it whole at start).
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class ModelPool(BaseModel):
     price: TokenPrice
 
 
-POOLS: dict[str, ModelPool] = {
+BUILTIN_POOLS: dict[str, ModelPool] = {
     "mini": ModelPool(
         name="mini",
         description="Small, cheap model for the free tier.",
@@ -133,7 +134,7 @@ POOLS: dict[str, ModelPool] = {
 
 # Guard models: deployed beside the chat pools but never routed to by tiers (not a `model` clients can ask for); the
 # safety guard calls them (`FLEETCHAT_SAFETY_GUARD=llama_guard`, docs/safety-guard.md).
-GUARD_POOLS: dict[str, ModelPool] = {
+BUILTIN_GUARD_POOLS: dict[str, ModelPool] = {
     "llama-guard": ModelPool(
         name="llama-guard",
         description="Llama Guard 3 1B: classifies a conversation as safe, or unsafe with hazard codes S1-S14.",
@@ -155,10 +156,6 @@ GUARD_POOLS: dict[str, ModelPool] = {
         price=TokenPrice(prompt_usd_per_mtok=0.01, completion_usd_per_mtok=0.15),
     ),
 }
-
-
-def get_pool(name: str) -> ModelPool | None:
-    return POOLS.get(name)
 
 
 def model_version(pool: ModelPool, *, deployed: bool) -> str:

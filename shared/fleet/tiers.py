@@ -1,7 +1,8 @@
 """The tier table: which model pools each tier may use, its rate limits and message cap, and how long chats are kept.
 
-TIER_TABLE holds the defaults; the operator config file (docs/configuration.md) replaces its entries in place, at
-start and on a hot reload, so `policy_for`/`limits_for`/`safety_for` always read the policy in force.
+BUILTIN_TIERS holds the defaults; the tiers in force are shared/fleet/tables.py's snapshot (the operator config
+file, docs/configuration.md, replaces it whole at start and on a hot reload), which `policy_for`/`limits_for`/
+`safety_for` there read.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from shared.fleet.pools import POOLS
+from shared.fleet.pools import BUILTIN_POOLS
 
 
 class Tier(StrEnum):
@@ -75,7 +76,7 @@ class TierSlo(BaseModel):
     """Latency objectives of a tier, as streamed requests see them at the gateway (the eval latency suite gates on
     them; the reliability control loop will drive admission and brownout from them).
 
-    The values in TIER_TABLE are sized for the embedded stack (SmolLM2-135M on a few CPU cores, short prompts): a
+    The values in BUILTIN_TIERS are sized for the embedded stack (SmolLM2-135M on a few CPU cores, short prompts): a
     deployment on GPUs should hold far tighter ones, set in the operator config file (docs/configuration.md).
     """
 
@@ -99,7 +100,7 @@ class TierPolicy(BaseModel):
     result_cache_ttl_s: int = Field(default=0, ge=0, le=7 * 24 * 3600)
 
 
-TIER_TABLE: dict[Tier, TierPolicy] = {
+BUILTIN_TIERS: dict[Tier, TierPolicy] = {
     Tier.FREE: TierPolicy(
         tier=Tier.FREE,
         limits=TierLimits(
@@ -154,24 +155,6 @@ TIER_TABLE: dict[Tier, TierPolicy] = {
     ),
 }
 
-assert all(p in POOLS for policy in TIER_TABLE.values() for p in policy.pools), "tier table names an unknown pool"
-
-
-def policy_for(tier: Tier) -> TierPolicy:
-    return TIER_TABLE[tier]
-
-
-def limits_for(tier: Tier, overrides: LimitOverrides | None = None) -> TierLimits:
-    """The tier's limits with a tenant's overrides applied."""
-    base = TIER_TABLE[tier].limits
-    if overrides is None:
-        return base
-    return base.model_copy(update=overrides.model_dump(exclude_none=True))
-
-
-def safety_for(tier: Tier, overrides: SafetyOverrides | None = None) -> SafetyPolicy:
-    """The tier's safety policy; an enterprise tenant's overrides applied (other tiers cannot change it)."""
-    base = TIER_TABLE[tier].safety
-    if overrides is None or tier is not Tier.ENTERPRISE:
-        return base
-    return base.model_copy(update=overrides.model_dump(exclude_none=True))
+assert all(p in BUILTIN_POOLS for policy in BUILTIN_TIERS.values() for p in policy.pools), (
+    "tier table names an unknown pool"
+)

@@ -1,30 +1,21 @@
-"""The built-in tables as a config document, a file's document completed from them, and installing a document into
-the live tables (shared/fleet/pools.py, shared/fleet/tiers.py, shared/fleet/embedding_pools.py,
-shared/fleet/external_pools.py).
-
-The live tables are module-level dicts every caller reads at call time (`limits_for`, `get_pool`, `POOLS.get`), so
-they are updated in place: a swap is seen everywhere at once, by modules that imported the dict itself too.
-"""
+"""The built-in tables as a config document, a file's document completed from them, and installing a document as the
+tables in force (shared/fleet/tables.py): one new snapshot, swapped in whole, at start and on a hot reload."""
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
 from typing import Any
 
-from shared.fleet.embedding_pools import EMBEDDING_POOLS
-from shared.fleet.external_pools import EXTERNAL_POOLS
-from shared.fleet.pools import GUARD_POOLS, POOLS
-from shared.fleet.tiers import TIER_TABLE
+from shared.fleet.tables import BUILTIN_TABLES, FleetTables, install_tables, tables
 from shared.operator_config.document import GuardConfig, JudgeConfig, OperatorConfig
 from shared.server_tool_settings import ServerToolSettings
 
 # Taken once, before any file is installed: what a section left out of a file means.
 _BUILTIN = OperatorConfig(
-    pools=dict(POOLS),
-    guard_pools=dict(GUARD_POOLS),
-    embedding_pools=dict(EMBEDDING_POOLS),
-    external_pools=dict(EXTERNAL_POOLS),
-    tiers=dict(TIER_TABLE),
+    pools=dict(BUILTIN_TABLES.pools),
+    guard_pools=dict(BUILTIN_TABLES.guard_pools),
+    embedding_pools=dict(BUILTIN_TABLES.embedding_pools),
+    external_pools=dict(BUILTIN_TABLES.external_pools),
+    tiers=dict(BUILTIN_TABLES.tiers),
     guard=GuardConfig(),
     judge=JudgeConfig(),
     capacity={},
@@ -49,41 +40,42 @@ def resolve(document: OperatorConfig) -> OperatorConfig:
 
 
 def install(config: OperatorConfig) -> None:
-    """Make `config` (complete: from `resolve`) the live tables."""
-    _replace(POOLS, config.pools or {})
-    _replace(GUARD_POOLS, config.guard_pools or {})
-    _replace(EMBEDDING_POOLS, config.embedding_pools or {})
-    _replace(EXTERNAL_POOLS, config.external_pools or {})
-    _replace(TIER_TABLE, config.tiers or {})
+    """Make `config` (complete: from `resolve`) the tables in force."""
+    install_tables(
+        FleetTables.of(
+            pools=config.pools or {},
+            guard_pools=config.guard_pools or {},
+            embedding_pools=config.embedding_pools or {},
+            external_pools=config.external_pools or {},
+            tiers=config.tiers or {},
+        )
+    )
 
 
 def install_limits(config: OperatorConfig) -> list[str]:
     """A hot reload: the tiers (limits, SLOs, retention, safety policy, cache TTL) and the prices of pools already
-    running. Returns the sections that changed but need a restart (the gateway routes to the pools it started with)."""
-    _replace(TIER_TABLE, config.tiers or {})
+    running, swapped in as one new snapshot. Returns the sections that changed but need a restart (the gateway routes
+    to the pools it started with)."""
+    live = tables()
+    pools = dict(live.pools)
     for name, pool in (config.pools or {}).items():
-        if name in POOLS and POOLS[name].model_copy(update={"price": pool.price}) == pool:
-            POOLS[name] = pool  # only its price changed: safe to swap under running requests
-    live = current_config()
+        if name in pools and pools[name].model_copy(update={"price": pool.price}) == pool:
+            pools[name] = pool  # only its price changed: safe to swap under running requests
+    install_tables(live.replaced(pools=pools, tiers=config.tiers or {}))
+    current = current_config()
     sections = ("pools", "guard_pools", "embedding_pools", "external_pools")
-    return [name for name in sections if getattr(live, name) != getattr(config, name)]
+    return [name for name in sections if getattr(current, name) != getattr(config, name)]
 
 
 def current_config() -> OperatorConfig:
-    """The live tables as a document (settings-level sections as built in)."""
+    """The tables in force as a document (settings-level sections as built in)."""
+    live = tables()
     return builtin_config().model_copy(
         update={
-            "pools": dict(POOLS),
-            "guard_pools": dict(GUARD_POOLS),
-            "embedding_pools": dict(EMBEDDING_POOLS),
-            "external_pools": dict(EXTERNAL_POOLS),
-            "tiers": dict(TIER_TABLE),
+            "pools": dict(live.pools),
+            "guard_pools": dict(live.guard_pools),
+            "embedding_pools": dict(live.embedding_pools),
+            "external_pools": dict(live.external_pools),
+            "tiers": dict(live.tiers),
         }
     )
-
-
-def _replace(table: MutableMapping[Any, Any], new: dict[Any, Any]) -> None:
-    """Update in place: set the new entries first, then drop the removed ones (never an empty table in between)."""
-    table.update(new)
-    for name in [name for name in table if name not in new]:
-        del table[name]

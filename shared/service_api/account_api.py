@@ -9,7 +9,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from shared.errors import InvalidRequestError
-from shared.fleet.tiers import LimitOverrides, SafetyOverrides, SafetyPolicy, Tier, TierLimits, safety_for
+from shared.fleet.tables import safety_for
+from shared.fleet.tiers import LimitOverrides, SafetyOverrides, SafetyPolicy, Tier, TierLimits
 from shared.storage.accounts import AdminKeyRecord, ApiKeyRecord, SafetyChoices, Tenant, TenantPurpose, User
 from shared.storage.ledger import UsageRow
 from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyDetector, SafetyLayer

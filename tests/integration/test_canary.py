@@ -14,7 +14,8 @@ from fastapi.responses import JSONResponse
 
 from functions.accounts.operations import mint_admin_key
 from functions.control.canary import MODEL_VERSION_HEADER
-from shared.fleet.pools import POOLS, model_version
+from shared.fleet.pools import model_version
+from shared.fleet.tables import tables
 from shared.storage.sqlite.accounts import SQLiteStore
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.scripted_worker import scripted_worker
@@ -23,7 +24,7 @@ from tests.support.servers import serve
 STABLE_ANSWER = "The stable version answers this."
 CANARY_ANSWER = "The canary version answers that."
 CANARY_VERSION = "HuggingFaceTB/SmolLM2-135M-Instruct@canary-revision"
-STABLE_VERSION = model_version(POOLS["mini"], deployed=False)
+STABLE_VERSION = model_version(tables().pools["mini"], deployed=False)
 
 
 def failing_worker() -> FastAPI:

@@ -21,7 +21,8 @@ import openai
 import pytest
 from fastapi import FastAPI
 
-from shared.fleet.embedding_pools import EMBEDDING_POOLS, count_tokens
+from shared.fleet.embedding_pools import count_tokens
+from shared.fleet.tables import tables
 from shared.fleet.tiers import LimitOverrides
 from shared.storage.accounts import TenantChanges
 from shared.storage.sqlite.accounts import SQLiteStore
@@ -59,7 +60,7 @@ def reference() -> Any:
     """The model's own pipeline, as sentence-transformers runs it from the package directory."""
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(EMBEDDING_POOLS[MODEL].local.directory()), device="cpu")
+    model = SentenceTransformer(str(tables().embedding_pools[MODEL].local.directory()), device="cpu")
     assert [type(module).__name__ for module in model] == ["Transformer", "Pooling", "Normalize"]
     return lambda texts: model.encode(texts, convert_to_numpy=True, normalize_embeddings=False)
 
@@ -86,7 +87,7 @@ def test_the_sdk_embeds_a_string_as_floats_equal_to_sentence_transformers(gatewa
     (item,) = response.data
     assert item.object == "embedding" and item.index == 0 and len(item.embedding) == 384
     np.testing.assert_allclose(np.array(item.embedding), reference([TEXTS[2]])[0], atol=1e-4)
-    tokens = count_tokens(MODEL, [TEXTS[2]])[0]
+    tokens = count_tokens(tables().embedding_pools[MODEL], [TEXTS[2]])[0]
     assert response.usage.prompt_tokens == response.usage.total_tokens == tokens
 
 
@@ -100,7 +101,7 @@ def test_the_sdks_default_is_base64_and_decodes_to_the_same_vectors(gateway: Gat
     got = np.array([item.embedding for item in response.data])
     np.testing.assert_allclose(got, reference(TEXTS), atol=1e-4)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
-    assert response.usage.prompt_tokens == sum(count_tokens(MODEL, TEXTS))
+    assert response.usage.prompt_tokens == sum(count_tokens(tables().embedding_pools[MODEL], TEXTS))
 
 
 def test_base64_is_little_endian_float32_bytes(gateway: Gateway, reference: Any) -> None:

@@ -15,7 +15,8 @@ import pytest
 
 from functions.accounts.operations import create_tenant_with_key, mint_admin_key
 from functions.control.admission import estimate_prompt_tokens
-from shared.fleet.tiers import Tier, limits_for
+from shared.fleet.tables import limits_for
+from shared.fleet.tiers import Tier
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.wire.schemas import ChatMessage
 from tests.integration.conftest import Gateway, GatewayFactory

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from functions.app import create_app
 from shared.api_keys import hash_api_key, new_api_key
-from shared.fleet.pools import POOLS
+from shared.fleet.tables import tables
 from shared.fleet.tiers import LimitOverrides, Tier
 from shared.settings import Settings
 from shared.storage.accounts import TenantChanges, TenantPurpose
@@ -194,7 +194,7 @@ def test_streams_feed_the_tier_histograms_goodput_and_spend(stack: Stack) -> Non
     # A 5xx after routing misses the SLO; nothing was generated, so nothing was spent.
     assert _value(samples, "fleetchat_gateway_goodput_total", tier="free", pool="mini", met="false") == 1
     assert _value(samples, "fleetchat_gateway_spend_usd_total", tier="free", pool="mini") == 0
-    one = POOLS["flagship"].price.cost_usd(PROMPT_TOKENS, PIECES)
+    one = tables().pools["flagship"].price.cost_usd(PROMPT_TOKENS, PIECES)
     spent = _value(samples, "fleetchat_gateway_spend_usd_total", **plus)
     assert spent == pytest.approx((streams + 1) * one)
     assert _value(samples, "fleetchat_gateway_spend_usd_total", tier="eval", pool="flagship") == pytest.approx(

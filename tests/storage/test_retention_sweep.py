@@ -12,7 +12,8 @@ import pytest
 from functions.accounts.retention import expiry_for
 from functions.jobs import retention_sweep
 from functions.jobs.retention_sweep import SWEEP_ACTOR, run_sweep
-from shared.fleet.tiers import Tier, safety_for
+from shared.fleet.tables import safety_for
+from shared.fleet.tiers import Tier
 from shared.storage.accounts import Tenant
 from shared.storage.conversations import ConversationStore, StoredMessage, StoreUnavailableError, new_conversation_id
 from shared.storage.safety_audit import SafetyAuditStore

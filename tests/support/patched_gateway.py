@@ -20,11 +20,12 @@ from tests.support.processes import REPO, ProcessGroup, wait_http_ok
 
 
 def free_to_flagship() -> None:
-    from shared.fleet.tiers import TIER_TABLE, Tier
+    from shared.fleet.tables import install_tables, tables
+    from shared.fleet.tiers import Tier
 
-    TIER_TABLE[Tier.FREE] = TIER_TABLE[Tier.FREE].model_copy(
-        update={"pools": ("flagship",), "default_pool": "flagship"}
-    )
+    live = tables()
+    free = live.tiers[Tier.FREE].model_copy(update={"pools": ("flagship",), "default_pool": "flagship"})
+    install_tables(live.replaced(tiers={**live.tiers, Tier.FREE: free}))
 
 
 def timestamp_in_prompt() -> None:

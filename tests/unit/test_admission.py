@@ -9,7 +9,8 @@ import pytest
 
 from functions.control.admission import Admission, estimate_prompt_tokens
 from shared.errors import InvalidRequestError, QuotaExceededError
-from shared.fleet.tiers import LimitOverrides, Tier, limits_for
+from shared.fleet.tables import limits_for
+from shared.fleet.tiers import LimitOverrides, Tier
 from shared.storage.sqlite.limits import SQLiteRateLimits
 from shared.wire.schemas import ChatMessage
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from functions.offline.bench.engine.deployed_options import FP8_LAYOUT, latest_gpu_run, option_rows, render_rows
-from shared.fleet.pools import POOLS
+from shared.fleet.tables import tables
 from shared.fleet.vllm_options import DraftSpeculation, VllmOptions
 
 
@@ -19,7 +19,7 @@ def _run() -> dict:
 
 def test_every_option_in_the_pool_table_gets_a_row() -> None:
     rows = option_rows(_run())
-    for name, pool in POOLS.items():
+    for name, pool in tables().pools.items():
         flags = pool.deployed.vllm.flags()
         named = {f for f in flags if f.startswith("--")}
         assert named == {r.option for r in rows if r.pool == name}
@@ -47,7 +47,7 @@ def test_without_a_gpu_run_nothing_claims_a_measurement() -> None:
 
 
 def test_a_draft_model_is_never_reported_as_measured() -> None:
-    pool = POOLS["mini"].model_copy(deep=True)
+    pool = tables().pools["mini"].model_copy(deep=True)
     pool.deployed.vllm = VllmOptions(speculative=DraftSpeculation(model="HuggingFaceTB/SmolLM2-135M-Instruct"))
     (row,) = option_rows(_run(), {"mini": pool})
     assert row.value == "draft HuggingFaceTB/SmolLM2-135M-Instruct" and row.measured.startswith("not measured")

@@ -13,7 +13,8 @@ from functions.offline.bench.phases.goodput_phase import judge, mean_itl
 from functions.offline.bench.results.records import BenchResult, GoodputComparison, GoodputStats
 from functions.offline.bench.results.report import render_markdown
 from functions.offline.measure.stats import RequestResult
-from shared.fleet.tiers import TIER_TABLE, Tier
+from shared.fleet.tables import tables
+from shared.fleet.tiers import Tier
 
 
 def _request(ttft: float, gaps: list[float], tokens: int | None = None) -> RequestResult:
@@ -22,7 +23,7 @@ def _request(ttft: float, gaps: list[float], tokens: int | None = None) -> Reque
 
 
 def test_judge_applies_the_tier_slo_and_counts_errors_as_missed() -> None:
-    slo = TIER_TABLE[Tier.FREE].slo  # 3 s TTFT, 0.3 s inter-token
+    slo = tables().tiers[Tier.FREE].slo  # 3 s TTFT, 0.3 s inter-token
     results = [
         _request(1.0, [0.1] * 10),  # meets
         _request(3.5, [0.1] * 10),  # slow first token
@@ -57,7 +58,7 @@ def test_aiperf_gets_the_tier_slo_in_milliseconds_and_the_same_load(tmp_path: Pa
         concurrency=4,
         requests=12,
         max_tokens=32,
-        slo=TIER_TABLE[Tier.ENTERPRISE].slo,
+        slo=tables().tiers[Tier.ENTERPRISE].slo,
         artifact_dir=tmp_path / "a",
     )
     assert cmd[:2] == ["/x/aiperf", "profile"]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from functions.control.config_watch import Reloader
-from shared.fleet.pools import POOLS
-from shared.fleet.tiers import Tier, limits_for
+from shared.fleet.tables import limits_for, tables
+from shared.fleet.tiers import Tier
 from shared.operator_config import builtin_config, install, load_config
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "fleetchat.yaml"
@@ -37,7 +37,7 @@ def test_limits_and_prices_apply(reloader: Reloader, caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.WARNING, "fleetchat.config"):
         assert reloader.reload()
     assert limits_for(Tier.PLUS).key_rpm == 42
-    assert POOLS["flagship"].price.completion_usd_per_mtok == 0.5
+    assert tables().pools["flagship"].price.completion_usd_per_mtok == 0.5
     assert "apply at the next restart" not in caplog.text
 
 
@@ -47,7 +47,7 @@ def test_start_only_sections_are_announced(reloader: Reloader, caplog: pytest.Lo
     with caplog.at_level(logging.WARNING, "fleetchat.config"):
         assert reloader.reload()
     assert "config sections pools, guard changed: they apply at the next restart" in caplog.text
-    assert POOLS["flagship"].deployed.max_containers == 16  # the running gateway keeps the pools it routes to
+    assert tables().pools["flagship"].deployed.max_containers == 16  # the running gateway keeps the pools it routes to
 
 
 def test_a_bad_file_keeps_the_last_good(reloader: Reloader, caplog: pytest.LogCaptureFixture) -> None:
@@ -60,3 +60,22 @@ def test_a_bad_file_keeps_the_last_good(reloader: Reloader, caplog: pytest.LogCa
     expected = f"the last good config stays in force: {reloader.path}:{line}: tiers.plus.limits.key_rpm"
     assert expected in caplog.text
     assert limits_for(Tier.PLUS).key_rpm == 42
+
+
+def test_a_reload_swaps_one_read_only_snapshot_whole(reloader: Reloader) -> None:
+    """A request that read the tables before a reload keeps one consistent view; the new view is a new snapshot, and
+    no code can edit a table in place (shared/fleet/tables.py)."""
+    before = tables()
+    edit(reloader, "key_rpm: 300", "key_rpm: 42")
+    edit(reloader, "completion_usd_per_mtok: 0.88", "completion_usd_per_mtok: 0.5")
+    assert reloader.reload()
+    after = tables()
+    assert after is not before
+    assert (
+        before.tiers[Tier.PLUS].limits.key_rpm == 300 and before.pools["flagship"].price.completion_usd_per_mtok == 0.88
+    )
+    assert after.tiers[Tier.PLUS].limits.key_rpm == 42 and after.pools["flagship"].price.completion_usd_per_mtok == 0.5
+    with pytest.raises(TypeError):
+        after.tiers[Tier.FREE] = after.tiers[Tier.PLUS]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        after.pools["flagship"] = after.pools["mini"]  # type: ignore[index]

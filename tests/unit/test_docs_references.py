@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.fleet.pools import GUARD_POOLS, get_pool
+from shared.fleet.tables import get_pool, tables
 from tests.support.doc_references import (
     PENDING_FROM_OTHER_BRANCHES,
     REPO,
@@ -158,7 +158,7 @@ def test_every_route_is_documented_and_every_documented_route_exists() -> None:
 
 def test_deploy_cost_figures_follow_from_the_pool_prices() -> None:
     text = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
-    mini, flagship, guard = get_pool("mini"), get_pool("flagship"), GUARD_POOLS["llama-guard"]
+    mini, flagship, guard = get_pool("mini"), get_pool("flagship"), tables().guard_pools["llama-guard"]
     assert mini is not None and flagship is not None
     for pool in (mini, flagship, guard):
         for price in (pool.price.prompt_usd_per_mtok, pool.price.completion_usd_per_mtok):

@@ -11,9 +11,9 @@ import modal
 from modal.exception import DeprecationError
 
 from gpu_workers import modal_app
-from shared.fleet.embedding_pools import EMBEDDING_POOLS
+from shared.fleet.tables import tables
 
-POOL = EMBEDDING_POOLS["text-embedding-minilm"]
+POOL = tables().embedding_pools["text-embedding-minilm"]
 
 
 def test_each_embedding_pool_is_a_registered_gpu_server_named_by_the_pool() -> None:

@@ -13,6 +13,7 @@ from functions.files.extract import ExtractionError, extract_text
 from functions.files.sniff import checked_kind
 from shared.errors import InvalidRequestError
 from shared.fleet.embedding_pools import packaged_tokenizer
+from shared.fleet.tables import tables
 from tests.support.documents import docx_with, malformed_pdf, pdf_with_pages
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
@@ -107,7 +108,7 @@ def test_a_paragraph_longer_than_a_chunk_is_cut_at_token_boundaries_with_overlap
 
 
 def test_chunks_fit_the_embedding_models_own_token_limit() -> None:
-    tokenizer = packaged_tokenizer("text-embedding-minilm")
+    tokenizer = packaged_tokenizer(tables().embedding_pools["text-embedding-minilm"].local.directory())
 
     def spans(text: str) -> list[tuple[int, int]]:
         return [tuple(o) for o in tokenizer.encode(text, add_special_tokens=False).offsets]

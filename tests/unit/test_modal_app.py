@@ -31,9 +31,7 @@ from gpu_workers.modal_app import (
     worker_class_name,
     worker_class_names,
 )
-from shared.fleet.embedding_pools import EMBEDDING_POOLS
-from shared.fleet.pools import GUARD_POOLS, POOLS
-from shared.fleet.tiers import TIER_TABLE
+from shared.fleet.tables import tables
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +55,9 @@ def _server_info(pool: str) -> Any:
 
 
 def test_app_registers_one_gpu_server_per_pool_and_the_gateway() -> None:
-    expected_servers = {worker_class_name(pool) for pool in (*POOLS, *GUARD_POOLS, *EMBEDDING_POOLS)}  # + issue 22
+    expected_servers = {
+        worker_class_name(pool) for pool in (*tables().pools, *tables().guard_pools, *tables().embedding_pools)
+    }  # + issue 22
     assert modal_app.app.name == modal_app.APP_NAME
     assert set(_registered("registered_classes")) == set()  # Servers, not Clses: no web_server endpoints
     jobs = {"retention_sweep", "meter_flush", "nightly_eval", "doctor"}
@@ -68,7 +68,7 @@ def test_app_registers_one_gpu_server_per_pool_and_the_gateway() -> None:
 def test_worker_classes_are_module_globals_named_by_pool() -> None:
     # Modal's container finds a class again with getattr(module, class_name).
     assert worker_class_names() == {"mini": "MiniWorker", "flagship": "FlagshipWorker"}
-    assert set(WORKERS) == set(POOLS)
+    assert set(WORKERS) == set(tables().pools)
     for pool, class_name in worker_class_names().items():
         worker = getattr(modal_app, class_name)
         assert worker is WORKERS[pool]
@@ -83,8 +83,8 @@ def test_worker_class_name_handles_separators() -> None:
 
 
 def test_worker_specs_are_exactly_the_pools_deployment_config() -> None:
-    assert set(WORKER_SPECS) == set(POOLS)
-    for name, pool in POOLS.items():
+    assert set(WORKER_SPECS) == set(tables().pools)
+    for name, pool in tables().pools.items():
         deployed = pool.deployed
         assert WORKER_SPECS[name] == WorkerSpec(
             pool=name,
@@ -97,10 +97,10 @@ def test_worker_specs_are_exactly_the_pools_deployment_config() -> None:
         )
 
 
-@pytest.mark.parametrize("pool", sorted({**POOLS, **GUARD_POOLS}))
+@pytest.mark.parametrize("pool", sorted({**tables().pools, **tables().guard_pools}))
 def test_registered_gpu_server_uses_the_pools_gpu_and_cache_volumes_and_serves_vllm_itself(pool: str) -> None:
     info = _server_info(pool)
-    deployed = {**POOLS, **GUARD_POOLS}[pool].deployed
+    deployed = {**tables().pools, **tables().guard_pools}[pool].deployed
     assert info.gpus == [(deployed.gpu, 1)]
     assert {path: mount.name for path, mount in info.volumes.items()} == {
         HF_CACHE_PATH: "fleetchat-hf-cache",
@@ -114,7 +114,7 @@ def test_registered_gpu_server_uses_the_pools_gpu_and_cache_volumes_and_serves_v
     assert _service_info(pool).concurrency_info is None or _service_info(pool).concurrency_info.max_inputs is None
 
 
-@pytest.mark.parametrize("pool", sorted({**POOLS, **GUARD_POOLS}))
+@pytest.mark.parametrize("pool", sorted({**tables().pools, **tables().guard_pools}))
 def test_each_pool_is_a_modal_server_whose_proxy_keeps_a_session_on_one_replica(pool: str) -> None:
     """Deployed stickiness: Modal Servers route by the `Modal-Session-ID` header (rendezvous hashing over the live
     replicas), which the gateway sets to the conversation id; a web_server endpoint had no affinity."""
@@ -164,11 +164,11 @@ class _RecordingApp:
         return lambda user_cls: user_cls
 
 
-@pytest.mark.parametrize("pool", sorted(POOLS))
+@pytest.mark.parametrize("pool", sorted(tables().pools))
 def test_define_worker_passes_the_pools_autoscaling_knobs(pool: str) -> None:
     recorder = _RecordingApp()
     define_worker(recorder, WORKER_SPECS[pool])  # type: ignore[arg-type]
-    deployed = POOLS[pool].deployed
+    deployed = tables().pools[pool].deployed
     assert recorder.kwargs["gpu"] == deployed.gpu
     assert recorder.kwargs["min_containers"] == deployed.min_containers
     assert recorder.kwargs["max_containers"] == deployed.max_containers
@@ -179,10 +179,10 @@ def test_define_worker_passes_the_pools_autoscaling_knobs(pool: str) -> None:
     assert set(recorder.kwargs["volumes"]) == {HF_CACHE_PATH, VLLM_CACHE_PATH}
 
 
-@pytest.mark.parametrize("pool", sorted(POOLS))
+@pytest.mark.parametrize("pool", sorted(tables().pools))
 def test_vllm_serve_command_serves_the_pinned_model_under_the_pool_name(pool: str) -> None:
-    deployed = POOLS[pool].deployed
-    command = vllm_serve_command(POOLS[pool])
+    deployed = tables().pools[pool].deployed
+    command = vllm_serve_command(tables().pools[pool])
 
     def value_of(flag: str) -> str:
         assert command.count(flag) == 1, f"{flag} missing or repeated in {command}"
@@ -202,7 +202,7 @@ def test_vllm_serve_command_serves_the_pinned_model_under_the_pool_name(pool: st
 
 def test_every_tiers_pools_have_a_gpu_server() -> None:
     names = worker_class_names()
-    for policy in TIER_TABLE.values():
+    for policy in tables().tiers.values():
         for pool in (*policy.pools, policy.default_pool):
             assert pool in WORKERS, f"tier {policy.tier} routes to {pool!r}, which has no GPU Server"
             assert names[pool] in _registered("registered_functions")
@@ -275,18 +275,18 @@ def test_the_gateway_image_carries_the_web_chat_where_the_gateway_looks_for_it()
 
 
 def test_llama_guard_is_a_small_gpu_class_no_tier_routes_to() -> None:
-    guard = GUARD_POOLS["llama-guard"].deployed
+    guard = tables().guard_pools["llama-guard"].deployed
     assert guard.hf_repo == "meta-llama/Llama-Guard-3-1B" and guard.gpu == "L4" and guard.gated
-    assert set(GUARD_WORKERS) == {"llama-guard"} and not set(GUARD_POOLS) & set(POOLS)
+    assert set(GUARD_WORKERS) == {"llama-guard"} and not set(tables().guard_pools) & set(tables().pools)
     assert modal_app.LlamaGuardWorker is GUARD_WORKERS["llama-guard"]
     assert modal_app.LlamaGuardWorker._get_user_cls().pool_name == "llama-guard"
     assert "llama-guard" not in worker_class_names()  # the gateway never routes chat to it
-    for policy in TIER_TABLE.values():
+    for policy in tables().tiers.values():
         assert "llama-guard" not in (*policy.pools, policy.default_pool)
     # Gated on the hub: only its class gets the HF token secret.
     assert _service_info("llama-guard").secrets == [f"modal.Secret.from_name('{modal_app.HF_SECRET_NAME}')"]
     assert _service_info("mini").secrets == []
-    command = vllm_serve_command(GUARD_POOLS["llama-guard"])
+    command = vllm_serve_command(tables().guard_pools["llama-guard"])
     assert command[:3] == ["vllm", "serve", "meta-llama/Llama-Guard-3-1B"]
     assert command[command.index("--served-model-name") + 1] == "llama-guard"
     assert "--chat-template" not in command  # Llama Guard's own template wraps the conversation in its task prompt
@@ -307,11 +307,11 @@ def test_define_worker_gives_a_gated_model_the_hf_secret() -> None:
         ({"FLEETCHAT_SAFETY_GUARD": "embedded"}, 0),
         ({"FLEETCHAT_SAFETY_GUARD": "moderation_api", "FLEETCHAT_SAFETY_GUARD_URL": "https://api.openai.com"}, 0),
         ({"FLEETCHAT_SAFETY_GUARD": "llama_guard", "FLEETCHAT_SAFETY_GUARD_URL": "https://elsewhere"}, 0),
-        ({"FLEETCHAT_SAFETY_GUARD": "llama_guard"}, GUARD_POOLS["llama-guard"].deployed.min_containers),
+        ({"FLEETCHAT_SAFETY_GUARD": "llama_guard"}, tables().guard_pools["llama-guard"].deployed.min_containers),
     ],
 )
 def test_the_guard_pool_is_warm_only_where_the_deployment_selects_it(environ: dict[str, str], warm: int) -> None:
-    pool = GUARD_POOLS["llama-guard"]
+    pool = tables().guard_pools["llama-guard"]
     spec = modal_app.guard_spec(pool, environ)
     assert spec.min_containers == warm
     assert spec == dataclasses.replace(modal_app.worker_spec(pool), min_containers=warm)  # nothing else changes
@@ -330,7 +330,7 @@ def test_the_guard_pool_warms_by_the_deploying_environment() -> None:
         )
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == warm
-    assert GUARD_SPECS["llama-guard"] == modal_app.guard_spec(GUARD_POOLS["llama-guard"], os.environ)
+    assert GUARD_SPECS["llama-guard"] == modal_app.guard_spec(tables().guard_pools["llama-guard"], os.environ)
 
 
 def test_the_gateway_finds_its_own_llama_guard_class_when_no_url_is_set() -> None:
@@ -352,8 +352,12 @@ def test_the_gateway_finds_its_own_llama_guard_class_when_no_url_is_set() -> Non
 def test_vllm_parses_tool_calls_with_each_pools_parser() -> None:
     """Qwen2.5 (flagship) with vLLM's `hermes` parser; SmolLM2-1.7B (mini) has no format vLLM parses, so no flags (vLLM
     then refuses `tool_choice: auto` with a 400 rather than returning the calls as text)."""
-    flagship = vllm_serve_command(POOLS["flagship"])
+    flagship = vllm_serve_command(tables().pools["flagship"])
     assert "--enable-auto-tool-choice" in flagship
-    assert flagship[flagship.index("--tool-call-parser") + 1] == POOLS["flagship"].deployed.tool_call_parser == "hermes"
-    assert "--tool-call-parser" not in vllm_serve_command(POOLS["mini"])
-    assert "--enable-auto-tool-choice" not in vllm_serve_command(GUARD_POOLS["llama-guard"])
+    assert (
+        flagship[flagship.index("--tool-call-parser") + 1]
+        == tables().pools["flagship"].deployed.tool_call_parser
+        == "hermes"
+    )
+    assert "--tool-call-parser" not in vllm_serve_command(tables().pools["mini"])
+    assert "--enable-auto-tool-choice" not in vllm_serve_command(tables().guard_pools["llama-guard"])

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.fleet.embedding_pools import EMBEDDING_POOLS
-from shared.fleet.external_pools import EXTERNAL_POOLS
-from shared.fleet.pools import GUARD_POOLS, POOLS
-from shared.fleet.tiers import TIER_TABLE, Tier, limits_for
+from shared.fleet.tables import limits_for, tables
+from shared.fleet.tiers import Tier
 from shared.operator_config import ConfigError, builtin_config, configure, install, load_config
 from shared.operator_config.document import GuardConfig, JudgeConfig
 from shared.server_tool_settings import ServerToolSettings
@@ -53,11 +51,11 @@ def only_issue(path: Path) -> ConfigError:
 
 def test_shipped_file_is_todays_tables() -> None:
     config = load_config(SHIPPED)
-    assert config.pools == POOLS
-    assert config.guard_pools == GUARD_POOLS
-    assert config.embedding_pools == EMBEDDING_POOLS
-    assert config.external_pools == EXTERNAL_POOLS == {}
-    assert config.tiers == TIER_TABLE
+    assert config.pools == tables().pools
+    assert config.guard_pools == tables().guard_pools
+    assert config.embedding_pools == tables().embedding_pools
+    assert config.external_pools == tables().external_pools == {}
+    assert config.tiers == tables().tiers
     assert config.server_tools == ServerToolSettings()
 
 
@@ -151,9 +149,9 @@ def test_missing_api_key_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_section_left_out_keeps_builtin(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "tiers:\n  free:\n" + _free_tier(key_rpm=7)))
-    assert config.pools == POOLS
+    assert config.pools == tables().pools
     assert config.tiers[Tier.FREE].limits.key_rpm == 7  # type: ignore[index]
-    assert config.tiers[Tier.PLUS] == TIER_TABLE[Tier.PLUS]  # type: ignore[index]
+    assert config.tiers[Tier.PLUS] == tables().tiers[Tier.PLUS]  # type: ignore[index]
 
 
 def test_configure_installs_tables_and_fills_unset_settings(

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from functions.metrics.gateway import GatewayMetrics
 from shared import metric_names
-from shared.fleet.tiers import TIER_TABLE
+from shared.fleet.tables import tables
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "ops" / "prometheus" / "alerts.yml"
@@ -171,8 +171,8 @@ def test_the_checker_refuses_what_is_not_there() -> None:
 def test_latency_alerts_use_the_tier_table_slos(slo: str, field: str) -> None:
     rules = [r for g in load_rules().groups for r in g.rules if r.labels.get("slo") == slo]
     by_tier = {r.labels["tier"]: r for r in rules}
-    assert set(by_tier) == {tier.value for tier in TIER_TABLE}, f"one {slo} alert per tier"
-    for tier, policy in TIER_TABLE.items():
+    assert set(by_tier) == {tier.value for tier in tables().tiers}, f"one {slo} alert per tier"
+    for tier, policy in tables().tiers.items():
         expr = promql_parser.parse(by_tier[tier.value].expr)
         assert isinstance(expr, promql_parser.BinaryExpr) and isinstance(expr.rhs, promql_parser.NumberLiteral)
         assert expr.rhs.val == getattr(policy.slo, field), f"{tier.value} {slo} threshold is not the tier's SLO"
@@ -208,7 +208,7 @@ def test_every_dashboard_query_parses_and_uses_existing_metrics() -> None:
         used |= metrics_in(expr.replace("$__rate_interval", "5m"))  # Grafana's variable, as Prometheus would see it
     assert used <= known, f"panels use metrics nobody exposes: {sorted(used - known)}"
     titles = [p["title"] for p in dashboard["panels"]]
-    for tier in TIER_TABLE:
+    for tier in tables().tiers:
         for what in ("time to first token", "inter-token latency", "goodput"):
             assert f"{tier.value}: {what}" in titles
     ids = [p["id"] for p in dashboard["panels"]]

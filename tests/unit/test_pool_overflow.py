@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 from functions.control.pool_admission import CapacityExceededError, QueueBounds, Slot
 from functions.control.pool_overflow import PoolControl, paid_reserve, pool_capacities
 from functions.metrics.control import ControlMetrics
-from shared.fleet.pools import POOLS
-from shared.fleet.tiers import Tier, policy_for
+from shared.fleet.tables import policy_for, tables
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
 from shared.wire.schemas import ChatCompletionRequest, ChatMessage
 
@@ -117,7 +117,7 @@ def test_capacities_come_from_the_setting_the_replicas_or_the_pool_table() -> No
     local = Settings(pool_capacity_per_replica=3, pool_capacity={"flagship": 5})
     assert pool_capacities(local, urls) == {"mini": 6, "flagship": 5}
     deployed = Settings(environment="deployed", worker_urls=urls, session_secret="s" * 32)
-    flagship = POOLS["flagship"].deployed
+    flagship = tables().pools["flagship"].deployed
     assert pool_capacities(deployed, urls)["flagship"] == flagship.max_concurrent_inputs * flagship.max_containers
 
 

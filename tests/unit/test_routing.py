@@ -6,7 +6,8 @@ import pytest
 
 from functions.control.routing import HashRing, PoolRouter, pools_for_tier, resolve_pool
 from shared.errors import ModelNotFoundError
-from shared.fleet.tiers import TIER_TABLE, Tier
+from shared.fleet.tables import tables
+from shared.fleet.tiers import Tier
 
 REPLICAS = [f"http://127.0.0.1:{8100 + i}" for i in range(4)]
 
@@ -51,4 +52,4 @@ def test_tier_table_governs_models() -> None:
         resolve_pool(Tier.FREE, "flagship", served)
     with pytest.raises(ModelNotFoundError):
         resolve_pool(Tier.ENTERPRISE, "flagship", ["mini"])  # a pool not served here is not offered
-    assert all(policy.default_pool in policy.pools for policy in TIER_TABLE.values())
+    assert all(policy.default_pool in policy.pools for policy in tables().tiers.values())

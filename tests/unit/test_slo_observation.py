@@ -6,7 +6,8 @@ import pytest
 
 from functions.control.slo_observation import RequestObservation, meets_slo, p95
 from functions.metrics.gateway import INTER_TOKEN_BUCKETS, TTFT_BUCKETS, GatewayMetrics
-from shared.fleet.tiers import TIER_TABLE, Tier, TierSlo
+from shared.fleet.tables import tables
+from shared.fleet.tiers import Tier, TierSlo
 
 SLO = TierSlo(ttft_p95_s=2.0, inter_token_p95_s=0.25)
 
@@ -102,7 +103,7 @@ def test_refusals_before_routing_count_as_unknown_and_4xx_get_no_verdict() -> No
 
 def test_every_tier_slo_is_a_bucket_bound_and_every_customer_series_exists_from_the_start() -> None:
     metrics = GatewayMetrics()
-    for tier, policy in TIER_TABLE.items():
+    for tier, policy in tables().tiers.items():
         assert policy.slo.ttft_p95_s in TTFT_BUCKETS
         assert policy.slo.inter_token_p95_s in INTER_TOKEN_BUCKETS
         for pool in policy.pools:

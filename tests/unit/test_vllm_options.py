@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from shared.fleet.pools import POOLS
+from shared.fleet.tables import tables
 from shared.fleet.vllm_options import DraftSpeculation, NgramSpeculation, VllmOptions
 
 
@@ -44,7 +44,7 @@ def test_the_serve_command_carries_each_pools_options() -> None:
     pytest.importorskip("modal")
     from gpu_workers.modal_app import vllm_serve_command
 
-    tuned = [pool for pool in POOLS.values() if pool.deployed.vllm.flags()]
+    tuned = [pool for pool in tables().pools.values() if pool.deployed.vllm.flags()]
     assert tuned, "the pool table sets vLLM options for at least one pool"
     for pool in tuned:
         flags = pool.deployed.vllm.flags()

@@ -16,7 +16,7 @@ from functions.api.openapi_description import error_responses
 from functions.api.routers.usage import MAX_RANGE, TIME_HELP, parse_time
 from functions.control.brownout import BrownoutController
 from shared.errors import InvalidRequestError, NotFoundError
-from shared.fleet.tiers import limits_for
+from shared.fleet.tables import limits_for
 from shared.service_api.account_api import (
     ApiKeyCreate,
     ApiKeyCreated,

@@ -7,7 +7,8 @@ from fastapi import APIRouter
 from functions.accounts.auth import CurrentTenant
 from functions.api.deps import ChatServiceDep, SettingsDep
 from functions.control.routing import pools_for_tier
-from shared.fleet.pools import get_pool, model_version
+from shared.fleet.pools import model_version
+from shared.fleet.tables import get_pool
 from shared.wire.schemas import ModelCard, ModelList
 
 router = APIRouter(prefix="/v1", tags=["models"])

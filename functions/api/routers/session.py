@@ -10,7 +10,7 @@ from functions.accounts.sessions import CSRF_HEADER, CSRF_VALUE, SESSION_COOKIE,
 from functions.api.deps import SessionSignerDep, TenantStoreDep
 from functions.api.openapi_description import error_responses
 from shared.errors import PermissionDeniedError
-from shared.fleet.tiers import limits_for
+from shared.fleet.tables import limits_for
 from shared.service_api.account_api import ApiKeyObject, SessionLogin, SessionObject, TenantObject
 
 router = APIRouter(prefix="/v1/session", tags=["session"])

@@ -21,7 +21,8 @@ from functions.chat.streams.continuation import ContinuingStream
 from functions.chat.streams.relay import StreamRelay
 from functions.control.request_accounting import TokenUsage
 from functions.safety.pii import PiiDetector
-from shared.fleet.tiers import TIER_TABLE, Tier
+from shared.fleet.tables import tables
+from shared.fleet.tiers import Tier
 from shared.settings import Settings
 from shared.storage.accounts import Tenant, TenantPurpose
 from shared.storage.result_cache import MAX_CONTENT_CHARS, CachedAnswer, ResultCacheStore
@@ -250,7 +251,7 @@ def ttl_for(settings: Settings) -> Callable[[Tier], int]:
     """Each tier's TTL: the settings' override, else the tier table's."""
 
     def ttl(tier: Tier) -> int:
-        return settings.result_cache_ttl_s.get(tier, TIER_TABLE[tier].result_cache_ttl_s)
+        return settings.result_cache_ttl_s.get(tier, tables().tiers[tier].result_cache_ttl_s)
 
     return ttl
 

@@ -16,7 +16,7 @@ from functions.chat.server_tools.tools import CalculatorTool, PythonTool, Server
 from functions.control.request_accounting import RequestAccount
 from functions.spooled_writer import SpooledWriter
 from shared.errors import InvalidRequestError
-from shared.fleet.tiers import safety_for
+from shared.fleet.tables import safety_for
 from shared.server_tool_settings import ServerToolSettings
 from shared.storage.limits import RateLimitStore
 from shared.storage.tool_audit import ToolAuditStore, ToolRunRecord

@@ -7,9 +7,7 @@ from collections.abc import Callable
 from pydantic import ValidationError
 
 from functions.local_stack.doctor.results import CheckResult, fail, ok, warn
-from shared.fleet.external_pools import EXTERNAL_POOLS
-from shared.fleet.pools import POOLS
-from shared.fleet.tiers import TIER_TABLE
+from shared.fleet.tables import tables
 from shared.operator_config import ConfigError, configure
 from shared.settings import Settings
 
@@ -38,14 +36,14 @@ def load_settings(make: Callable[[], Settings]) -> tuple[Settings | None, list[C
 
 def check_pools(settings: Settings) -> list[CheckResult]:
     results: list[CheckResult] = []
-    unknown = [name for name in settings.pools if name not in POOLS]
+    unknown = [name for name in settings.pools if name not in tables().pools]
     if unknown:
-        hint = f"FLEETCHAT_POOLS may name only {sorted(POOLS)} (shared/fleet/pools.py)"
+        hint = f"FLEETCHAT_POOLS may name only {sorted(tables().pools)} (shared/fleet/pools.py)"
         results.append(fail("config", "pools", f"unknown pool(s) {unknown}", hint))
     else:
         results.append(ok("config", "pools", f"{', '.join(settings.pools)} defined in shared/fleet/pools.py"))
     urls = settings.worker_urls
-    stray = sorted(name for name in urls if name not in POOLS)
+    stray = sorted(name for name in urls if name not in tables().pools)
     if stray:
         results.append(
             fail("config", "worker URLs", f"for unknown pool(s) {stray}", "key FLEETCHAT_WORKER_URLS by pool")
@@ -53,11 +51,13 @@ def check_pools(settings: Settings) -> list[CheckResult]:
     empty = sorted(name for name, replicas in urls.items() if not replicas)
     if empty:
         results.append(fail("config", "worker URLs", f"no URL for {empty}", "give each pool at least one worker URL"))
-    bad_canaries = sorted(name for name in settings.canaries if name not in POOLS)
+    bad_canaries = sorted(name for name in settings.canaries if name not in tables().pools)
     if bad_canaries:
         results.append(fail("config", "canaries", f"for unknown pool(s) {bad_canaries}", "key canaries by pool"))
     for field in ("judge_pool", "shadow_judge_candidate_pool", "shadow_judge_reference_pool"):
-        known = POOLS.keys() | EXTERNAL_POOLS.keys() if field == "judge_pool" else POOLS.keys()  # a hosted judge
+        known = (
+            tables().pools.keys() | tables().external_pools.keys() if field == "judge_pool" else tables().pools.keys()
+        )  # a hosted judge
         if getattr(settings, field) not in known and not (field == "judge_pool" and settings.judge_url):
             value = getattr(settings, field)
             results.append(fail("config", field, f"{value!r} is not a pool", f"set FLEETCHAT_{field.upper()}"))
@@ -66,11 +66,13 @@ def check_pools(settings: Settings) -> list[CheckResult]:
 
 def check_tiers(settings: Settings) -> list[CheckResult]:
     """Every tier's pools exist and are served: a tier whose default pool has no worker would answer 503s only."""
-    served = set(settings.resolved_worker_urls()) | set(EXTERNAL_POOLS)  # hosted endpoints: served where they are
+    served = set(settings.resolved_worker_urls()) | set(
+        tables().external_pools
+    )  # hosted endpoints: served where they are
     results: list[CheckResult] = []
-    for tier, policy in TIER_TABLE.items():
+    for tier, policy in tables().tiers.items():
         name = f"tier {tier.value}"
-        unknown = [pool for pool in policy.pools if pool not in POOLS and pool not in EXTERNAL_POOLS]
+        unknown = [pool for pool in policy.pools if pool not in tables().pools and pool not in tables().external_pools]
         if unknown or policy.default_pool not in policy.pools:
             detail = (
                 f"names unknown pool(s) {unknown}" if unknown else f"default {policy.default_pool} not in its pools"

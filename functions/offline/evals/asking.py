@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel
 
-from shared.fleet.tiers import TIER_TABLE, Tier
+from shared.fleet.tables import tables
+from shared.fleet.tiers import Tier
 
 CONTENT_POLICY = "content_policy_violation"
 T = TypeVar("T")
@@ -41,7 +42,7 @@ class Answer(BaseModel):
 
 def default_model(tier: Tier) -> str:
     """The pool a tier's requests name by default (the gateway routes by pool name)."""
-    return TIER_TABLE[tier].default_pool
+    return tables().tiers[tier].default_pool
 
 
 async def ask(

@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.fleet.pools import GUARD_POOLS, POOLS, ModelPool
+from shared.fleet.pools import ModelPool
+from shared.fleet.tables import tables
 
 GPU_RUNS = Path(__file__).parent / "gpu_runs"
 LOCAL_MODEL = "SmolLM2-135M-Instruct"
@@ -88,7 +89,7 @@ def option_rows(
 ) -> list[OptionRow]:
     """A row for every option a deployed pool sets (vLLM's defaults: one row saying so); `layouts` is the engine
     bench's weight-layout table of this run, whose fp8 rows measure `--quantization fp8`'s distance here."""
-    pools = pools if pools is not None else {**POOLS, **GUARD_POOLS}
+    pools = pools if pools is not None else {**tables().pools, **tables().guard_pools}
     rows: list[OptionRow] = []
     for name, pool in pools.items():
         options, model = pool.deployed.vllm, pool.deployed.hf_repo

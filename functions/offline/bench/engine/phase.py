@@ -30,7 +30,7 @@ from functions.offline.bench.prompts import generation_messages
 from gpu_workers.llama_cpp.gguf_weights import weights_for
 from gpu_workers.model_loader import packaged_gguf_source
 from gpu_workers.registry import EngineOptions, build_engine
-from shared.fleet.pools import POOLS
+from shared.fleet.tables import tables
 
 RESULT_FILE = "engine.json"
 REPORT_FILE = "engine.md"
@@ -61,7 +61,7 @@ def _full_cache(pool: str, max_tokens: int, streams: int, *, decode_lane: bool) 
 def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, streams: int = 8) -> str:
     max_tokens = 48 if quick else 128
     sizes = {"max_tokens": max_tokens, "streams": streams, "parity_tokens": 16 if quick else 32}
-    gguf_source = packaged_gguf_source(POOLS[pool].local)
+    gguf_source = packaged_gguf_source(tables().pools[pool].local)
     gguf = Path(gguf_source.path_or_repo) / str(gguf_source.gguf_file)
     result: dict[str, Any] = {"measured_at": datetime.now(UTC).isoformat(timespec="seconds"), "pool": pool}
     result["machine"] = machine_info()
@@ -81,7 +81,7 @@ def engine_phase(out_dir: Path, *, pool: str = "mini", quick: bool = False, stre
     tokenizer = load_tokenizer(gguf)
     prompt = chat_prompt_ids(tokenizer, generation_messages(0), add_generation_prompt=True, continue_final=False)
     # The peer loads what our engine loads (the pool's weight layout, gguf_weights.py), and the file as shipped.
-    layout = POOLS[pool].local.llama_weights
+    layout = tables().pools[pool].local.llama_weights
     served = weights_for(gguf, layout)
     peer_tok_s, peer_name = peer_single_stream(served, prompt, max_tokens, threads)
     result["peer"] = {"name": peer_name, "single_tok_s": peer_tok_s, "threads": threads, "weights": layout}

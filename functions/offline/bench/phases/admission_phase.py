@@ -22,7 +22,8 @@ from functions.offline.bench.results.records import (
     AdmissionStats,
 )
 from functions.offline.measure import stats
-from shared.fleet.tiers import LimitOverrides, Tier, policy_for
+from shared.fleet.tables import limits_for, policy_for
+from shared.fleet.tiers import LimitOverrides, Tier
 
 WINDOW_S = 60
 WINDOW_MARGIN_S = 25.0  # start the burst with at least this much of its one-minute window left
@@ -73,7 +74,6 @@ def admission_cost_phase(requests: int, progress: Progress, model: str = "mini")
     from functions.app import context_tokens
     from functions.control.admission import Admission
     from functions.spooled_writer import LedgerWriter
-    from shared.fleet.tiers import limits_for
     from shared.settings import Settings
     from shared.storage.factory import open_ledger, open_rate_limits, open_tenant_store
     from shared.storage.ledger import LedgerEntry, Outcome

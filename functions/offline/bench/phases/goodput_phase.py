@@ -28,7 +28,8 @@ from functions.offline.bench.results.records import AiperfGoodput, GoodputCompar
 from functions.offline.measure import stats
 from functions.offline.measure.load import make_client, run_level
 from functions.offline.measure.stats import RequestResult
-from shared.fleet.tiers import TIER_TABLE, Tier, TierSlo
+from shared.fleet.tables import tables
+from shared.fleet.tiers import Tier, TierSlo
 from shared.metric_names import GATEWAY_GOODPUT, counter_sample
 
 KEYS_FILE = "bench_keys.json"
@@ -60,7 +61,7 @@ def _meets_mean_itl(slo: TierSlo, result: RequestResult) -> bool:
 
 
 def judge(tier: Tier, pool: str, concurrency: int, results: list[RequestResult]) -> TierGoodput:
-    slo: TierSlo = TIER_TABLE[tier].slo
+    slo: TierSlo = tables().tiers[tier].slo
     ok = [r for r in results if r.ok]
     met = sum(meets_slo(slo, r.ttft_s, r.itl_s) for r in ok)
     met_mean = sum(_meets_mean_itl(slo, r) for r in ok)
@@ -118,7 +119,7 @@ class GoodputPhase:
         return [prompts.generation_messages(i, f"{tag}-{i}") for i in range(self.plan.requests)]
 
     async def _ours(self, tier: Tier, label: str, on_done: Callable[[RequestResult], None]) -> TierGoodput:
-        pool = TIER_TABLE[tier].default_pool
+        pool = tables().tiers[tier].default_pool
         client = make_client(self.url, self.keys[tier], self.plan.timeout_s)
         try:
             run = await run_level(
@@ -167,13 +168,13 @@ class GoodputPhase:
             self.plan.aiperf,
             url=self.url,
             api_key=self.keys[tier],
-            model=TIER_TABLE[tier].default_pool,
+            model=tables().tiers[tier].default_pool,
             dataset=dataset,
             tokenizer=tokenizer,
             concurrency=self.plan.concurrency,
             requests=self.plan.requests,
             max_tokens=self.plan.max_tokens,
-            slo=TIER_TABLE[tier].slo,
+            slo=tables().tiers[tier].slo,
             artifact_dir=work / "artifacts",
         )
         return aiperf_check.run_aiperf(cmd, work / "artifacts", AIPERF_TIMEOUT_S)

@@ -24,7 +24,8 @@ from functions.offline.bench.prom import sample_value
 from functions.offline.bench.results.priority_results import PriorityStats, TierLatency
 from functions.offline.measure import stats
 from functions.offline.measure.load import make_client, stream_chat
-from shared.fleet.tiers import LimitOverrides, Tier, policy_for
+from shared.fleet.tables import policy_for
+from shared.fleet.tiers import LimitOverrides, Tier
 
 UNLIMITED = 1_000_000_000
 POLL_S = 0.5

@@ -9,7 +9,8 @@ from functions.offline.evals.suite import CaseResult, Direction, Metric, Progres
 from functions.offline.evals.target import EvalTarget
 from functions.offline.measure.load import stream_chat
 from functions.offline.measure.stats import RequestResult
-from shared.fleet.tiers import TIER_TABLE, Tier
+from shared.fleet.tables import tables
+from shared.fleet.tiers import Tier
 
 ASKS = (
     "Name three rivers in Europe.",
@@ -81,7 +82,7 @@ async def _stream(target: EvalTarget, tier: Tier, pool: str, ask: str) -> Reques
 
 
 def _tier_metrics(tier: Tier, ttfts: list[float], gaps: list[float], errors: int, sent: int) -> list[Metric]:
-    slo = TIER_TABLE[tier].slo
+    slo = tables().tiers[tier].slo
     prefix = f"latency.{tier.value}"
     metrics = [
         Metric(

@@ -1,0 +1,132 @@
+"""The fleet's tables in force as one immutable snapshot: chat, guard, embedding and external pools, and the tiers.
+
+The built-in tables (pools.py, embedding_pools.py, tiers.py) are the defaults. The operator config file's resolved
+document becomes a new snapshot (shared/operator_config/tables.py), installed whole at start and swapped whole on a hot
+reload: a reader sees the old snapshot or the new one, never a mix, and nothing edits a table in place (the mappings
+are read-only views)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from shared.fleet.embedding_pools import BUILTIN_EMBEDDING_POOLS, EmbeddingPool
+from shared.fleet.external_pools import ExternalPool
+from shared.fleet.pools import BUILTIN_GUARD_POOLS, BUILTIN_POOLS, ModelPool
+from shared.fleet.tiers import (
+    BUILTIN_TIERS,
+    LimitOverrides,
+    SafetyOverrides,
+    SafetyPolicy,
+    Tier,
+    TierLimits,
+    TierPolicy,
+)
+
+
+@dataclass(frozen=True)
+class FleetTables:
+    """One consistent set of tables (read-only mappings)."""
+
+    pools: Mapping[str, ModelPool]
+    guard_pools: Mapping[str, ModelPool]
+    embedding_pools: Mapping[str, EmbeddingPool]
+    external_pools: Mapping[str, ExternalPool]
+    tiers: Mapping[Tier, TierPolicy]
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        pools: Mapping[str, ModelPool],
+        guard_pools: Mapping[str, ModelPool],
+        embedding_pools: Mapping[str, EmbeddingPool],
+        external_pools: Mapping[str, ExternalPool],
+        tiers: Mapping[Tier, TierPolicy],
+    ) -> FleetTables:
+        """A snapshot of copies of these tables: later changes to the arguments do not reach it."""
+        return cls(
+            MappingProxyType(dict(pools)),
+            MappingProxyType(dict(guard_pools)),
+            MappingProxyType(dict(embedding_pools)),
+            MappingProxyType(dict(external_pools)),
+            MappingProxyType(dict(tiers)),
+        )
+
+    def replaced(self, **tables: Mapping[Any, Any]) -> FleetTables:
+        """This snapshot with some tables replaced (a new snapshot; this one is unchanged)."""
+        current = {
+            "pools": self.pools,
+            "guard_pools": self.guard_pools,
+            "embedding_pools": self.embedding_pools,
+            "external_pools": self.external_pools,
+            "tiers": self.tiers,
+        }
+        return FleetTables.of(**{**current, **tables})
+
+
+BUILTIN_TABLES = FleetTables.of(
+    pools=BUILTIN_POOLS,
+    guard_pools=BUILTIN_GUARD_POOLS,
+    embedding_pools=BUILTIN_EMBEDDING_POOLS,
+    external_pools={},
+    tiers=BUILTIN_TIERS,
+)
+
+_in_force: FleetTables = BUILTIN_TABLES
+
+
+def tables() -> FleetTables:
+    """The snapshot in force: read it at the time of use (a hot reload may have swapped it since)."""
+    return _in_force
+
+
+def install_tables(snapshot: FleetTables) -> None:
+    """Make `snapshot` the tables in force, in one assignment."""
+    global _in_force
+    _in_force = snapshot
+
+
+def get_pool(name: str) -> ModelPool | None:
+    return _in_force.pools.get(name)
+
+
+def get_embedding_pool(name: str) -> EmbeddingPool | None:
+    return _in_force.embedding_pools.get(name)
+
+
+def policy_for(tier: Tier) -> TierPolicy:
+    return _in_force.tiers[tier]
+
+
+def limits_for(tier: Tier, overrides: LimitOverrides | None = None) -> TierLimits:
+    """The tier's limits with a tenant's overrides applied."""
+    base = _in_force.tiers[tier].limits
+    if overrides is None:
+        return base
+    return base.model_copy(update=overrides.model_dump(exclude_none=True))
+
+
+def safety_for(tier: Tier, overrides: SafetyOverrides | None = None) -> SafetyPolicy:
+    """The tier's safety policy; an enterprise tenant's overrides applied (other tiers cannot change it)."""
+    base = _in_force.tiers[tier].safety
+    if overrides is None or tier is not Tier.ENTERPRISE:
+        return base
+    return base.model_copy(update=overrides.model_dump(exclude_none=True))
+
+
+def upstream_request(
+    pool: str, replica: str, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """What the worker client sends for `pool`: to the replica unchanged, or rewritten for an external pool."""
+    external = _in_force.external_pools.get(pool)
+    if external is None:
+        return f"{replica}{path}", body, headers
+    return external.upstream_request(path, body, headers)
+
+
+def external_worker_urls() -> dict[str, list[str]]:
+    """External pools as the router's "replicas": one each, its base URL (breakers and retries apply as to ours)."""
+    return {name: [pool.external.base_url] for name, pool in _in_force.external_pools.items()}
