@@ -19,6 +19,46 @@ from shared.server_tool_settings import ServerToolSettings
 IgnorableHazard = Literal["S6", "S7", "S8", "S13", "S14"]
 
 
+# Files' knobs (`FLEETCHAT_FILES_*`): the ingestion lease, and how old an orphaned body must be before the retention
+# job deletes it.
+class FilesSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="FLEETCHAT_FILES_", env_file=".env", env_ignore_empty=True, extra="ignore"
+    )
+
+    # How long a gateway's claim on ingesting a file lasts; renewed every third of it while the file ingests. A
+    # replica that dies holds the file this long at most: another one takes it over at its next look (as often).
+    ingestion_lease_s: float = Field(default=30.0, ge=0.5, le=3600.0)
+    # A body in the object store with no file metadata (a crash between the put and the insert) is deleted by the
+    # retention job once it is this old: younger, it may be an upload whose insert is a moment away.
+    orphan_grace_s: float = Field(default=3600.0, ge=0.0)
+
+
+# Retrieval's knobs (`FLEETCHAT_RETRIEVAL_*`): its latency budget, how many candidates each search returns, the
+# fusion and re-rank constants, and how much of a prompt passages may take.
+class RetrievalSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="FLEETCHAT_RETRIEVAL_", env_file=".env", env_ignore_empty=True, extra="ignore"
+    )
+
+    # The whole retrieval (embedding the question, every store's searches, the re-rank) must finish within this, or
+    # the request is answered without passages and says so (x-fleetchat-retrieval: skipped). Sized for the CPU stack,
+    # where embedding one question takes 20-900 ms depending on load; deployed (a GPU embedding pool) 300 ms is ample.
+    budget_ms: int = Field(default=1500, ge=1, le=60_000)
+    # Candidates taken from each store by each ranking (vector and BM25) before fusion.
+    candidates: int = Field(default=20, ge=1, le=200)
+    # Passages put into the prompt at most (a request's `max_num_results` may lower it).
+    max_passages: int = Field(default=6, ge=1, le=50)
+    # Reciprocal rank fusion constant (Cormack et al. 2009 use 60: it damps the weight of the very first ranks).
+    rrf_k: int = Field(default=60, ge=1)
+    # MMR trade-off between relevance to the question (1.0) and novelty against passages already chosen (0.0).
+    mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
+    # Passages never take more than this share of the pool's context window, whatever room the request leaves.
+    max_context_share: float = Field(default=0.75, gt=0.0, le=1.0)
+    # BM25 indexes kept in memory, one per (tenant, store, revision); least recently used ones are dropped.
+    keyword_cache_stores: int = Field(default=64, ge=1)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FLEETCHAT_", env_file=".env", env_ignore_empty=True, extra="ignore")
 
@@ -69,6 +109,9 @@ class Settings(BaseSettings):
     breaker_cooldown_s: float = Field(default=10.0, gt=0, le=600)
     # Server-side tools (docs/server-tools.md): timeouts, sandbox limits, quotas, breakers, rounds.
     server_tools: ServerToolSettings = ServerToolSettings()
+    # Sections with their own prefix (FLEETCHAT_FILES_*, FLEETCHAT_RETRIEVAL_*), read when this root is built.
+    files: FilesSettings = Field(default_factory=FilesSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     # Tries of one request before its first byte (each on the next candidate replica), with full-jitter backoff.
     upstream_attempts: int = Field(default=3, ge=1, le=10)
     upstream_backoff_s: float = Field(default=0.05, ge=0, le=5)  # base of the jittered exponential backoff

@@ -32,7 +32,6 @@ from functions.files.backends import FileBackends
 from functions.files.chunking import Chunk, chunk_text
 from functions.files.embedder import BATCH, Embedder
 from functions.files.extract import ExtractionError, extract_text
-from functions.files.settings import FilesSettings
 from shared.errors import FleetchatError
 from shared.storage.accounts import TenantStore
 from shared.storage.files import Attachment
@@ -63,9 +62,9 @@ class LeaseLost(Exception):
 class Ingestor:
     def __init__(
         self, backends: FileBackends, tenants: TenantStore, embedder: Embedder, metrics: IngestionMetrics,
-        *, on_batch: Callable[[Attachment, int, int], None] | None = None, settings: FilesSettings | None = None,
+        *, lease_s: float, on_batch: Callable[[Attachment, int, int], None] | None = None,
     ) -> None:  # fmt: skip
-        self.lease_s = (settings or FilesSettings()).ingestion_lease_s
+        self.lease_s = lease_s
         # Who holds a lease: this process, distinguishable from a restart of it on the same host.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.backends = backends

@@ -58,7 +58,9 @@ async def install_files(
     owned.callback(backends.close)
     embedder = Embedder(embeddings)
     state.file_backends = backends
-    state.ingestor = Ingestor(backends, tenants, embedder, state.ingestion_metrics)
+    state.ingestor = Ingestor(
+        backends, tenants, embedder, state.ingestion_metrics, lease_s=settings.files.ingestion_lease_s
+    )
     owned.push_async_callback(state.ingestor.aclose)
     state.files_service = FilesService(backends)
     state.vector_stores = VectorStoresService(backends, state.ingestor)

@@ -16,9 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from functions.accounts.retention import expiry_for
 from functions.files.backends import open_file_backends
-from functions.files.settings import FilesSettings
 from functions.files.tenant_data import TenantFiles
-from shared.settings import Settings
+from shared.settings import FilesSettings, Settings
 from shared.storage.accounts import Tenant
 from shared.storage.conversations import (
     AuditRecord,
@@ -154,6 +153,7 @@ def run_sweep(
     safety_audit: SafetyAuditStore | None = None,
     feedback: FeedbackStore | None = None,
     files: TenantFiles | None = None,
+    orphan_grace: timedelta = timedelta(seconds=FilesSettings.model_fields["orphan_grace_s"].default),
 ) -> SweepReport:
     now = now or utc_now()
     report = SweepReport(dry_run=dry_run)
@@ -201,18 +201,17 @@ def run_sweep(
         if feedback is not None:
             _sweep_orphaned_feedback(feedback, store, tenants, report, progress)
         if files is not None:
-            _sweep_files(files, tenants, now, report, progress)
+            _sweep_files(files, tenants, now, orphan_grace, report, progress)
     return report
 
 
 def _sweep_files(
-    files: TenantFiles, tenants: TenantLookup, now: datetime, report: SweepReport, progress: Progress
+    files: TenantFiles, tenants: TenantLookup, now: datetime, grace: timedelta, report: SweepReport, progress: Progress
 ) -> None:
     task = progress.add_task("files and vector stores", total=None)
     try:
         swept = files.sweep(tenants, now, dry_run=report.dry_run)
         report.files_deleted, report.vector_stores_deleted = swept.files_deleted, swept.vector_stores_deleted
-        grace = timedelta(seconds=FilesSettings().orphan_grace_s)
         report.orphan_bodies_deleted = files.sweep_orphans(tenants, now, grace, dry_run=report.dry_run)
     except StoreUnavailableError:  # the next run resumes
         report.failed += 1
@@ -267,7 +266,7 @@ def sweep_from_settings(settings: Settings, *, now: datetime | None = None, dry_
     try:
         return run_sweep(
             conversations, tenants.get_tenant, now=now, dry_run=dry_run, safety_audit=safety_audit, feedback=feedback,
-            files=TenantFiles(file_backends),
+            files=TenantFiles(file_backends), orphan_grace=timedelta(seconds=settings.files.orphan_grace_s),
         )  # fmt: skip
     finally:
         file_backends.close()

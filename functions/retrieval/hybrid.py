@@ -22,7 +22,7 @@ from anyio import to_thread
 from functions.accounts.auth import Caller
 from functions.retrieval.fusion import maximal_marginal_relevance, normalised, reciprocal_rank_fusion
 from functions.retrieval.keyword import KeywordHit, KeywordIndexes
-from functions.retrieval.settings import RetrievalSettings
+from shared.settings import RetrievalSettings
 from shared.wire.files_api import Filter
 
 # What the eval compares: each ranking alone, their fusion, and the fusion re-ranked (what chat uses).

@@ -21,9 +21,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from functions.accounts.auth import Caller
 from functions.retrieval import context
 from functions.retrieval.hybrid import HybridSearch, StoreSearch
-from functions.retrieval.settings import RetrievalSettings
 from shared.errors import InvalidRequestError, NotFoundError, ServiceUnavailableError
 from shared.fleet.tables import limits_for
+from shared.settings import RetrievalSettings
 from shared.wire.files_api import CompoundFilter, Filter
 from shared.wire.retrieval_api import RETRIEVAL_HEADER, Citation, RetrievalReport, RetrievalStatus
 from shared.wire.schemas import ChatCompletionRequest
@@ -220,4 +220,4 @@ def retrieval_for(state: Any) -> Retrieval:
     """The app's retrieval, from the files service's search (`state.vector_search`) and the pools' context lengths
     (admission's); made once at start-up, after both are installed."""
     metrics = RetrievalMetrics(state.metrics.registry)
-    return Retrieval(state.vector_search, state.accounting.admission.context_tokens, RetrievalSettings(), metrics)
+    return Retrieval(state.vector_search, state.accounting.admission.context_tokens, state.settings.retrieval, metrics)

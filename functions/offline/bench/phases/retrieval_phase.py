@@ -29,7 +29,7 @@ from functions.offline.bench.results.retrieval_results import IngestionStats, La
 from functions.offline.evals.rag.items import Document, load_documents, load_questions, sample
 from functions.offline.measure import stats
 from functions.retrieval.hybrid import HybridSearch
-from functions.retrieval.settings import RetrievalSettings
+from shared.settings import RetrievalSettings
 
 SOURCE = "SQuAD's Wikipedia articles (CC BY-SA 4.0), typeset by fpdf2"
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "do", "gu", "re", "shi", "bo", "an", "el")
