@@ -11,6 +11,10 @@ eval_app = typer.Typer(help="Evaluations that gate a deploy.", no_args_is_help=T
 safety_app = typer.Typer(help="The safety classifier.", no_args_is_help=True)
 
 
+# Where a retrain writes: a candidate beside the shipped models, never over them (docs/safety.md, "Shipping a retrain").
+CANDIDATE_DIR = Path(".fleetchat") / "safety-candidate"
+
+
 @eval_app.command("safety")
 def eval_safety(
     smoke: Annotated[bool, typer.Option("--smoke", help="Only the smoke subset (every item must be right).")] = False,
@@ -91,8 +95,9 @@ def safety_train(
         int | None, typer.Option(help="Initialisation seed (default: the seed of the shipped models, train.SEED).")
     ] = None,
     out_dir: Annotated[
-        Path | None, typer.Option(help="Write the models here (default: the shipped model dir).")
-    ] = None,
+        Path,
+        typer.Option(help="Write the candidate models here (the shipped ones change only by a commit that ships)."),
+    ] = CANDIDATE_DIR,
     epochs: Annotated[int, typer.Option(help="Second-stage epochs.")] = 3,
     soup: Annotated[int, typer.Option(help="Second-stage fine-tunes averaged (a model soup).")] = 3,
     screen_epochs: Annotated[int, typer.Option(help="Screen epochs.")] = 4,
@@ -152,12 +157,12 @@ def safety_train(
     ] = None,
     output: Annotated[bool, typer.Option(help="Train the output check too (--no-output keeps the one there).")] = True,
 ) -> None:
-    """Train the cascade on the hand-written and public training sources (functions/offline/safety_training/data) and
-    write functions/safety/model (about an hour on 2 cores with the defaults)."""
+    """Train the cascade on the hand-written and public training sources (functions/offline/safety_training/data) into
+    a candidate directory (about an hour on 2 cores with the defaults); docs/safety.md, "Shipping a retrain", says when
+    it replaces functions/safety/model."""
     from functions.offline.safety_training.intent.train_intent import IntentConfig
     from functions.offline.safety_training.train import SEED, learnt_sources, source_repeats, train
     from functions.offline.safety_training.train_screen import SCREEN_CONFIG
-    from functions.safety.classifier.token_table import MODEL_DIR
 
     try:
         sources = learnt_sources(frozenset(leave_out or ()))
@@ -184,7 +189,7 @@ def safety_train(
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--intent-weights") from None
     train(
-        out_dir or MODEL_DIR,
+        out_dir,
         seed=SEED if seed is None else seed,
         intent_config=intent_config,
         screen_config=SCREEN_CONFIG.model_copy(update={"epochs": screen_epochs}),
@@ -341,13 +346,14 @@ def safety_ensemble(
 
 @safety_app.command("train-output")
 def safety_train_output(
-    out_dir: Annotated[Path | None, typer.Option(help="Write the model here (default: the shipped one).")] = None,
+    out_dir: Annotated[
+        Path, typer.Option(help="Write the candidate model here (docs/safety.md, shipping).")
+    ] = CANDIDATE_DIR,
 ) -> None:
     """Train the output check on model answers (after the request stages; `train` runs it last too)."""
     from functions.offline.safety_training.train_output import train_output
-    from functions.safety.classifier.token_table import MODEL_DIR
 
-    train_output(out_dir or MODEL_DIR)
+    train_output(out_dir)
 
 
 @safety_app.command("build-data")
