@@ -37,7 +37,7 @@ GATEWAY_SPEND_USD = "fleetchat_gateway_spend_usd"  # tokens x the pool's price, 
 
 # Metrics other parts of the gateway define in their own modules (on GatewayMetrics.registry), declared here by name
 # and type so the alert rules and the dashboard (ops/) can be checked before those modules are merged. Once they are,
-# the registry holds them and this table is only a cross-check (tests/unit/test_ops_rules.py): keep it in step.
+# the registry holds them and this table is only a cross-check (tests/unit/deploy/test_ops_rules.py): keep it in step.
 PEER_METRICS: dict[str, str] = {
     # routing and reliability: per-replica breakers, retries, mid-stream continuation
     "fleetchat_gateway_breaker_state": "gauge",  # {pool,replica}: 0 closed, 1 half-open, 2 open

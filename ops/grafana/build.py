@@ -3,7 +3,7 @@ its own SLO lines). Run from the repository root after changing a tier's SLO or 
 
     PYTHONPATH=. python ops/grafana/build.py
 
-tests/unit/test_ops_rules.py fails when the committed JSON is not what this builds.
+tests/unit/deploy/test_ops_rules.py fails when the committed JSON is not what this builds.
 """
 
 from __future__ import annotations

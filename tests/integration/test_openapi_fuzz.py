@@ -107,7 +107,7 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
     ),
     # The replay buffer's bound, below HTTP (the router maps every FleetchatError to its status).
     ("GET /v1/chat/completions/{completion_id}/stream", 410): (
-        "unit/test_resumable_streams.py",
+        "unit/chat/test_resumable_streams.py",
         "test_one_response_keeps_its_newest_events_within_its_byte_bound",
     ),
 }

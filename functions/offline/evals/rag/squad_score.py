@@ -5,7 +5,7 @@ lower-case, drop punctuation and the articles a/an/the, collapse whitespace; F1 
 Written out here rather than taken from a package: the maintained implementation (Hugging Face `evaluate`'s `squad`
 metric) downloads its scoring script from the Hub when it loads, which neither the CI machine nor a deployment's eval
 job may do. These functions follow the published definition and are checked against its documented cases
-(tests/unit/test_squad_score.py)."""
+(tests/unit/bench_and_evals/test_squad_score.py)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from gpu_workers.modal_app import (
 )
 from shared.fleet.tables import tables
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def _registered(attribute: str) -> Any:

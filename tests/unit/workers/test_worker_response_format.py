@@ -12,7 +12,7 @@ from gpu_workers.server.metrics import WorkerMetrics
 from shared.errors import InvalidRequestError
 from shared.wire.output_schemas import JSON_OBJECT_SCHEMA, SCHEMA_PARAM
 from shared.wire.schemas import ChatCompletionRequest
-from tests.unit.test_worker_server import ScriptedEngine
+from tests.unit.workers.test_worker_server import ScriptedEngine
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 

@@ -16,7 +16,7 @@ import pytest
 from shared.storage.aws.identity import SESSION_NAME, SESSION_NAME_ENV, TOKEN_FILE_ENV, use_modal_identity_token
 from tests.support.moto_server import moto_server
 
-MODAL_APP_SOURCE = Path(__file__).resolve().parents[2] / "gpu_workers" / "modal_app.py"
+MODAL_APP_SOURCE = Path(__file__).resolve().parents[3] / "gpu_workers" / "modal_app.py"
 ROLE_ARN = "arn:aws:iam::123456789012:role/fleetchat/fleetchat-prod-modal"
 # The shape of Modal's tokens (a JWT); STS only sees it as an opaque string here, moto does not verify signatures.
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJtb2RhbDp3b3Jrc3BhY2VfaWQ6YWMtMSJ9.c2lnbmF0dXJl"

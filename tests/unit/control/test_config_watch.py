@@ -14,7 +14,7 @@ from shared.fleet.tables import limits_for, tables
 from shared.fleet.tiers import Tier
 from shared.operator_config import builtin_config, install, load_config
 
-SHIPPED = Path(__file__).resolve().parents[2] / "config" / "fleetchat.yaml"
+SHIPPED = Path(__file__).resolve().parents[3] / "config" / "fleetchat.yaml"
 
 
 @pytest.fixture

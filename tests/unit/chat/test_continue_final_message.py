@@ -11,7 +11,7 @@ import pytest
 
 from gpu_workers.server.app import create_worker_app
 from tests.support.servers import serve
-from tests.unit.test_worker_server import ScriptedEngine
+from tests.unit.workers.test_worker_server import ScriptedEngine
 
 MESSAGES = [{"role": "user", "content": "Name three rivers."}]
 PARTIAL = "The Nile, the Amazon and"

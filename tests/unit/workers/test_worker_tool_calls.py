@@ -17,7 +17,7 @@ from gpu_workers.server.tool_calls import ToolPlan, ToolStreamParser, parse_outp
 from shared.wire.schemas import ChatMessage
 from shared.wire.tools_api import ToolDefinition
 from tests.support.servers import serve
-from tests.unit.test_worker_server import ScriptedEngine
+from tests.unit.workers.test_worker_server import ScriptedEngine
 
 WEATHER = {
     "type": "function",

@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 
 from gpu_workers import modal_app
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 REQUIREMENTS = REPO_ROOT / "requirements"
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 # The platform the locks are compiled for (Makefile, LOCK_TARGET): markers are judged as there.

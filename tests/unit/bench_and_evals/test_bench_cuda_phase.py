@@ -17,7 +17,7 @@ from gpu_workers.llama_cpp.gguf_tokenizer import load_tokenizer
 from gpu_workers.model_loader import packaged_gguf_source
 from shared.fleet.pools import LocalModel
 
-PUBLIC = Path(__file__).resolve().parents[2] / "functions/offline/safety_training/data/public"
+PUBLIC = Path(__file__).resolve().parents[3] / "functions/offline/safety_training/data/public"
 
 
 @pytest.fixture(scope="module")

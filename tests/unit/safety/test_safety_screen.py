@@ -11,7 +11,7 @@ from functions.offline.bench.phases.safety_phase import long_conversation
 from functions.offline.safety_training.train_screen import MIN_KEPT_BLOCKS, _clear_below, _measure
 from functions.safety.classifier.cascade import SafetyClassifier, shipped_classifier
 from functions.safety.classifier.conversation_text import ConversationText
-from tests.unit.test_safety_cascade import BURIED, BURIED_MISSED, TRAVEL, _CountingIntent, _one_turn, screened
+from tests.unit.safety.test_safety_cascade import BURIED, BURIED_MISSED, TRAVEL, _CountingIntent, _one_turn, screened
 
 __all__ = ["screened"]  # the fixture, shared with the cascade tests
 

@@ -23,7 +23,7 @@ from functions.metrics.gateway import GatewayMetrics
 from shared import metric_names
 from shared.fleet.tables import tables
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "ops" / "prometheus" / "alerts.yml"
 RULE_TESTS = ROOT / "ops" / "prometheus" / "alerts_test.yml"
 DASHBOARD = ROOT / "ops" / "grafana" / "fleetchat.json"

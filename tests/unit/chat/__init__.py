@@ -1,0 +1,1 @@
+"""Unit tests of the chat path (functions/chat/, retrieval, request parameters)."""

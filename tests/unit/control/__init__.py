@@ -1,0 +1,1 @@
+"""Unit tests of the control plane (functions/control/) and the spooled writer."""

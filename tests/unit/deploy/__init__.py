@@ -1,0 +1,1 @@
+"""Unit tests of what deploys: the Modal app, Terraform, ops rules, the lock, vLLM options."""

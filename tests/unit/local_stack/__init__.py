@@ -1,0 +1,1 @@
+"""Unit tests of the local stack (functions/local_stack/, the CLI's settings)."""

@@ -1,0 +1,1 @@
+"""Unit tests of the safety pipeline at run time (functions/safety/)."""

@@ -1,0 +1,1 @@
+"""Unit tests of the workers and engines (gpu_workers/)."""
