@@ -93,10 +93,83 @@ class Delivery:
     resumable: ResumableStreams
 
     def stream(self, answered: AnsweredRequest) -> StreamAnswer:
-        return stream_answer(self, answered)
+        """The worker's stream (or a server-tool answer replayed as one) relayed to the client as server-sent events."""
+        service, turns, safety, structured = self.chat, self.turns, self.safety, self.structured
+        tool_args, results, canaries = self.tool_arguments, self.result_cache, self.canaries
+        body, account, answer, version = answered.body, answered.account, answered.answer, answered.version
+        assert not isinstance(answer, dict)
+        capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
+
+        def judge_later(text: str) -> None:
+            """A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer)."""
+            if answered.shadow is not None:
+                answered.shadow.offer(answered.caller.tenant, account.model, body.messages, text)
+
+        guard = safety.guard(answered.caller)
+        relay = StreamRelay(
+            capture, account, turns, answered.turn, service.metrics, safety, guard, on_complete=judge_later
+        )
+        # Checked at its finish against the response format (functions/chat/structured_output.py); tool-call deltas held
+        # until the calls are valid (functions/chat/tool_arguments.py).
+        events = structured.checked(
+            answered.retrieved.annotated(answer.events()), body, answered.contract, account.model
+        )
+        if expects_calls(answered.tool_contract):
+            events = tool_args.held(account.model, answered.tool_contract, events, answered.repair)
+        # Generated apart from this connection: a client that drops can resume (functions/chat/streams/resumable.py).
+        # The pool's place is held until the generation ends, not the connection.
+        relayed = relay.run(events)
+        if answered.cached.may_store:
+
+            async def remember() -> None:
+                await results.remember_stream(
+                    answered.cached, relay, answer, pool=account.model, model_version=version.version
+                )
+
+            relayed = storing(relayed, remember)
+        stream = self.resumable.start(
+            answered.caller.tenant.id,
+            answered.slot.hold(relayed),
+            lambda: capture.completion_id,
+            answered.headers,
+            on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
+            resumable=answered.resumable,
+        )
+        return StreamAnswer(stream.attach(), answered.headers)
 
     async def json(self, answered: AnsweredRequest) -> JsonAnswer:
-        return await json_answer(self, answered)
+        """The whole completion, its tool calls checked and its text judged as the stream filter would, billed for what
+        is kept, remembered, stored with the turn and returned as JSON."""
+        service, turns, safety = self.chat, self.turns, self.safety
+        tool_args, results = self.tool_arguments, self.result_cache
+        account, turn, headers = answered.account, answered.turn, answered.headers
+        assert isinstance(answered.answer, dict)
+        answered.slot.release()
+        async with account.closed_if_raising():
+            completion = await tool_args.check_completion(
+                account.model, answered.tool_contract, answered.answer, answered.repair
+            )
+        text, finish_reason = answer_text(completion)
+        usage, outcome = await filter_answer(safety, account, completion, text)
+        if outcome is Outcome.FILTERED:
+            text, finish_reason = answer_text(completion)
+        await account.close(usage, outcome)
+        completed = outcome is Outcome.COMPLETED
+        await results.remember_completion(
+            answered.cached, completion, completed=completed, pool=account.model, model_version=answered.version.version
+        )
+        if turn is not None:
+            who = answered_by(account, safety)
+            calls = completion["choices"][0]["message"].get("tool_calls") if completed else None
+            stored, version = (
+                await turns.finish(turn, text, finish_reason, who, calls) if finish_reason else (False, None)
+            )
+            count_turn(service.metrics, turn, stored)
+            completion["conversation"] = turn.summary(stored, version)
+            headers[STORED_HEADER] = str(stored).lower()
+        if completed and answered.shadow is not None:
+            answered.shadow.offer(answered.caller.tenant, account.model, answered.body.messages, text)
+        return JsonAnswer(answered.retrieved.annotate(completion), headers)
 
     async def hit(
         self,
@@ -108,122 +181,36 @@ class Delivery:
         *,
         resumable: bool,
     ) -> ChatResult:
-        return await hit_answer(self, answer, body, account, turn, headers, resumable=resumable)
-
-
-def stream_answer(delivery: Delivery, answered: AnsweredRequest) -> StreamAnswer:
-    """The worker's stream (or a server-tool answer replayed as one) relayed to the client as server-sent events."""
-    service, turns, safety, structured = delivery.chat, delivery.turns, delivery.safety, delivery.structured
-    tool_args, results, canaries = delivery.tool_arguments, delivery.result_cache, delivery.canaries
-    body, account, answer, version = answered.body, answered.account, answered.answer, answered.version
-    assert not isinstance(answer, dict)
-    capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
-
-    def judge_later(text: str) -> None:
-        """A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer)."""
-        if answered.shadow is not None:
-            answered.shadow.offer(answered.caller.tenant, account.model, body.messages, text)
-
-    guard = safety.guard(answered.caller)
-    relay = StreamRelay(capture, account, turns, answered.turn, service.metrics, safety, guard, on_complete=judge_later)
-    # Checked at its finish against the response format (functions/chat/structured_output.py); tool-call deltas held
-    # until the calls are valid (functions/chat/tool_arguments.py).
-    events = structured.checked(answered.retrieved.annotated(answer.events()), body, answered.contract, account.model)
-    if expects_calls(answered.tool_contract):
-        events = tool_args.held(account.model, answered.tool_contract, events, answered.repair)
-    # Generated apart from this connection: a client that drops can resume (functions/chat/streams/resumable.py). The
-    # pool's place is held until the generation ends, not the connection.
-    relayed = relay.run(events)
-    if answered.cached.may_store:
-
-        async def remember() -> None:
-            await results.remember_stream(
-                answered.cached, relay, answer, pool=account.model, model_version=version.version
+        """A result-cache hit: close the books (completed, billed as cached), save the turn, then answer streamed or
+        not. A stream goes through the resumable-stream buffer like any other (event ids, `Last-Event-ID`)."""
+        turns, safety = self.turns, self.safety
+        account.model_version = answer.model_version
+        account.served_from_cache = True  # no GPU spent: kept out of the spend metric
+        await account.close(billed_usage(answer), Outcome.COMPLETED)
+        conversation = None
+        if turn is not None:
+            stored, version = await turns.finish(
+                turn, answer.content, answer.finish_reason, answered_by(account, safety)
             )
-
-        relayed = storing(relayed, remember)
-    stream = delivery.resumable.start(
-        answered.caller.tenant.id,
-        answered.slot.hold(relayed),
-        lambda: capture.completion_id,
-        answered.headers,
-        on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
-        resumable=answered.resumable,
-    )
-    return StreamAnswer(stream.attach(), answered.headers)
-
-
-async def json_answer(delivery: Delivery, answered: AnsweredRequest) -> JsonAnswer:
-    """The whole completion, its tool calls checked and its text judged as the stream filter would, billed for what
-    is kept, remembered, stored with the turn and returned as JSON."""
-    service, turns, safety = delivery.chat, delivery.turns, delivery.safety
-    tool_args, results = delivery.tool_arguments, delivery.result_cache
-    account, turn, headers = answered.account, answered.turn, answered.headers
-    assert isinstance(answered.answer, dict)
-    answered.slot.release()
-    async with account.closed_if_raising():
-        completion = await tool_args.check_completion(
-            account.model, answered.tool_contract, answered.answer, answered.repair
+            count_turn(self.chat.metrics, turn, stored)
+            conversation = turn.summary(stored, version)
+            headers[STORED_HEADER] = str(stored).lower()
+        completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if not body.stream:
+            completion = completion_body(answer, completion_id, created)
+            if conversation is not None:
+                completion["conversation"] = conversation
+            return JsonAnswer(completion, headers)
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        events = replay_events(answer, completion_id, created, include_usage=include_usage, conversation=conversation)
+        stream = self.resumable.start(
+            account.caller.tenant.id,
+            replay_stream(events),
+            lambda: completion_id,
+            headers,
+            resumable=resumable,
         )
-    text, finish_reason = answer_text(completion)
-    usage, outcome = await filter_answer(safety, account, completion, text)
-    if outcome is Outcome.FILTERED:
-        text, finish_reason = answer_text(completion)
-    await account.close(usage, outcome)
-    completed = outcome is Outcome.COMPLETED
-    await results.remember_completion(
-        answered.cached, completion, completed=completed, pool=account.model, model_version=answered.version.version
-    )
-    if turn is not None:
-        who = answered_by(account, safety)
-        calls = completion["choices"][0]["message"].get("tool_calls") if completed else None
-        stored, version = await turns.finish(turn, text, finish_reason, who, calls) if finish_reason else (False, None)
-        count_turn(service.metrics, turn, stored)
-        completion["conversation"] = turn.summary(stored, version)
-        headers[STORED_HEADER] = str(stored).lower()
-    if completed and answered.shadow is not None:
-        answered.shadow.offer(answered.caller.tenant, account.model, answered.body.messages, text)
-    return JsonAnswer(answered.retrieved.annotate(completion), headers)
-
-
-async def hit_answer(
-    delivery: Delivery,
-    answer: CachedAnswer,
-    body: ChatCompletionRequest,
-    account: RequestAccount,
-    turn: Turn | None,
-    headers: dict[str, str],
-    *,
-    resumable: bool,
-) -> ChatResult:
-    """A result-cache hit: close the books (completed, billed as cached), save the turn, then answer streamed or not.
-    A stream goes through the resumable-stream buffer like any other (event ids, `Last-Event-ID`)."""
-    turns, safety = delivery.turns, delivery.safety
-    account.model_version = answer.model_version
-    account.served_from_cache = True  # no GPU spent: kept out of the spend metric
-    await account.close(billed_usage(answer), Outcome.COMPLETED)
-    conversation = None
-    if turn is not None:
-        stored, version = await turns.finish(turn, answer.content, answer.finish_reason, answered_by(account, safety))
-        count_turn(delivery.chat.metrics, turn, stored)
-        conversation = turn.summary(stored, version)
-        headers[STORED_HEADER] = str(stored).lower()
-    completion_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-    if not body.stream:
-        completion = completion_body(answer, completion_id, created)
-        if conversation is not None:
-            completion["conversation"] = conversation
-        return JsonAnswer(completion, headers)
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    events = replay_events(answer, completion_id, created, include_usage=include_usage, conversation=conversation)
-    stream = delivery.resumable.start(
-        account.caller.tenant.id,
-        replay_stream(events),
-        lambda: completion_id,
-        headers,
-        resumable=resumable,
-    )
-    return StreamAnswer(stream.attach(), headers)
+        return StreamAnswer(stream.attach(), headers)
 
 
 async def filter_answer(
