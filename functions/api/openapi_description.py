@@ -5,8 +5,8 @@ FastAPI documents a 422 for every route that takes input, but the gateway answer
 OpenAI error object (shared/wire/http_errors.py). Here every operation gets the statuses it can really answer: those
 that follow from how it is called (input: 400; a body: 413; a tenant's key or session: 401, and 403 for a session
 without the CSRF header on a write; an admin key: 401) and those its router declares with `error_responses(...)` (404,
-409, 429, 502, 503, ...). tests/integration/test_openapi_fuzz.py runs schemathesis against a live gateway and fails on
-any status or content type the document does not name.
+409, 429, 502, 503, ...). tests/integration/chat/test_openapi_fuzz.py runs schemathesis against a live gateway and fails
+on any status or content type the document does not name.
 """
 
 from __future__ import annotations

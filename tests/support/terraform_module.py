@@ -1,5 +1,5 @@
 """infra/terraform read offline: every .tf file parsed with python-hcl2 and merged into one module, with small lookups
-for the tests that compare it with the code (tests/unit/test_terraform*.py)."""
+for the tests that compare it with the code (tests/unit/deploy/test_terraform*.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The README and docs/*.md name only what exists: make targets, `fleetchat` and `modal` commands with their options,
 modules and Modal functions, files and heading anchors, API routes; the README stays short and machine-neutral; the
 deploy guide's cost figures follow from the pool prices. (The README's first request runs against a real stack in
-tests/integration/test_docs_commands.py.)"""
+tests/integration/local_stack/test_docs_commands.py.)"""
 
 from __future__ import annotations
 

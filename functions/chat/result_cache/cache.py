@@ -261,7 +261,7 @@ def result_cache_for(settings: Settings, store: ResultCacheStore, metrics: Resul
     Not locally, on either engine: the transformers engine ignores `seed`, and the llama.cpp engine, though each
     request draws from its own seeded generator, computes a prompt's logits differently depending on what shares its
     batch (one unified KV pool; llama.cpp #24962), so a seeded answer alone and the same request beside others can
-    differ from the first token (tests/integration/test_llama_engine.py, docs/engine.md)."""
+    differ from the first token (tests/integration/workers/test_llama_engine.py, docs/engine.md)."""
     from functions.safety.pii import pii_detector
 
     deployed = settings.environment == "deployed"

@@ -1,4 +1,5 @@
-"""The supervisor's restart backoff and exit descriptions (processes: tests/integration/test_supervision.py)."""
+"""The supervisor's restart backoff and exit descriptions (processes:
+tests/integration/local_stack/test_supervision.py)."""
 
 from __future__ import annotations
 

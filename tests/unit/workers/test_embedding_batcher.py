@@ -1,7 +1,7 @@
 """The embedding worker's micro-batcher: concurrent requests share one forward pass, each gets its own rows in order,
 a pass never exceeds the batch bound (a request is never split), arrival order is kept, and an encoder failure
 reaches exactly the requests of its pass. The encoder is a recording stand-in: the model is not the point here
-(tests/integration/test_embeddings_api.py runs the real one)."""
+(tests/integration/files/test_embeddings_api.py runs the real one)."""
 
 from __future__ import annotations
 

@@ -55,54 +55,57 @@ APIS = {"public": r"^/(v1|health|metrics)", "admin": r"^/admin/"}
 # Statuses that need a fault, a limit or a long stream to happen, each driven by a test elsewhere.
 DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, status): (file under tests/, test)
     ("POST /v1/chat/completions", 429): (
-        "integration/test_rate_limits.py",
+        "integration/control/test_rate_limits.py",
         "test_the_worker_never_sees_a_refused_request",
     ),
     ("POST /v1/chat/completions", 502): (
-        "integration/test_gateway_faults.py",
+        "integration/control/test_gateway_faults.py",
         "test_worker_error_is_final_not_retried_and_maps_to_502",
     ),
     ("POST /v1/chat/completions", 503): (
-        "integration/test_gateway_faults.py",
+        "integration/control/test_gateway_faults.py",
         "test_no_worker_at_all_is_503_with_retry_after",
     ),
-    ("GET /healthz", 503): ("integration/test_gateway_faults.py", "test_no_worker_at_all_is_503_with_retry_after"),
+    ("GET /healthz", 503): (
+        "integration/control/test_gateway_faults.py",
+        "test_no_worker_at_all_is_503_with_retry_after",
+    ),
     ("POST /v1/moderations", 429): (
-        "integration/test_moderations_api.py",
+        "integration/safety/test_moderations_api.py",
         "test_over_the_rpm_limit_it_is_429_with_retry_after",
     ),
     ("POST /v1/moderations", 503): (
-        "integration/test_safety_guards.py",
+        "integration/safety/test_safety_guards.py",
         "test_fail_closed_refuses_with_503_and_retry_after",
     ),
-    ("POST /v1/embeddings", 429): ("integration/test_embeddings_api.py", "test_the_tenants_token_limit_applies"),
+    ("POST /v1/embeddings", 429): ("integration/files/test_embeddings_api.py", "test_the_tenants_token_limit_applies"),
     ("POST /v1/embeddings", 502): (
-        "integration/test_embeddings_api.py",
+        "integration/files/test_embeddings_api.py",
         "test_a_wrong_worker_answer_is_a_502_billing_nothing",
     ),
     ("POST /v1/embeddings", 503): (
-        "integration/test_embeddings_api.py",
+        "integration/files/test_embeddings_api.py",
         "test_a_worker_that_is_down_is_a_503_and_bills_nothing",
     ),
     # Files and vector stores (docs/files.md): a tier's file size and file quota; search embeds the query.
     ("POST /v1/files", 413): (
-        "integration/test_files_api.py",
+        "integration/files/test_files_api.py",
         "test_over_the_size_limit_is_413_and_a_wrong_type_is_400_and_nothing_is_kept",
     ),
     ("POST /v1/files", 429): (
-        "integration/test_files_api.py",
+        "integration/files/test_files_api.py",
         "test_the_file_quota_refuses_with_429_and_keeps_nothing_more",
     ),
     ("POST /v1/vector_stores/{vector_store_id}/search", 429): (
-        "integration/test_files_api.py",
+        "integration/files/test_files_api.py",
         "test_search_is_rate_limited_like_any_embedding",
     ),
     ("POST /v1/vector_stores/{vector_store_id}/search", 502): (
-        "integration/test_files_api.py",
+        "integration/files/test_files_api.py",
         "test_search_with_a_broken_embedding_worker_is_a_502",
     ),
     ("POST /v1/vector_stores/{vector_store_id}/search", 503): (
-        "integration/test_files_api.py",
+        "integration/files/test_files_api.py",
         "test_search_without_an_embedding_worker_is_a_503",
     ),
     # The replay buffer's bound, below HTTP (the router maps every FleetchatError to its status).
@@ -294,7 +297,7 @@ def test_every_documented_error_status_is_really_sent(fuzzed: Fuzzed) -> None:
 
 
 def test_the_tests_named_for_faults_and_limits_exist() -> None:
-    tests = Path(__file__).resolve().parents[1]
+    tests = Path(__file__).resolve().parents[2]
     for file, name in DRIVEN_ELSEWHERE.values():
         tree = ast.parse((tests / file).read_text())
         names = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}

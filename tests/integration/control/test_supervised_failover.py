@@ -23,7 +23,7 @@ from openai import OpenAI
 from openai.types.chat import ChatCompletionMessageParam
 
 from functions.control.routing import HashRing
-from tests.integration.test_supervision import Up, alive, start_up
+from tests.integration.local_stack.test_supervision import Up, alive, start_up
 from tests.support.continuing_worker import tokens
 from tests.support.processes import ProcessGroup
 

@@ -15,7 +15,7 @@ from shared.rendering import SYSTEM_PROMPTS
 from tests.integration.conftest import GatewayFactory
 from tests.integration.feedback_support import ANSWER, Setup, feedback_gateway
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

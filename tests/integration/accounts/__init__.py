@@ -1,0 +1,1 @@
+"""Accounts, conversations and feedback through the API, on real processes."""

@@ -1,0 +1,1 @@
+"""Limits, priority admission, canaries, failover and faults across real gateway and worker processes."""

@@ -1,0 +1,1 @@
+"""Files, vector stores, ingestion and embeddings, on real processes."""

@@ -1,0 +1,1 @@
+"""The local stack's processes: supervision, the operator config at start, the docs' commands, the engine."""

@@ -1,0 +1,1 @@
+"""The benchmark's and the eval harness's phases against real stacks."""

@@ -1,0 +1,1 @@
+"""The safety gate, guards, moderations and the judges, on real processes."""

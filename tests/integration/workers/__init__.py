@@ -1,0 +1,1 @@
+"""The embedded llama.cpp engine and its decode lane, on the packaged model."""
