@@ -26,9 +26,9 @@ from tests.browser.conftest import screenshot
 from tests.browser.test_web_chat import assistant, sign_in, wait_status
 from tests.integration.conftest import Gateway, GatewayFactory, gateway_for  # noqa: F401 (a fixture)
 from tests.support.documents import malformed_pdf
-from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 pytestmark = pytest.mark.browser
 

@@ -17,8 +17,8 @@ from tests.browser.test_web_chat import assistant, sign_in, wait_status
 from tests.integration.conftest import Gateway, GatewayFactory, gateway_for  # noqa: F401 (a fixture)
 from tests.support.processes import free_port
 from tests.support.rate_windows import early_in_a_window
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 pytestmark = pytest.mark.browser
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.doctor.conftest import build_web_dist
 from tests.support.processes import free_port
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from functions.local_stack.doctor.results import Status
 from tests.doctor.conftest import only, run
 from tests.support.processes import free_port
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 OTHERS = ("stores", "stripe", "web")
 

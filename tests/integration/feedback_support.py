@@ -12,8 +12,8 @@ import openai
 from shared.storage.feedback import FeedbackRecord
 from shared.storage.sqlite.feedback import SQLiteFeedback
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 ANSWER = "The capital of Portugal is Madrid."
 

@@ -33,10 +33,10 @@ from shared.storage.conversations import StoreUnavailableError
 from shared.storage.ledger import MeterSend
 from shared.storage.limits import COUNTER_RETENTION_S, WindowCount
 from shared.storage.timestamps import to_iso
+from tests.storage.contracts.test_ledger_contract import T0, _entry
+from tests.storage.contracts.test_limits_contract import WINDOW, _charge
+from tests.storage.contracts.test_safety_audit_contract import audit, never_held
 from tests.storage.test_aws_adapter import THROTTLED, UNAVAILABLE, FaultProxy
-from tests.storage.test_ledger_contract import T0, _entry
-from tests.storage.test_limits_contract import WINDOW, _charge
-from tests.storage.test_safety_audit_contract import audit, never_held
 from tests.support.moto_server import unique_names
 from tests.support.processes import free_port
 

@@ -18,7 +18,7 @@ from shared.errors import InvalidRequestError
 from shared.storage.aws.conversations import AwsConversationStore, AwsStoreConfig, ensure_resources
 from shared.storage.aws.layout import TTL_GRACE
 from shared.storage.conversations import StoreUnavailableError, VersionConflictError, new_conversation_id
-from tests.storage.test_conversation_contract import T0, TENANT, create, msgs
+from tests.storage.contracts.test_conversation_contract import T0, TENANT, create, msgs
 from tests.support.moto_server import unique_names
 from tests.support.processes import free_port
 

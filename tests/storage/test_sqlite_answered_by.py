@@ -11,7 +11,7 @@ from shared.storage.aws.layout import Body
 from shared.storage.conversations import StoredMessage, new_conversation_id
 from shared.storage.sqlite.conversations import SQLiteConversationStore
 from shared.storage.sqlite.db import MIGRATIONS
-from tests.storage.test_conversation_contract import T0, TENANT, msgs
+from tests.storage.contracts.test_conversation_contract import T0, TENANT, msgs
 
 COLUMNS = ("model", "pre_policy_version", "post_policy_version")
 

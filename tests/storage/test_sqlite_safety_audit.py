@@ -11,7 +11,7 @@ from shared.storage.accounts import TenantChanges
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.db import MIGRATIONS
 from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
-from tests.storage.test_safety_audit_contract import T0, audit
+from tests.storage.contracts.test_safety_audit_contract import T0, audit
 
 
 def _database_at(path: Path, version: int) -> None:

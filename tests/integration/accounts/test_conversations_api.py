@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from shared.rendering import SYSTEM_PROMPTS
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 
 @dataclass

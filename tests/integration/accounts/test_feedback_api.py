@@ -158,7 +158,8 @@ def test_deleting_the_conversation_hides_its_feedback_at_once(setup: Setup) -> N
     assert setup.send("DELETE", f"/v1/conversations/{conversation_id}").status_code == 200
     assert _error(setup.send("GET", f"/v1/conversations/{conversation_id}/feedback"), 404)
     assert _error(setup.rate(conversation_id, 1, rating="up"), 404)["code"] == "conversation_not_found"
-    # Kept (unchanged) until the sweep purges the conversation with it; see tests/storage/test_feedback_retention.py.
+    # Kept (unchanged) until the sweep purges the conversation with it; see
+    # tests/storage/retention/test_feedback_retention.py.
     assert [r.rating.value for r in setup.stored()] == ["down"]
 
 

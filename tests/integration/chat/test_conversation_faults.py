@@ -23,7 +23,7 @@ from tests.support.moto_server import DUMMY_CREDENTIALS, unique_names
 from tests.support.processes import ProcessGroup, free_port, start_gateway
 from tests.support.prom import labelled
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 
 def _client(url: str, key: str) -> openai.OpenAI:

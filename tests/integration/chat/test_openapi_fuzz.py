@@ -31,9 +31,9 @@ from shared.api_keys import hash_api_key, new_api_key
 from shared.fleet.tiers import Tier
 from shared.settings import Settings
 from shared.storage.sqlite.accounts import SQLiteStore
-from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 CHECKS = (
     "not_a_server_error",

@@ -8,7 +8,7 @@ import openai
 from functions.control.routing import HashRing
 from tests.integration.conftest import GatewayFactory
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 
 def test_requests_sharing_a_prompt_cache_key_share_a_replica(gateway_for: GatewayFactory) -> None:

@@ -29,8 +29,8 @@ from shared.settings import Settings
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.ledger import SQLiteLedger
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import PROMPT_TOKENS, scripted_worker
 
 ANSWER = "Porto's Ribeira is best seen from the upper deck of the Dom Luís I bridge at dusk."
 PIECES = -(-len(ANSWER) // 4)  # the scripted worker's completion tokens: one per 4 characters

@@ -18,8 +18,8 @@ from functions.chat.streams.resumable import RESUMABLE_HEADER
 from shared.fleet.tiers import Tier
 from tests.conftest import Stack
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import PROMPT_TOKENS, scripted_worker
 
 SCRIPT = "Porto in two days: the Ribeira and a port cellar first, then the Serralves gardens and the sea. " * 2
 PIECES = -(-len(SCRIPT) // 4)  # the scripted worker sends 4 characters per chunk

@@ -22,10 +22,10 @@ from fastapi import FastAPI
 from functions.offline.evals.rag.items import Document, Question, load_documents, load_questions
 from shared.wire.retrieval_api import RETRIEVAL_HEADER
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.processes import ProcessGroup, free_port, wait_http_ok
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 MODEL = "text-embedding-minilm"
 QUESTION_ID = "squad/56ddde6b9a695914005b962b"  # "Who was the Norse leader?" -> Rollo, in the Normans article

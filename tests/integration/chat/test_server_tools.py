@@ -1,7 +1,7 @@
 """Server-side tools end to end: the real `openai` SDK against a real gateway on loopback, a scripted worker that
-calls tools (tests/support/tool_worker.py), the real sandbox and calculator, SQLite stores. Round trips streamed and
-not, the sandbox's limits seen through the API, quotas, the round bound, client tools ending the loop, bad input,
-billing summed over rounds, the audit and the metrics."""
+calls tools (tests/support/stand_ins/tool_worker.py), the real sandbox and calculator, SQLite stores. Round trips
+streamed and not, the sandbox's limits seen through the API, quotas, the round bound, client tools ending the loop, bad
+input, billing summed over rounds, the audit and the metrics."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from shared.storage.sqlite.tool_audit import SQLiteToolAudit
 from shared.storage.timestamps import utc_now
 from shared.storage.tool_audit import ToolRunRecord
 from tests.support.servers import serve
-from tests.support.tool_worker import answer, last_tool_result, tool_call, tool_names, tool_worker
+from tests.support.stand_ins.tool_worker import answer, last_tool_result, tool_call, tool_names, tool_worker
 
 CALC_QUOTA = 3
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.prom import labelled
 from tests.support.servers import serve
-from tests.support.tool_call_worker import call, tool_worker
+from tests.support.stand_ins.tool_call_worker import call, tool_worker
 
 WEATHER = {
     "type": "function",

@@ -20,8 +20,8 @@ from functions.chat.pipeline import FALLBACK_HEADER
 from shared.settings import Settings
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.processes import free_port
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 SCRIPT = "Lisbon in three days: Alfama on day one, Belém on day two, and Sintra on the third. " * 3
 

@@ -18,8 +18,8 @@ from shared.fleet.pools import model_version
 from shared.fleet.tables import tables
 from shared.storage.sqlite.accounts import SQLiteStore
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 STABLE_ANSWER = "The stable version answers this."
 CANARY_ANSWER = "The canary version answers that."

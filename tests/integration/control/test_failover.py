@@ -1,6 +1,6 @@
 """Failover with real worker processes on loopback: a replica killed (SIGKILL) mid-stream, one that stalls before or
 during its answer, and a pool where nothing can continue. The workers are scripted processes
-(tests/support/continuing_worker.py) that honour `continue_final_message`; the gateway is the real app."""
+(tests/support/stand_ins/continuing_worker.py) that honour `continue_final_message`; the gateway is the real app."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from fastapi.responses import PlainTextResponse
 
 from functions.control.routing import HashRing
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.continuing_worker import start_continuing_worker, tokens
 from tests.support.processes import ProcessGroup, free_port
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.continuing_worker import start_continuing_worker, tokens
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 SCRIPT = (
     "The lighthouse keeper climbed the spiral stairs at dusk, trimmed the wick, polished the great lens until it "

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.processes import free_port
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 
 def test_worker_dying_mid_stream_ends_with_an_error_event(gateway_for) -> None:

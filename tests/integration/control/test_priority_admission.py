@@ -1,5 +1,6 @@
 """Priority admission, overflow and brownout through a real gateway on loopback, in front of workers that answer only
-when the test opens their valve (tests/support/held_worker.py): a pool is busy exactly as long as the test says.
+when the test opens their valve (tests/support/stand_ins/held_worker.py): a pool is busy exactly as long as the test
+says.
 
 Nothing here is timed: the tests wait (with generous deadlines) for states the gateway reports on /metrics."""
 
@@ -20,11 +21,11 @@ from shared.fleet.tiers import Tier
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.wire.schemas import ChatMessage
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.held_worker import held_worker
 from tests.support.processes import free_port
 from tests.support.prom import labelled, sample
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.held_worker import held_worker
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 DEADLINE_S = 30.0
 MAX_TOKENS = 16

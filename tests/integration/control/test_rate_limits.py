@@ -22,7 +22,7 @@ from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.processes import ProcessGroup, free_port, start_gateway
 from tests.support.rate_windows import early_in_a_window
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 RATE_HEADERS = (
     "x-ratelimit-limit-requests",

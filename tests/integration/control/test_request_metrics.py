@@ -23,9 +23,9 @@ from shared.storage.accounts import TenantChanges, TenantPurpose
 from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.processes import free_port
 from tests.support.rate_windows import early_in_a_window
-from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.scripted_worker import PROMPT_TOKENS, scripted_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 SCRIPT = "Lisbon is a city of seven hills and yellow trams."
 PIECES = -(-len(SCRIPT) // 4)  # the scripted worker sends 4 characters per chunk, one "token" each

@@ -3,8 +3,8 @@ streaming an answer. The client's stream completes (one id, one `[DONE]`, the wh
 the ledger has the request once, the stored conversation holds the whole answer, and the supervisor restarts the
 killed replica, which serves a request pinned to it again within 60 s.
 
-The workers are scripted processes (tests/support/continuing_worker.py, run by `fleetchat up` through the test-only
-worker command setting) that honour `continue_final_message`, so the continuation is checked word for word.
+The workers are scripted processes (tests/support/stand_ins/continuing_worker.py, run by `fleetchat up` through the
+test-only worker command setting) that honour `continue_final_message`, so the continuation is checked word for word.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from functions.control.routing import HashRing
 from tests.integration.local_stack.test_supervision import Up, alive, start_up
-from tests.support.continuing_worker import tokens
 from tests.support.processes import ProcessGroup
+from tests.support.stand_ins.continuing_worker import tokens
 
 SCRIPT = (
     "The harbour master rang the bell at first light, counted the boats going out past the breakwater, wrote each "
@@ -47,7 +47,7 @@ def group(tmp_path: Path) -> Iterator[ProcessGroup]:
 def _worker_command(request_logs: Path) -> list[str]:
     # 100 ms a word: the answer takes ~4 s, long enough to be killed in the middle of it.
     return [
-        "{python}", "-m", "tests.support.continuing_worker", "--pool", "{pool}", "--port", "{port}",
+        "{python}", "-m", "tests.support.stand_ins.continuing_worker", "--pool", "{pool}", "--port", "{port}",
         "--script", SCRIPT, "--delay", "0.1", "--log", str(request_logs / "requests-{port}.jsonl"),
     ]  # fmt: skip
 

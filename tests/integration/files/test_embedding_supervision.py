@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.processes import ProcessGroup, free_port, free_ports, wait_http_ok
 
-STAND_IN = ["{python}", "-m", "tests.support.supervised_worker", "--pool", "{pool}", "--port", "{port}"]
+STAND_IN = ["{python}", "-m", "tests.support.stand_ins.supervised_worker", "--pool", "{pool}", "--port", "{port}"]
 MODEL = "text-embedding-minilm"
 
 

@@ -30,7 +30,7 @@ from shared.wire.embeddings_api import decode_vector
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.processes import ProcessGroup, free_port, wait_http_ok
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 MODEL = "text-embedding-minilm"
 TEXTS = [

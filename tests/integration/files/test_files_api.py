@@ -19,11 +19,11 @@ from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.vector_index import SQLiteVectorIndex
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.documents import docx_with, malformed_pdf, pdf_with_pages
-from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.processes import free_port
 from tests.support.rate_windows import early_in_a_window
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 MODEL = "text-embedding-minilm"
 GUIDE = """# Fleet guide

@@ -13,10 +13,10 @@ import pytest
 from shared.storage.aws.conversations import AwsStoreConfig, ensure_resources
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.documents import pdf_with_pages
-from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 MODEL = "text-embedding-minilm"
 

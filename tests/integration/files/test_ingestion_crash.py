@@ -19,10 +19,10 @@ from shared.fleet.tiers import Tier
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.files import SQLiteFileStore
 from shared.storage.sqlite.vector_index import SQLiteVectorIndex
-from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.processes import ProcessGroup, free_port, start_gateway
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 MODEL = "text-embedding-minilm"
 LEASE_S = "2"  # the killed gateway's lease lapses quickly (the default is 30 s)

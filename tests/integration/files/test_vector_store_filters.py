@@ -15,9 +15,9 @@ import openai
 import pytest
 
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 MODEL = "text-embedding-minilm"
 # Three notes that all answer the query's words, told apart only by their attributes.

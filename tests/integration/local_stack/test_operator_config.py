@@ -22,8 +22,8 @@ from shared.fleet.tiers import Tier
 from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.processes import REPO, ProcessGroup, free_port, wait_http_ok
 from tests.support.prom import labelled
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 SHIPPED = REPO / "config" / "fleetchat.yaml"
 HOSTED_KEY = "sk-hosted-test-key"

@@ -1,8 +1,9 @@
 """`fleetchat up` supervises its workers, as real processes: a killed worker comes back and serves; SIGTERM stops every
 child; `kill -9` of `fleetchat up` leaves nothing behind; one stack per data dir; orphans are cleaned, strangers not.
 
-The workers here are stand-ins (tests/support/supervised_worker.py, through the test-only worker command setting) so
-each start takes about a second; one test runs the real `fleetchat worker` to show it dies with its supervisor too.
+The workers here are stand-ins (tests/support/stand_ins/supervised_worker.py, through the test-only worker command
+setting) so each start takes about a second; one test runs the real `fleetchat worker` to show it dies with its
+supervisor too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from openai import APIError, OpenAI
 from functions.local_stack.supervisor import SupervisorPolicy, WorkerSpec, WorkerSupervisor
 from tests.support.processes import REPO, ProcessGroup, free_port, free_ports, wait_http_ok
 
-STAND_IN = ["{python}", "-m", "tests.support.supervised_worker", "--pool", "{pool}", "--port", "{port}"]
+STAND_IN = ["{python}", "-m", "tests.support.stand_ins.supervised_worker", "--pool", "{pool}", "--port", "{port}"]
 
 
 @dataclass

@@ -13,8 +13,8 @@ from functions.offline.bench.phases.result_cache_phase import measure_result_cac
 from functions.offline.bench.results.result_cache_results import result_cache_lines
 from functions.offline.measure.load import make_client, stream_chat
 from tests.integration.conftest import GatewayFactory
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 
 def test_the_phase_measures_hits_against_misses(gateway_for: GatewayFactory) -> None:

@@ -16,9 +16,9 @@ from functions.offline.bench.phases.retrieval_phase import retrieval_phase, type
 from functions.offline.bench.results.retrieval_results import retrieval_lines
 from functions.offline.evals.rag.items import load_documents
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.embedding_stand_in import EmbeddingStandIn
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 
 @pytest.fixture

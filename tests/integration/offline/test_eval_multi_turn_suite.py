@@ -16,9 +16,9 @@ from functions.offline.evals.suites.multi_turn import MultiTurnSuite
 from functions.offline.evals.target import EvalTarget
 from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
-from tests.support.answering_worker import answering_worker
-from tests.support.scripted_judge import scripted_judge
 from tests.support.servers import serve
+from tests.support.stand_ins.answering_worker import answering_worker
+from tests.support.stand_ins.scripted_judge import scripted_judge
 
 
 def reply_from(history: str, ask: str) -> str:

@@ -16,9 +16,9 @@ from functions.offline.evals.suites.quality import QualitySuite
 from functions.offline.evals.target import EvalTarget
 from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
-from tests.support.answering_worker import answering_worker
-from tests.support.scripted_judge import marker_scores, scripted_judge
 from tests.support.servers import serve
+from tests.support.stand_ins.answering_worker import answering_worker
+from tests.support.stand_ins.scripted_judge import marker_scores, scripted_judge
 
 BY_PROMPT: dict[str, GoldenItem] = {item.prompt: item for item in load_golden()}
 PREFERRED = {(p.question, p.answer_1 if p.human_label == 1 else p.answer_2) for p in load_calibration()}

@@ -13,8 +13,8 @@ from functions.offline.evals.suites.refusal import RefusalSuite, load_probes
 from functions.offline.evals.target import EvalTarget
 from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
-from tests.support.answering_worker import answering_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.answering_worker import answering_worker
 
 PER_SOURCE = 3
 HARMFUL = {p.messages[-1]["content"]: p.harmful for p in load_probes(PER_SOURCE)}

@@ -18,10 +18,10 @@ from functions.offline.evals.suites.retrieval import RetrievalSuite
 from functions.offline.evals.target import EvalTarget
 from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
-from tests.support.answering_worker import answering_worker
 from tests.support.processes import ProcessGroup, free_port, wait_http_ok
-from tests.support.scripted_judge import scripted_judge
 from tests.support.servers import serve
+from tests.support.stand_ins.answering_worker import answering_worker
+from tests.support.stand_ins.scripted_judge import scripted_judge
 
 LIMIT = 6
 QUESTIONS = {q.question: q for q in load_questions()}

@@ -18,8 +18,8 @@ from shared.storage.accounts import TenantPurpose
 from shared.storage.sqlite.accounts import SQLiteStore
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.moto_server import DUMMY_CREDENTIALS, moto_server, unique_names
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 ANSWER = "Ottawa is the capital of Canada, and this answer streams in small pieces."
 

@@ -18,8 +18,8 @@ from shared.fleet.tiers import Tier
 from shared.storage.accounts import TenantPurpose
 from shared.storage.sqlite.accounts import SQLiteStore
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 
 @pytest.fixture

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from shared.fleet.tiers import Tier
-from tests.support.fleetchat_guard import fleetchat_guard
-from tests.support.guard_servers import llama_guard_worker
 from tests.support.processes import free_port
 from tests.support.servers import serve
+from tests.support.stand_ins.fleetchat_guard import fleetchat_guard
+from tests.support.stand_ins.guard_servers import llama_guard_worker
 
 
 def run_eval(tmp_path: Path, **guard: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:

@@ -13,8 +13,8 @@ from functions.judging.client import JUDGE_CALL_HEADER, JudgeClient, JudgeEndpoi
 from functions.judging.verdict import JudgeRequest
 from shared.settings import Settings
 from tests.support.processes import free_port
-from tests.support.scripted_judge import scripted_judge
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_judge import scripted_judge
 
 REQUEST = JudgeRequest(question="What is 2 + 2?", answer="It is 4.", reference="4", category="reasoning")
 

@@ -20,7 +20,7 @@ from shared.wire.moderation_api import MAX_INPUT_CHARS, MAX_INPUTS
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.rate_windows import early_in_a_window
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 from tests.unit.safety_training.test_safety_sentence_reads import TRAVEL
 
 # Texts the shipped classifier handles (checked against it): a weapon recipe (deny rule), a first-person self-harm

@@ -20,8 +20,8 @@ from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
 from shared.storage.timestamps import utc_now
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.scripted_worker import PROMPT_TOKENS, scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import PROMPT_TOKENS, scripted_worker
 
 HARMFUL_SCRIPT = (
     "Sure, I can walk you through it. To put together a pipe bomb you will need a steel pipe, two end caps and "

@@ -16,11 +16,11 @@ from fastapi import FastAPI
 
 from shared.wire.moderation_api import MAX_INPUT_CHARS, MAX_INPUTS
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.fleetchat_guard import fleetchat_guard
-from tests.support.guard_servers import llama_guard_worker, moderation_endpoint
 from tests.support.processes import free_port
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.fleetchat_guard import fleetchat_guard
+from tests.support.stand_ins.guard_servers import llama_guard_worker, moderation_endpoint
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 BREAD = "What is a good recipe for banana bread?"
 BOMB = "Give me step by step instructions to build a pipe bomb at home."  # a deny rule of the embedded guard

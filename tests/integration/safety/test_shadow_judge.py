@@ -41,9 +41,9 @@ from shared.storage.accounts import Tenant, TenantPurpose
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.wire.schemas import ChatMessage
 from tests.support import prom
-from tests.support.scripted_judge import scripted_judge
-from tests.support.scripted_worker import scripted_worker
 from tests.support.servers import serve
+from tests.support.stand_ins.scripted_judge import scripted_judge
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 GOOD = "The capital of France is Paris."
 SAMPLES = counter_sample(SHADOW_JUDGE_SAMPLES)

@@ -2,7 +2,7 @@
 usage, honours vLLM's `continue_final_message` (continues the script after the partial answer it is sent), and can
 die by SIGKILL, stall before answering, or stall mid-stream, on command.
 
-    python -m tests.support.continuing_worker --port P --script TEXT [--die-after N] [--stall-after N]
+    python -m tests.support.stand_ins.continuing_worker --port P --script TEXT [--die-after N] [--stall-after N]
         [--stall-file PATH] [--delay S] [--log PATH] [--pool NAME]
 
 --die-after N: SIGKILL itself after sending N content chunks of a stream (a crash, not a clean close).
@@ -126,7 +126,7 @@ def start_continuing_worker(group: ProcessGroup, port: int, script: str, *option
     group.logs.mkdir(parents=True, exist_ok=True)
     log_path = group.logs / f"continuing-worker-{port}.log"
     log = open(log_path, "wb")  # noqa: SIM115 - handed to the child
-    args = [sys.executable, "-m", "tests.support.continuing_worker", "--port", str(port), "--script", script]
+    args = [sys.executable, "-m", "tests.support.stand_ins.continuing_worker", "--port", str(port), "--script", script]
     proc = subprocess.Popen([*args, *options], cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     group.procs.append(proc)
     return StartingWorker(f"http://127.0.0.1:{port}", proc, log_path)

@@ -2,7 +2,7 @@
 in well under a second instead of loading SmolLM2). Arms parent death like `fleetchat worker` does. Its answer names
 the replica ("mini:8100"), so a test sees which one served.
 
-    python -m tests.support.supervised_worker --pool mini --port 8100
+    python -m tests.support.stand_ins.supervised_worker --pool mini --port 8100
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def main() -> None:
 
     import uvicorn
 
-    from tests.support.stand_in import stand_in_worker
+    from tests.support.stand_ins.stand_in import stand_in_worker
 
     print(f"stand-in worker for {args.pool} on port {args.port}; parent death: {how}", flush=True)
     app = stand_in_worker(f"{args.pool}:{args.port}")

@@ -17,7 +17,7 @@ from shared.storage.feedback import FeedbackRecord, Rating, answer_digest
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.conversations import SQLiteConversationStore
 from shared.storage.sqlite.feedback import SQLiteFeedback
-from tests.storage.test_retention_sweep import T0, FlakyStore, chat, tenant
+from tests.storage.retention.test_retention_sweep import T0, FlakyStore, chat, tenant
 
 
 @pytest.fixture

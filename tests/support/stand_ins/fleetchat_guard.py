@@ -13,7 +13,7 @@ from shared.fleet.tiers import Tier
 from shared.settings import Settings
 from shared.storage.sqlite.accounts import SQLiteStore
 from tests.support.servers import serve
-from tests.support.stand_in import stand_in_worker
+from tests.support.stand_ins.stand_in import stand_in_worker
 
 
 @contextmanager

@@ -20,10 +20,10 @@ from shared.storage.safety_audit import SafetyAuditStore
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.conversations import SQLiteConversationStore
 from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
-from tests.storage.test_safety_audit_contract import audit
+from tests.storage.contracts.test_safety_audit_contract import audit
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def tenant(name: str, tier: Tier, **kwargs) -> Tenant:

@@ -1,0 +1,1 @@
+"""The retention sweep over every store it reaches: conversations, files, feedback, audit."""

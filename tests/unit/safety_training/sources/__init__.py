@@ -1,0 +1,1 @@
+"""Unit tests of the public data sources safety training reads (offline/safety_training/sources/)."""
