@@ -135,7 +135,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_log_redaction()  # no PII or secrets in the gateway's logs (after the server configured logging)
-        timeout = httpx.Timeout(settings.worker_timeout_s, connect=settings.worker_connect_timeout_s)
+        timeout = httpx.Timeout(settings.worker.timeout_s, connect=settings.worker.connect_timeout_s)
         # Pool sized for many concurrent streams; keep-alive so each request skips the TCP handshake.
         limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
         async with AsyncExitStack() as owned:
@@ -159,7 +159,7 @@ def create_app(
             audit = SafetyAuditWriter(app.state.safety_audit, settings.data_dir / "safety-audit-spool.jsonl")
             client = await owned.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=limits))
             app.state.http = client
-            classifier = shipped_classifier(settings.safety_sentence_reads)
+            classifier = shipped_classifier(settings.guard.sentence_reads)
             embedded = EmbeddedGuard(PreFilter(classifier))
             app.state.guard = open_guard(settings, embedded, client, app.state.metrics)
             output = OutputClassifier.load()

@@ -24,14 +24,14 @@ def settings_with(**given: object) -> Settings:
     option left out (None) keeps the environment's value, so `FLEETCHAT_REPLICAS_PER_POOL=2 fleetchat up` means 2."""
     from pydantic import ValidationError
 
-    from shared.settings import Settings
+    from shared.settings import Settings, setting_names
 
     try:
         return Settings(**{name: value for name, value in given.items() if value is not None})
     except ValidationError as exc:  # a bad value, from the environment or an option: said by name, nothing started
-        for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "settings"
-            typer.echo(f"invalid {field} (FLEETCHAT_{field.upper()} or its option): {error['msg']}", err=True)
+        for variable, reason in setting_names(exc):
+            field = variable.removeprefix("FLEETCHAT_").lower()
+            typer.echo(f"invalid {field} ({variable} or its option): {reason}", err=True)
         raise typer.Exit(code=2) from None
 
 

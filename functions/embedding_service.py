@@ -98,14 +98,14 @@ def embedding_service_for(
     """The gateway's embedding service on the configured embedding workers, with chat's breaker and retry policy."""
     urls = settings.resolved_embedding_worker_urls()
     breakers = ReplicaBreakers(
-        urls, threshold=settings.breaker_failure_threshold, cooldown_s=settings.breaker_cooldown_s, metrics=failover
+        urls, threshold=settings.breaker.failure_threshold, cooldown_s=settings.breaker.cooldown_s, metrics=failover
     )
     policy = UpstreamPolicy(
-        timeout_s=settings.worker_timeout_s,
-        connect_timeout_s=settings.worker_connect_timeout_s,
-        attempts=settings.upstream_attempts,
-        backoff_s=settings.upstream_backoff_s,
-        backoff_max_s=settings.upstream_backoff_max_s,
+        timeout_s=settings.worker.timeout_s,
+        connect_timeout_s=settings.worker.connect_timeout_s,
+        attempts=settings.upstream.attempts,
+        backoff_s=settings.upstream.backoff_s,
+        backoff_max_s=settings.upstream.backoff_max_s,
     )
     workers = WorkerClient(client, breakers, policy, failover)
     return EmbeddingService(PoolRouter(urls, breakers), workers, accounting, metrics)

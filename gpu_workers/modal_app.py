@@ -23,7 +23,7 @@ import modal
 
 from shared.fleet.embedding_pools import EmbeddingPool
 from shared.fleet.pools import ModelPool
-from shared.fleet.tables import tables
+from shared.fleet.tables import BUILTIN_FILE, tables
 from shared.operator_config import CONFIG_ENV, OperatorConfig, install_from_environment
 
 if TYPE_CHECKING:
@@ -223,6 +223,9 @@ SAFETY_MODEL_DIR = Path(__file__).resolve().parent.parent / "functions" / "safet
 # <code root>/web/dist, so it lands beside the Python sources).
 WEB_DIST_DIR = Path(__file__).resolve().parent.parent / "web" / "dist"
 CONFIG_IMAGE_ENV = {CONFIG_ENV: CONFIG_IN_IMAGE} if OPERATOR_CONFIG is not None else {}
+# The built-in tables (pools, tiers) are data beside shared/fleet/tables.py, which reads them at import: every image
+# that carries `shared` carries them.
+BUILTIN_TABLES_IN_IMAGE = "/root/shared/fleet/builtin.yaml"
 
 
 def with_config_env(image: modal.Image) -> modal.Image:
@@ -244,6 +247,7 @@ gateway_image = (
     # (400 server_tool_unavailable), never run unisolated (docs/server-tools.md).
     with_config_env(runtime_image.apt_install("bubblewrap"))
     .add_local_python_source("functions", "gpu_workers", "shared")
+    .add_local_file(BUILTIN_FILE, BUILTIN_TABLES_IN_IMAGE)
     .add_local_dir(SAFETY_MODEL_DIR, remote_path="/root/functions/safety/model")
     .add_local_dir(WEB_DIST_DIR, remote_path="/root/web/dist")
 )
@@ -257,6 +261,7 @@ vllm_image = (
     .env({"HF_XET_HIGH_PERFORMANCE": "1", **CONFIG_IMAGE_ENV})
     # The worker class imports this module, which reads the pool table (and the operator config file).
     .add_local_python_source("gpu_workers", "shared")
+    .add_local_file(BUILTIN_FILE, BUILTIN_TABLES_IN_IMAGE)
 )
 vllm_image = with_config_file(vllm_image)
 
@@ -412,13 +417,15 @@ def server_url(class_name: str) -> str:
     return url
 
 
-def guard_overrides(environ: Mapping[str, str], resolve: Callable[[str], str] = server_url) -> dict[str, str]:
+def guard_overrides(
+    environ: Mapping[str, str], resolve: Callable[[str], str] = server_url
+) -> dict[str, dict[str, str]]:
     """With `FLEETCHAT_SAFETY_GUARD=llama_guard` and no URL set, the guard is this app's own Llama Guard class; its
-    served name is the pool's."""
+    served name is the pool's (the settings' `guard` section; the environment fills the rest of it)."""
     if not uses_own_guard(environ):
         return {}
     spec = GUARD_SPECS["llama-guard"]
-    return {"safety_guard_url": resolve(spec.class_name), "safety_guard_model": spec.pool}
+    return {"guard": {"url": resolve(spec.class_name), "model": spec.pool}}
 
 
 @app.function(
@@ -544,6 +551,7 @@ eval_image = (
     # container cannot create namespaces the sandbox falls back to resource limits and says so in the report.
     with_config_env(runtime_image.apt_install("bubblewrap"))
     .add_local_python_source("functions", "gpu_workers", "shared")
+    .add_local_file(BUILTIN_FILE, BUILTIN_TABLES_IN_IMAGE)
     .add_local_dir(SAFETY_GOLDEN_DIR, remote_path="/root/functions/offline/safety_training/data")
     .add_local_dir(EVAL_GOLDEN_DIR, remote_path="/root/functions/offline/evals/golden/data")
 )

@@ -125,18 +125,18 @@ def chat_service_for(
     failover = FailoverMetrics(metrics.registry)
     breakers = ReplicaBreakers(
         worker_urls,
-        threshold=settings.breaker_failure_threshold,
-        cooldown_s=settings.breaker_cooldown_s,
+        threshold=settings.breaker.failure_threshold,
+        cooldown_s=settings.breaker.cooldown_s,
         metrics=failover,
     )
     policy = UpstreamPolicy(
-        timeout_s=settings.worker_timeout_s,
-        connect_timeout_s=settings.worker_connect_timeout_s,
-        first_byte_timeout_s=settings.worker_first_byte_timeout_s,
-        inter_chunk_timeout_s=settings.worker_inter_chunk_timeout_s,
-        attempts=settings.upstream_attempts,
-        backoff_s=settings.upstream_backoff_s,
-        backoff_max_s=settings.upstream_backoff_max_s,
+        timeout_s=settings.worker.timeout_s,
+        connect_timeout_s=settings.worker.connect_timeout_s,
+        first_byte_timeout_s=settings.worker.first_byte_timeout_s,
+        inter_chunk_timeout_s=settings.worker.inter_chunk_timeout_s,
+        attempts=settings.upstream.attempts,
+        backoff_s=settings.upstream.backoff_s,
+        backoff_max_s=settings.upstream.backoff_max_s,
     )
     workers = WorkerClient(client, breakers, policy, failover)
     router = PoolRouter(worker_urls, breakers)

@@ -24,19 +24,11 @@ from typing import Literal
 from functions.metrics.control import ControlMetrics
 from shared.fleet.tables import policy_for
 from shared.fleet.tiers import Tier
+from shared.settings import BrownoutSettings
 
 BrownoutMode = Literal["auto", "on", "off"]
 Clock = Callable[[], float]
 MAX_SAMPLES = 2048  # per pool, tier and signal: a window of a busy pool keeps its newest
-
-
-@dataclass(frozen=True)
-class BrownoutSettings:
-    window_s: float = 30.0
-    min_samples: int = 3
-    off_ratio: float = 0.5  # pressure must fall below this (on is at 1.0) ...
-    hold_s: float = 30.0  # ... for this long before brownout switches off
-    tick_s: float = 1.0  # how often the controller re-evaluates when no event does
 
 
 def _p95(values: list[float]) -> float:
@@ -74,13 +66,13 @@ class BrownoutController:
         pools: list[str],
         depth_on: dict[str, int],
         depth_of: Callable[[str], int],
-        settings: BrownoutSettings | None = None,
+        settings: BrownoutSettings,
         *,
         metrics: ControlMetrics | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
         """`depth_on[pool]`: the queue depth that alone means overload; `depth_of(pool)`: its depth now."""
-        self.settings = settings or BrownoutSettings()
+        self.settings = settings
         self.depth_on = depth_on
         self.depth_of = depth_of
         self.metrics = metrics

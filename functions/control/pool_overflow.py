@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from functions.control.brownout import BrownoutController, BrownoutSettings
+from functions.control.brownout import BrownoutController
 from functions.control.pool_admission import (
     CapacityExceededError,
     Clock,
@@ -26,7 +26,7 @@ from functions.control.pool_admission import (
 from functions.metrics.control import ControlMetrics
 from shared.fleet.tables import policy_for, tables
 from shared.fleet.tiers import Tier
-from shared.settings import Settings
+from shared.settings import BrownoutSettings, Settings
 from shared.wire.schemas import ChatCompletionRequest
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -49,10 +49,10 @@ def pool_capacities(settings: Settings, worker_urls: dict[str, list[str]]) -> di
     set `pool_capacity` to share it out)."""
     capacities = {}
     for pool, urls in worker_urls.items():
-        if pool in settings.pool_capacity:
-            capacities[pool] = settings.pool_capacity[pool]
+        if pool in settings.pool.capacity:
+            capacities[pool] = settings.pool.capacity[pool]
         elif settings.environment == "local" or pool not in tables().pools:
-            capacities[pool] = settings.pool_capacity_per_replica * max(len(urls), 1)
+            capacities[pool] = settings.pool.capacity_per_replica * max(len(urls), 1)
         else:
             deployed = tables().pools[pool].deployed
             capacities[pool] = deployed.max_concurrent_inputs * deployed.max_containers
@@ -78,8 +78,7 @@ class PoolControl:
         overflow_tiers: frozenset[Tier] = frozenset({Tier.PLUS}),
         paid_reserve_share: float = 0.0,
         drain_ramp_s: float = 2.0,
-        brownout: BrownoutSettings | None = None,
-        brownout_depth_on: dict[str, int] | None = None,
+        brownout: BrownoutSettings,
         metrics: ControlMetrics | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
@@ -98,7 +97,7 @@ class PoolControl:
             for pool, capacity in capacities.items()
         }
         # A whole batch waiting means the pool is overloaded, whatever latencies say.
-        depth_on = brownout_depth_on or {}
+        depth_on = brownout.queue_depth
         self.brownout = BrownoutController(
             list(capacities),
             {pool: depth_on.get(pool, capacity) for pool, capacity in capacities.items()},
@@ -116,19 +115,12 @@ class PoolControl:
     ) -> PoolControl:
         return cls(
             pool_capacities(settings, worker_urls),
-            {tier: QueueBounds(max_waiting=n, max_wait_s=settings.queue_max_wait_s[tier])
-             for tier, n in settings.queue_max_waiting.items()},
+            {tier: QueueBounds(max_waiting=n, max_wait_s=settings.queue.max_wait_s[tier])
+             for tier, n in settings.queue.max_waiting.items()},
             overflow_tiers=frozenset(settings.overflow_tiers),
-            paid_reserve_share=settings.pool_paid_reserve,
-            drain_ramp_s=settings.queue_drain_ramp_s,
-            brownout=BrownoutSettings(
-                window_s=settings.brownout_window_s,
-                min_samples=settings.brownout_min_samples,
-                off_ratio=settings.brownout_off_ratio,
-                hold_s=settings.brownout_hold_s,
-                tick_s=settings.brownout_tick_s,
-            ),
-            brownout_depth_on=settings.brownout_queue_depth,
+            paid_reserve_share=settings.pool.paid_reserve,
+            drain_ramp_s=settings.queue.drain_ramp_s,
+            brownout=settings.brownout,
             metrics=metrics,
         )  # fmt: skip
 

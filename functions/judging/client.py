@@ -45,30 +45,30 @@ class JudgeEndpoint(BaseModel):
 def judge_endpoint(settings: Settings) -> JudgeEndpoint:
     """The judge named in settings: `judge_url` when set, else the first worker of `judge_pool` (ValueError when
     that pool has no worker URL)."""
-    if settings.judge_url:
-        base_url = settings.judge_url
+    if settings.judge.url:
+        base_url = settings.judge.url
     elif (
-        hosted := tables().external_pools.get(settings.judge_pool)
+        hosted := tables().external_pools.get(settings.judge.pool)
     ) is not None:  # the operator file's hosted endpoint
         key = hosted.external.api_key()
         return JudgeEndpoint(
             base_url=hosted.external.base_url,
-            model=settings.judge_model or hosted.external.model,
+            model=settings.judge.model or hosted.external.model,
             api_key=SecretStr(key) if key else None,
-            timeout_s=settings.judge_timeout_s,
-            attempts=settings.judge_attempts,
+            timeout_s=settings.judge.timeout_s,
+            attempts=settings.judge.attempts,
         )
     else:
-        replicas = settings.resolved_worker_urls().get(settings.judge_pool)
+        replicas = settings.resolved_worker_urls().get(settings.judge.pool)
         if not replicas:
-            raise ValueError(f"the judge pool {settings.judge_pool!r} has no worker; set FLEETCHAT_JUDGE_URL")
+            raise ValueError(f"the judge pool {settings.judge.pool!r} has no worker; set FLEETCHAT_JUDGE_URL")
         base_url = replicas[0].rstrip("/") + "/v1"
     return JudgeEndpoint(
         base_url=base_url,
-        model=settings.judge_model or settings.judge_pool,
-        api_key=settings.judge_api_key,
-        timeout_s=settings.judge_timeout_s,
-        attempts=settings.judge_attempts,
+        model=settings.judge.model or settings.judge.pool,
+        api_key=settings.judge.api_key,
+        timeout_s=settings.judge.timeout_s,
+        attempts=settings.judge.attempts,
     )
 
 

@@ -86,22 +86,22 @@ class ShadowJudge:
         rng: random.Random | None = None,
     ) -> None:
         """`client` None (no judge could be named) or a share of 0 turns the shadow judge off: `offer` does nothing."""
-        self.share = settings.shadow_judge_share
-        self.pools = (settings.shadow_judge_candidate_pool, settings.shadow_judge_reference_pool)
+        self.share = settings.shadow_judge.share
+        self.pools = (settings.shadow_judge.candidate_pool, settings.shadow_judge.reference_pool)
         self.enabled = client is not None and self.share > 0
         self._client = client
         self._metrics = metrics
         self._redact = redact
         self._rng = rng or random.Random()
-        self._workers_n = settings.shadow_judge_workers
-        self._queue: asyncio.Queue[ShadowSample] = asyncio.Queue(maxsize=settings.shadow_judge_queue_size)
-        self._budget = CallBudget(settings.shadow_judge_calls_per_minute)
+        self._workers_n = settings.shadow_judge.workers
+        self._queue: asyncio.Queue[ShadowSample] = asyncio.Queue(maxsize=settings.shadow_judge.queue_size)
+        self._budget = CallBudget(settings.shadow_judge.calls_per_minute)
         self._rolling = RollingScores(
             candidate=self.pools[0],
             reference=self.pools[1],
-            window=settings.shadow_judge_window,
-            threshold=settings.shadow_judge_alert_delta,
-            min_samples=settings.shadow_judge_min_samples,
+            window=settings.shadow_judge.window,
+            threshold=settings.shadow_judge.alert_delta,
+            min_samples=settings.shadow_judge.min_samples,
         )
         self._alerting = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -202,7 +202,7 @@ def shadow_judge_for(settings: Settings, http: httpx.AsyncClient, metrics: Gatew
     """The gateway's shadow judge: the judge named in settings over the gateway's HTTP client, PII redacted by the
     shared detector. Off when the share is 0, or (with a WARNING) when no judge can be named."""
     client = None
-    if settings.shadow_judge_share > 0:
+    if settings.shadow_judge.share > 0:
         try:
             client = JudgeClient(judge_endpoint(settings), http=http)
         except ValueError as exc:

@@ -21,7 +21,7 @@ from shared.operator_config import (
     configure,
     load_config,
 )
-from shared.settings import Settings
+from shared.settings import GuardOptions, JudgeOptions, Settings
 
 app = typer.Typer(help="The operator config file: check one, show the effective values.", no_args_is_help=True)
 console = Console(stderr=True)
@@ -75,25 +75,14 @@ def show(
 
 def effective(config: OperatorConfig, settings: Settings) -> OperatorConfig:
     """The document with its settings-level sections as `settings` has them (environment overrides included)."""
-    guard = GuardConfig(
-        kind=settings.safety_guard,
-        url=settings.safety_guard_url,
-        model=settings.safety_guard_model,
-        api_key_env=config.guard.api_key_env if config.guard else None,
-        band=settings.safety_guard_band,
-        ignored_codes=sorted(settings.safety_guard_ignored_codes),
-        timeout_s=settings.safety_guard_timeout_s,
-        attempts=settings.safety_guard_attempts,
-        fail=settings.safety_guard_fail,
-        rules=settings.safety_guard_rules,
-        sentence_reads=settings.safety_sentence_reads,
-    )
-    judge = JudgeConfig(pool=settings.judge_pool, model=settings.judge_model)
+    options = settings.guard.model_dump(include=set(GuardOptions.model_fields))
+    guard = GuardConfig(**options, api_key_env=config.guard.api_key_env if config.guard else None)
+    judge = JudgeConfig(**settings.judge.model_dump(include=set(JudgeOptions.model_fields)))
     return config.model_copy(
         update={
             "guard": guard,
             "judge": judge,
-            "capacity": dict(settings.pool_capacity),
+            "capacity": dict(settings.pool.capacity),
             "server_tools": settings.server_tools,
         }
     )

@@ -303,14 +303,14 @@ def flush_from_settings(
     show_progress: bool = True,
 ) -> FlushReport:
     """The job as the CLI and the Modal schedule run it: the configured stores, Stripe when a key is set."""
-    if settings.stripe_api_key is None:
+    if settings.stripe.api_key is None:
         logger.warning(LEDGER_ONLY_WARNING)
         return FlushReport(stripe_enabled=False)
     from shared.storage.factory import open_ledger, open_meter_state, open_tenant_store
 
     tenants, ledger, state = open_tenant_store(settings), open_ledger(settings), open_meter_state(settings)
     sender = MeterEventSender(
-        settings.stripe_api_key.get_secret_value(), api_base=settings.stripe_api_base, policy=policy
+        settings.stripe.api_key.get_secret_value(), api_base=settings.stripe.api_base, policy=policy
     )
 
     try:
@@ -320,8 +320,8 @@ def flush_from_settings(
             customer_lookup(tenants),
             sender,
             meters_from_settings(settings),
-            window_s=settings.meter_window_s,
-            grace_s=settings.meter_grace_s,
+            window_s=settings.meter.window_s,
+            grace_s=settings.meter.grace_s,
             now=now,
             since=since,
             revisit_windows=revisit_windows,

@@ -44,11 +44,11 @@ class Meter(BaseModel):
 
 def meters_from_settings(settings: Settings) -> tuple[Meter, ...]:
     return (
-        Meter(key="input", short="in", event_name=settings.meter_event_input),
-        Meter(key="cached_input", short="cin", event_name=settings.meter_event_cached_input),
-        Meter(key="output", short="out", event_name=settings.meter_event_output),
+        Meter(key="input", short="in", event_name=settings.meter.event_input),
+        Meter(key="cached_input", short="cin", event_name=settings.meter.event_cached_input),
+        Meter(key="output", short="out", event_name=settings.meter.event_output),
         # Issue 22: embedding input tokens, a meter of their own (priced apart from chat in Stripe).
-        Meter(key="embedding_input", short="emb", event_name=settings.meter_event_embedding_input),
+        Meter(key="embedding_input", short="emb", event_name=settings.meter.event_embedding_input),
     )
 
 

@@ -175,7 +175,7 @@ def reconcile_from_settings(
     from shared.storage.factory import open_ledger, open_meter_state, open_tenant_store
 
     now = now or utc_now()
-    end = until or align_down(now, settings.meter_window_s)
+    end = until or align_down(now, settings.meter.window_s)
     start = since or end - timedelta(days=DEFAULT_DAYS)
     tenants, ledger, state = open_tenant_store(settings), open_ledger(settings), open_meter_state(settings)
 
@@ -187,8 +187,8 @@ def reconcile_from_settings(
             meters_from_settings(settings),
             start=start,
             end=end,
-            window_s=settings.meter_window_s,
-            grace_s=settings.meter_grace_s,
+            window_s=settings.meter.window_s,
+            grace_s=settings.meter.grace_s,
             now=now,
         )
     finally:

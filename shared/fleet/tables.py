@@ -1,22 +1,25 @@
 """The fleet's tables in force as one immutable snapshot: chat, guard, embedding and external pools, and the tiers.
 
-The built-in tables (pools.py, embedding_pools.py, tiers.py) are the defaults. The operator config file's resolved
-document becomes a new snapshot (shared/operator_config/tables.py), installed whole at start and swapped whole on a hot
-reload: a reader sees the old snapshot or the new one, never a mix, and nothing edits a table in place (the mappings
-are read-only views)."""
+The built-in tables are stated once, in builtin.yaml beside this module, and loaded at import (BUILTIN_TABLES). The
+operator config file's resolved document becomes a new snapshot (shared/operator_config/tables.py), installed whole at
+start and swapped whole on a hot reload: a reader sees the old snapshot or the new one, never a mix, and nothing edits
+a table in place (the mappings are read-only views)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from shared.fleet.embedding_pools import BUILTIN_EMBEDDING_POOLS, EmbeddingPool
+import yaml
+from pydantic import TypeAdapter
+
+from shared.fleet.embedding_pools import EmbeddingPool
 from shared.fleet.external_pools import ExternalPool
-from shared.fleet.pools import BUILTIN_GUARD_POOLS, BUILTIN_POOLS, ModelPool
+from shared.fleet.pools import ModelPool
 from shared.fleet.tiers import (
-    BUILTIN_TIERS,
     LimitOverrides,
     SafetyOverrides,
     SafetyPolicy,
@@ -24,6 +27,8 @@ from shared.fleet.tiers import (
     TierLimits,
     TierPolicy,
 )
+
+BUILTIN_FILE = Path(__file__).with_name("builtin.yaml")
 
 
 @dataclass(frozen=True)
@@ -67,13 +72,45 @@ class FleetTables:
         return FleetTables.of(**{**current, **tables})
 
 
-BUILTIN_TABLES = FleetTables.of(
-    pools=BUILTIN_POOLS,
-    guard_pools=BUILTIN_GUARD_POOLS,
-    embedding_pools=BUILTIN_EMBEDDING_POOLS,
-    external_pools={},
-    tiers=BUILTIN_TIERS,
-)
+# The field each table's key fills in, so an entry does not repeat its name (builtin.yaml's and the operator file's
+# shape).
+KEY_FIELDS = {
+    "pools": "name",
+    "guard_pools": "name",
+    "embedding_pools": "name",
+    "external_pools": "name",
+    "tiers": "tier",
+}
+_TABLE_TYPES: dict[str, TypeAdapter[Any]] = {
+    "pools": TypeAdapter(dict[str, ModelPool]),
+    "guard_pools": TypeAdapter(dict[str, ModelPool]),
+    "embedding_pools": TypeAdapter(dict[str, EmbeddingPool]),
+    "external_pools": TypeAdapter(dict[str, ExternalPool]),
+    "tiers": TypeAdapter(dict[Tier, TierPolicy]),
+}
+
+
+def named(section: str, entries: Mapping[str, Any]) -> dict[str, Any]:
+    """A table's entries with the key filled into each entry's name field (`pools.mini` -> `name: mini`)."""
+    field = KEY_FIELDS[section]
+    return {key: {field: key, **entry} if isinstance(entry, dict) else entry for key, entry in entries.items()}
+
+
+def load_builtin(path: Path = BUILTIN_FILE) -> FleetTables:
+    """The built-in tables from `path` (every table section present, each tier naming only defined pools)."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    loaded = {
+        section: adapter.validate_python(named(section, document.get(section) or {}))
+        for section, adapter in _TABLE_TYPES.items()
+    }
+    routable = set(loaded["pools"]) | set(loaded["external_pools"])
+    unknown = sorted({pool for policy in loaded["tiers"].values() for pool in policy.pools} - routable)
+    if unknown or set(loaded["tiers"]) != set(Tier):
+        raise ValueError(f"{path}: the tiers must be {[t.value for t in Tier]} and name defined pools (not {unknown})")
+    return FleetTables.of(**loaded)
+
+
+BUILTIN_TABLES = load_builtin()
 
 _in_force: FleetTables = BUILTIN_TABLES
 

@@ -1,7 +1,7 @@
 """The tier table: which model pools each tier may use, its rate limits and message cap, and how long chats are kept.
 
-BUILTIN_TIERS holds the defaults; the tiers in force are shared/fleet/tables.py's snapshot (the operator config
-file, docs/configuration.md, replaces it whole at start and on a hot reload), which `policy_for`/`limits_for`/
+The built-in tiers are stated in builtin.yaml; the tiers in force are shared/fleet/tables.py's snapshot (the operator
+config file, docs/configuration.md, replaces it whole at start and on a hot reload), which `policy_for`/`limits_for`/
 `safety_for` there read.
 """
 
@@ -10,8 +10,6 @@ from __future__ import annotations
 from enum import StrEnum
 
 from pydantic import BaseModel, Field
-
-from shared.fleet.pools import BUILTIN_POOLS
 
 
 class Tier(StrEnum):
@@ -76,8 +74,9 @@ class TierSlo(BaseModel):
     """Latency objectives of a tier, as streamed requests see them at the gateway (the eval latency suite gates on
     them; the reliability control loop will drive admission and brownout from them).
 
-    The values in BUILTIN_TIERS are sized for the embedded stack (SmolLM2-135M on a few CPU cores, short prompts): a
-    deployment on GPUs should hold far tighter ones, set in the operator config file (docs/configuration.md).
+    The built-in values (builtin.yaml) are sized for the embedded stack (SmolLM2-135M on a few CPU cores, short
+    prompts): a deployment on GPUs should hold far tighter ones, set in the operator config file
+    (docs/configuration.md).
     """
 
     ttft_p95_s: float = Field(gt=0)  # time to the first content token, 95th percentile
@@ -98,63 +97,3 @@ class TierPolicy(BaseModel):
     # same tenant; 0: off. Enterprise is off by default: a cached answer is a copy of content outside the tenant's own
     # retention and legal-hold controls (an operator may turn it on, FLEETCHAT_RESULT_CACHE_TTL_S).
     result_cache_ttl_s: int = Field(default=0, ge=0, le=7 * 24 * 3600)
-
-
-BUILTIN_TIERS: dict[Tier, TierPolicy] = {
-    Tier.FREE: TierPolicy(
-        tier=Tier.FREE,
-        limits=TierLimits(
-            key_rpm=20,
-            key_tpm=40_000,
-            tenant_rpm=20,
-            tenant_tpm=40_000,
-            message_cap=40,
-            message_window_s=3 * 3600,
-            max_output_tokens=1024,
-            brownout_max_output_tokens=256,
-        ),
-        safety=SafetyPolicy(audit_retention_days=30),
-        pools=("mini",),
-        default_pool="mini",
-        retention_days=30,
-        slo=TierSlo(ttft_p95_s=3.0, inter_token_p95_s=0.3),  # local values (see TierSlo)
-        result_cache_ttl_s=600,  # FAQ-style repeats: ten minutes spares the shared free pool most of them
-    ),
-    Tier.PLUS: TierPolicy(
-        tier=Tier.PLUS,
-        limits=TierLimits(
-            key_rpm=300,
-            key_tpm=400_000,
-            tenant_rpm=600,
-            tenant_tpm=1_000_000,
-            max_output_tokens=4096,
-            brownout_max_output_tokens=1024,
-        ),
-        safety=SafetyPolicy(audit_retention_days=90),
-        pools=("flagship", "mini"),
-        default_pool="flagship",
-        retention_days=90,
-        slo=TierSlo(ttft_p95_s=2.0, inter_token_p95_s=0.25),  # local values (see TierSlo)
-        result_cache_ttl_s=3600,  # apps replaying deterministic prompts (tests, evals, agents' fixed steps)
-    ),
-    Tier.ENTERPRISE: TierPolicy(
-        tier=Tier.ENTERPRISE,
-        limits=TierLimits(
-            key_rpm=3_000,
-            key_tpm=4_000_000,
-            tenant_rpm=10_000,
-            tenant_tpm=20_000_000,
-            max_output_tokens=8192,
-            brownout_max_output_tokens=2048,
-        ),
-        safety=SafetyPolicy(audit_retention_days=365),
-        pools=("flagship", "mini"),
-        default_pool="flagship",
-        retention_days=None,
-        slo=TierSlo(ttft_p95_s=1.5, inter_token_p95_s=0.25),  # local values (see TierSlo)
-    ),
-}
-
-assert all(p in BUILTIN_POOLS for policy in BUILTIN_TIERS.values() for p in policy.pools), (
-    "tier table names an unknown pool"
-)

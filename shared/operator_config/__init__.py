@@ -1,7 +1,8 @@
 """The operator config file (docs/configuration.md): one YAML file for pools, tiers, the guard and the judge, read by
-`fleetchat up`, the gateway and the Modal app; the Python tables are its defaults.
+`fleetchat up`, the gateway and the Modal app; shared/fleet/builtin.yaml's tables and the settings models are its
+defaults.
 
-    config = load_config(Path("config/fleetchat.yaml"))  # ConfigError: file, line, field and reason per problem
+    config = load_config(Path("my-fleet.yaml"))  # ConfigError: file, line, field and reason per problem
     settings = configure(Settings())                      # FLEETCHAT_CONFIG_FILE installed; Settings completed
 
 Modules: yaml_source (YAML + line marks), document (the sections' models and the checks between them), loading (file

@@ -9,50 +9,31 @@ does not set.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, model_validator
 
 from shared.fleet.embedding_pools import EmbeddingPool
 from shared.fleet.external_pools import ExternalPool
 from shared.fleet.pools import ModelPool
+from shared.fleet.tables import KEY_FIELDS, named
 from shared.fleet.tiers import Tier, TierPolicy
 from shared.operator_config.issues import Loc
 from shared.server_tool_settings import ServerToolSettings
-from shared.settings import IgnorableHazard
+from shared.settings import GuardOptions, JudgeOptions
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
-# Sections keyed by name, and the field of each entry the key fills in (so the file does not repeat it).
-NAMED_SECTIONS = {
-    "pools": "name",
-    "guard_pools": "name",
-    "embedding_pools": "name",
-    "external_pools": "name",
-    "tiers": "tier",
-}
 
 
-class GuardConfig(BaseModel):
-    """The safety guard (docs/safety-guard.md); the FLEETCHAT_SAFETY_GUARD_* settings, by their short names."""
+class GuardConfig(GuardOptions):
+    """The safety guard (docs/safety-guard.md): the `guard` settings section's options, and the variable that holds
+    its key (never the key itself)."""
 
-    kind: Literal["embedded", "llama_guard", "moderation_api"] = "embedded"
-    url: str | None = None  # the remote guard's base URL (without /v1)
-    model: str | None = None
-    api_key_env: str | None = Field(default=None, pattern=ENV_NAME)  # the variable holding its key, never the key
-    band: tuple[float, float] | None = None
-    ignored_codes: list[IgnorableHazard] = ["S6", "S8"]
-    timeout_s: float = Field(default=5.0, gt=0, le=60)
-    attempts: int = Field(default=2, ge=1, le=5)
-    fail: Literal["closed", "open"] = "closed"
-    rules: bool = True  # the rule layer's deny list in front of a remote guard that judges alone
-    sentence_reads: bool = False  # the embedded classifier reads each sentence of a pasted document phrased as an ask
+    api_key_env: str | None = Field(default=None, pattern=ENV_NAME)
 
 
-class JudgeConfig(BaseModel):
+class JudgeConfig(JudgeOptions):
     """The LLM judge: a chat pool or an external pool (FLEETCHAT_JUDGE_URL, when set, still wins)."""
-
-    pool: str = "flagship"
-    model: str | None = None  # None: the pool's served name (an external pool: its provider model id)
 
 
 Capacity = dict[str, Annotated[int, Field(ge=1)]]
@@ -75,10 +56,10 @@ class OperatorConfig(BaseModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        for section, field in NAMED_SECTIONS.items():
+        for section in KEY_FIELDS:
             entries = data.get(section)
             if isinstance(entries, dict):
-                data[section] = {k: {field: k, **v} if isinstance(v, dict) else v for k, v in entries.items()}
+                data[section] = named(section, entries)
         return data
 
     def routable(self) -> set[str]:

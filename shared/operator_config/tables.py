@@ -24,7 +24,7 @@ _BUILTIN = OperatorConfig(
 
 
 def builtin_config() -> OperatorConfig:
-    """Today's Python tables and settings defaults, as a document (what the shipped config/fleetchat.yaml holds)."""
+    """The built-in tables (shared/fleet/builtin.yaml) and the settings sections' defaults, as a document."""
     return _BUILTIN.model_copy(deep=True)
 
 

@@ -139,4 +139,4 @@ def open_result_cache(settings: Settings) -> ResultCacheStore:
         return AwsResultCache(config)
     from shared.storage.sqlite.result_cache import SQLiteResultCache
 
-    return SQLiteResultCache(settings.data_dir / "result-cache.db", max_entries=settings.result_cache_max_entries)
+    return SQLiteResultCache(settings.data_dir / "result-cache.db", max_entries=settings.result_cache.max_entries)

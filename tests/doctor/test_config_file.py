@@ -8,15 +8,17 @@ import pytest
 
 from functions.local_stack.doctor.config_checks import check_tiers, load_settings
 from functions.local_stack.doctor.results import Status
+from shared.fleet.tables import BUILTIN_FILE
 from shared.operator_config import builtin_config, install
 from shared.settings import Settings
+from tests.support.operator_file import shipped_text
 
-SHIPPED = Path(__file__).resolve().parents[2] / "config" / "fleetchat.yaml"
+SHIPPED = BUILTIN_FILE  # the built-in tables; shipped_text() adds the settings-level sections
 
 
 def test_a_bad_file_fails_with_its_place(tmp_path: Path) -> None:
     bad = tmp_path / "fleetchat.yaml"
-    bad.write_text(SHIPPED.read_text().replace("default_pool: mini", "default_pool: flagship", 1))
+    bad.write_text(shipped_text().replace("default_pool: mini", "default_pool: flagship", 1))
     settings, results = load_settings(lambda: Settings(config_file=bad, data_dir=tmp_path))
     assert settings is not None
     [failed] = [r for r in results if r.status is Status.FAIL]
@@ -32,7 +34,7 @@ def test_a_good_file_is_installed_and_its_hosted_pool_counts(tmp_path: Path, mon
         "    external: {base_url: 'https://h.example/v1', model: m, api_key_env: DOCTOR_HOSTED_KEY}\n"
         "    max_model_len: 4096\n    price: {prompt_usd_per_mtok: 1, completion_usd_per_mtok: 1}\n"
     )
-    text = SHIPPED.read_text().replace("external_pools: {}\n", hosted)
+    text = shipped_text().replace("external_pools: {}\n", hosted)
     good = tmp_path / "fleetchat.yaml"
     good.write_text(
         text.replace("pools: [mini]\n    default_pool: mini", "pools: [hosted, mini]\n    default_pool: hosted")

@@ -19,7 +19,11 @@ SESSION_SECRET = "s" * 40
 
 def test_a_test_key_locally_reaches_stripe_and_finds_every_meter(tmp_path: Path) -> None:
     with FakeStripe(meters=METERS) as fake:
-        report = run(skip=OTHERS, data_dir=tmp_path, stripe_api_key="sk_test_doctor", stripe_api_base=fake.url)
+        report = run(
+            skip=OTHERS,
+            data_dir=tmp_path,
+            stripe={"api_key": "sk_test_doctor", "api_base": fake.url},
+        )
         assert [(r.method, r.path) for r in fake.requests] == [("GET", "/v1/billing/meters")]
     mode, api = only(report, "stripe")
     assert (mode.status, api.status) == (Status.OK, Status.OK), report.results
@@ -28,14 +32,22 @@ def test_a_test_key_locally_reaches_stripe_and_finds_every_meter(tmp_path: Path)
 
 def test_missing_meters_fail_naming_them(tmp_path: Path) -> None:
     with FakeStripe(meters=METERS[:1]) as fake:
-        report = run(skip=OTHERS, data_dir=tmp_path, stripe_api_key="rk_test_doctor", stripe_api_base=fake.url)
+        report = run(
+            skip=OTHERS,
+            data_dir=tmp_path,
+            stripe={"api_key": "rk_test_doctor", "api_base": fake.url},
+        )
     (api,) = only(report, "stripe", "API")
     assert api.status is Status.FAIL and "fleetchat_output_tokens" in api.detail and "Meters" in (api.hint or "")
 
 
 def test_a_refused_key_fails(tmp_path: Path) -> None:
     with FakeStripe(api_key="sk_test_the_right_one", meters=METERS) as fake:
-        report = run(skip=OTHERS, data_dir=tmp_path, stripe_api_key="sk_test_revoked", stripe_api_base=fake.url)
+        report = run(
+            skip=OTHERS,
+            data_dir=tmp_path,
+            stripe={"api_key": "sk_test_revoked", "api_base": fake.url},
+        )
     (api,) = only(report, "stripe", "API")
     assert api.status is Status.FAIL and "401" in api.detail
 
@@ -43,7 +55,13 @@ def test_a_refused_key_fails(tmp_path: Path) -> None:
 def test_an_unreachable_stripe_fails(tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{free_port()}"
     (api,) = only(
-        run(skip=OTHERS, data_dir=tmp_path, stripe_api_key="sk_test_x", stripe_api_base=base), "stripe", "API"
+        run(
+            skip=OTHERS,
+            data_dir=tmp_path,
+            stripe={"api_key": "sk_test_x", "api_base": base},
+        ),
+        "stripe",
+        "API",
     )
     assert api.status is Status.FAIL and api.detail.startswith("unreachable")
 
@@ -64,8 +82,8 @@ def test_the_key_mode_must_fit_the_environment(
     extra = deployed if environment == "deployed" else {}
     # An address nothing answers on: the mode is judged from the key alone, before any call.
     base = f"http://127.0.0.1:{free_port()}"
-    report = run(skip=OTHERS, timeout_s=1.0, data_dir=tmp_path, environment=environment, stripe_api_key=key,
-                 stripe_api_base=base, **extra)  # fmt: skip
+    report = run(skip=OTHERS, timeout_s=1.0, data_dir=tmp_path, environment=environment,
+                 stripe={"api_key": key, "api_base": base}, **extra)  # fmt: skip
     (mode,) = only(report, "stripe", "key mode")
     assert mode.status is status and words in mode.detail and (status is Status.OK or mode.hint)
 

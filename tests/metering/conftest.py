@@ -41,8 +41,8 @@ class World:
         return self.data_dir / "fleetchat.db"
 
     def settings(self, **overrides: object) -> Settings:
-        values: dict[str, object] = {"data_dir": self.data_dir, "stripe_api_key": API_KEY}
-        return Settings(**{**values, "stripe_api_base": self.fake.url, **overrides})
+        stripe = {"api_key": API_KEY, "api_base": self.fake.url, **overrides.pop("stripe", {})}  # type: ignore[dict-item]
+        return Settings(**{"data_dir": self.data_dir, "stripe": stripe, **overrides})
 
     def env(self) -> dict[str, str]:
         return {

@@ -165,7 +165,13 @@ def test_without_a_stripe_key_the_ledger_is_all(
     world: World, billed: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO):
-        report = flush_from_settings(world.settings(stripe_api_key=None), NOW, show_progress=False)
+        report = flush_from_settings(
+            world.settings(
+                stripe={"api_key": None},
+            ),
+            NOW,
+            show_progress=False,
+        )
     assert report == FlushReport(stripe_enabled=False) and report.ok
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.getMessage() for r in warnings] == [LEDGER_ONLY_WARNING]

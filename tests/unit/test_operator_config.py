@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from shared.fleet.tables import limits_for, tables
+from shared.fleet.tables import BUILTIN_FILE, limits_for, tables
 from shared.fleet.tiers import Tier
 from shared.operator_config import ConfigError, builtin_config, configure, install, load_config
 from shared.operator_config.document import GuardConfig, JudgeConfig
 from shared.server_tool_settings import ServerToolSettings
 from shared.settings import Settings
+from tests.support.operator_file import shipped_text
 
-SHIPPED = Path(__file__).resolve().parents[2] / "config" / "fleetchat.yaml"
+SHIPPED = BUILTIN_FILE  # the built-in tables; shipped_text() adds the settings-level sections
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def shipped_with(tmp_path: Path, old: str, new: str, count: int = 1) -> Path:
-    text = SHIPPED.read_text()
+    text = shipped_text()
     assert text.count(old) >= count, old
     return write(tmp_path, text.replace(old, new, count))
 
@@ -49,7 +50,7 @@ def only_issue(path: Path) -> ConfigError:
     return refused.value
 
 
-def test_shipped_file_is_todays_tables() -> None:
+def test_the_builtin_file_read_as_an_operator_file_is_the_builtin_tables() -> None:
     config = load_config(SHIPPED)
     assert config.pools == tables().pools
     assert config.guard_pools == tables().guard_pools
@@ -59,16 +60,12 @@ def test_shipped_file_is_todays_tables() -> None:
     assert config.server_tools == ServerToolSettings()
 
 
-def test_settings_sections_default_to_the_settings_defaults() -> None:
-    """The guard and judge sections' defaults are Settings' own (one default, written twice)."""
+def test_the_guard_and_judge_sections_are_the_settings_options() -> None:
+    """One statement of each default: the file's sections are the settings sections' option models."""
     settings = Settings.model_construct()  # defaults only, no environment
-    guard, judge = GuardConfig(), JudgeConfig()
-    assert guard.kind == settings.safety_guard and guard.fail == settings.safety_guard_fail
-    assert frozenset(guard.ignored_codes) == settings.safety_guard_ignored_codes
-    assert (guard.timeout_s, guard.attempts) == (settings.safety_guard_timeout_s, settings.safety_guard_attempts)
-    assert guard.sentence_reads is settings.safety_sentence_reads is False
-    assert guard.rules is settings.safety_guard_rules is True
-    assert (judge.pool, judge.model) == (settings.judge_pool, settings.judge_model)
+    guard = GuardConfig().model_dump(exclude={"api_key_env"})
+    assert guard == settings.guard.model_dump(include=set(guard))
+    assert JudgeConfig().model_dump() == settings.judge.model_dump(include={"pool", "model"})
 
 
 def test_unknown_pool_in_a_tier(tmp_path: Path) -> None:
@@ -87,7 +84,7 @@ def test_negative_limit(tmp_path: Path) -> None:
 
 def test_duplicate_pool_key(tmp_path: Path) -> None:
     """PyYAML alone would keep the second `mini` silently."""
-    text = SHIPPED.read_text()
+    text = shipped_text()
     start, end = text.index("  mini:\n"), text.index("  flagship:\n")
     path = write(tmp_path, text.replace("  flagship:\n", text[start:end] + "  flagship:\n", 1))
     [issue] = only_issue(path).issues
@@ -162,17 +159,17 @@ def test_configure_installs_tables_and_fills_unset_settings(
     monkeypatch.setenv("FLEETCHAT_SAFETY_GUARD_TIMEOUT_S", "2.5")  # the environment wins over the file
     settings = configure(Settings(config_file=path, data_dir=tmp_path))
     assert limits_for(Tier.FREE).key_rpm == 7
-    assert (settings.judge_pool, settings.pool_capacity) == ("mini", {"mini": 3})
-    assert settings.safety_guard_timeout_s == 2.5
+    assert (settings.judge.pool, settings.pool.capacity) == ("mini", {"mini": 3})
+    assert settings.guard.timeout_s == 2.5
     assert settings.data_dir == tmp_path
 
 
 def test_the_guard_section_turns_sentence_reads_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FLEETCHAT_SAFETY_SENTENCE_READS", raising=False)
     path = write(tmp_path, "guard: {kind: embedded, sentence_reads: true}\n")
-    assert configure(Settings(config_file=path, data_dir=tmp_path)).safety_sentence_reads is True
+    assert configure(Settings(config_file=path, data_dir=tmp_path)).guard.sentence_reads is True
     monkeypatch.setenv("FLEETCHAT_SAFETY_SENTENCE_READS", "false")  # the environment wins over the file
-    assert configure(Settings(config_file=path, data_dir=tmp_path)).safety_sentence_reads is False
+    assert configure(Settings(config_file=path, data_dir=tmp_path)).guard.sentence_reads is False
 
 
 def test_configure_refuses_before_installing(tmp_path: Path) -> None:
@@ -223,7 +220,7 @@ def test_an_external_pool_can_be_the_judge(tmp_path: Path, monkeypatch: pytest.M
 
 def test_a_problem_in_a_builtin_default_has_no_line(tmp_path: Path) -> None:
     """A file whose pools drop `flagship`, which the built-in plus tier (not in the file) still names."""
-    text = SHIPPED.read_text()
+    text = shipped_text()
     start, end = text.index("  flagship:\n    description"), text.index("# Guard models")
     path = write(tmp_path, text[:start] + text[end:])
     with pytest.raises(ConfigError) as refused:

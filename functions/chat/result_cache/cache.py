@@ -251,7 +251,7 @@ def ttl_for(settings: Settings) -> Callable[[Tier], int]:
     """Each tier's TTL: the settings' override, else the tier table's."""
 
     def ttl(tier: Tier) -> int:
-        return settings.result_cache_ttl_s.get(tier, tables().tiers[tier].result_cache_ttl_s)
+        return settings.result_cache.ttl_s.get(tier, tables().tiers[tier].result_cache_ttl_s)
 
     return ttl
 

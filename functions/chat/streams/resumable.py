@@ -432,9 +432,9 @@ def parse_last_event_id(value: str | None) -> int:
 
 def limits_from(settings: Settings) -> ResumeLimits:
     return ResumeLimits(
-        grace_s=settings.resume_grace_s,
-        ttl_s=settings.resume_buffer_ttl_s,
-        response_max_bytes=settings.resume_response_max_bytes,
-        tenant_max_bytes=settings.resume_tenant_max_bytes,
-        total_max_bytes=settings.resume_total_max_bytes,
+        grace_s=settings.resume.grace_s,
+        ttl_s=settings.resume.buffer_ttl_s,
+        response_max_bytes=settings.resume.response_max_bytes,
+        tenant_max_bytes=settings.resume.tenant_max_bytes,
+        total_max_bytes=settings.resume.total_max_bytes,
     )

@@ -54,13 +54,16 @@ def check_pools(settings: Settings) -> list[CheckResult]:
     bad_canaries = sorted(name for name in settings.canaries if name not in tables().pools)
     if bad_canaries:
         results.append(fail("config", "canaries", f"for unknown pool(s) {bad_canaries}", "key canaries by pool"))
-    for field in ("judge_pool", "shadow_judge_candidate_pool", "shadow_judge_reference_pool"):
-        known = (
-            tables().pools.keys() | tables().external_pools.keys() if field == "judge_pool" else tables().pools.keys()
-        )  # a hosted judge
-        if getattr(settings, field) not in known and not (field == "judge_pool" and settings.judge_url):
-            value = getattr(settings, field)
-            results.append(fail("config", field, f"{value!r} is not a pool", f"set FLEETCHAT_{field.upper()}"))
+    judge_pools = tables().pools.keys() | tables().external_pools.keys()  # a hosted judge too
+    named = (
+        ("FLEETCHAT_JUDGE_POOL", settings.judge.pool, judge_pools, settings.judge.url is None),
+        ("FLEETCHAT_SHADOW_JUDGE_CANDIDATE_POOL", settings.shadow_judge.candidate_pool, tables().pools.keys(), True),
+        ("FLEETCHAT_SHADOW_JUDGE_REFERENCE_POOL", settings.shadow_judge.reference_pool, tables().pools.keys(), True),
+    )
+    for variable, value, known, routed in named:
+        if value not in known and routed:
+            field = variable.removeprefix("FLEETCHAT_").lower()
+            results.append(fail("config", field, f"{value!r} is not a pool", f"set {variable}"))
     return results
 
 

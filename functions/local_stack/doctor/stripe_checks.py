@@ -22,12 +22,12 @@ def key_mode(key: str) -> str | None:
 
 def check_mode(settings: Settings) -> list[CheckResult]:
     name = "key mode"
-    if settings.stripe_api_key is None:
+    if settings.stripe.api_key is None:
         if settings.environment == "deployed":
             hint = "set FLEETCHAT_STRIPE_API_KEY in the fleetchat-secrets secret to bill usage"
             return [warn("stripe", name, "no key: usage stays in the ledger, nothing is billed", hint)]
         return [ok("stripe", name, "no key: ledger only (local default)")]
-    mode = key_mode(settings.stripe_api_key.get_secret_value())
+    mode = key_mode(settings.stripe.api_key.get_secret_value())
     if mode is None:
         hint = "use a secret (sk_) or restricted (rk_) key; a publishable pk_ key cannot send meter events"
         return [fail("stripe", name, "not a Stripe secret or restricted key", hint)]
@@ -42,13 +42,13 @@ def check_mode(settings: Settings) -> list[CheckResult]:
 
 def check_api(settings: Settings, timeout_s: float) -> list[CheckResult]:
     """Lists the account's billing meters (a read): the key is accepted and every meter the ledger feeds is active."""
-    if settings.stripe_api_key is None or key_mode(settings.stripe_api_key.get_secret_value()) is None:
+    if settings.stripe.api_key is None or key_mode(settings.stripe.api_key.get_secret_value()) is None:
         return []
     name = "API"
     http = stripe.new_default_http_client(timeout=timeout_s)
     client = stripe.StripeClient(
-        settings.stripe_api_key.get_secret_value(),
-        base_addresses={"api": settings.stripe_api_base} if settings.stripe_api_base else None,
+        settings.stripe.api_key.get_secret_value(),
+        base_addresses={"api": settings.stripe.api_base} if settings.stripe.api_base else None,
         max_network_retries=0,
         http_client=http,
     )
@@ -67,7 +67,7 @@ def check_api(settings: Settings, timeout_s: float) -> list[CheckResult]:
     finally:
         http.close()
     active = {meter.event_name for meter in meters.data if meter.status == "active"}
-    wanted = [settings.meter_event_input, settings.meter_event_cached_input, settings.meter_event_output]
+    wanted = [settings.meter.event_input, settings.meter.event_cached_input, settings.meter.event_output]
     missing = [event for event in wanted if event not in active]
     if missing:
         hint = "create a Billing meter for each (Dashboard → Billing → Meters, event name as shown)"

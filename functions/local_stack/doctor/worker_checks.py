@@ -24,9 +24,9 @@ def replicas(settings: Settings) -> list[Replica]:
     found = [Replica(pool=p, url=u, model=p) for p, urls in settings.resolved_worker_urls().items() for u in urls]
     for pool, canary in settings.canaries.items():
         found += [Replica(pool=f"{pool} canary", url=url, model=pool) for url in canary.worker_urls]
-    if settings.safety_guard == "llama_guard" and settings.safety_guard_url:
-        model = settings.safety_guard_model or "llama-guard"
-        found.append(Replica(pool="guard", url=settings.safety_guard_url, model=model))
+    if settings.guard.kind == "llama_guard" and settings.guard.url:
+        model = settings.guard.model or "llama-guard"
+        found.append(Replica(pool="guard", url=settings.guard.url, model=model))
     return found
 
 

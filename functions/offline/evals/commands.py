@@ -25,11 +25,10 @@ DataDir = Annotated[Path | None, typer.Option(help="The local data dir (default:
 
 
 def _settings(data_dir: Path | None):  # type: ignore[no-untyped-def]
-    from functions.offline.evals.settings import EvalSettings
     from shared.settings import Settings
 
     settings = Settings(**({"data_dir": data_dir} if data_dir else {}))
-    return EvalSettings(), settings
+    return settings.eval, settings
 
 
 def _store(out_dir: Path | None, data_dir: Path | None) -> ReportStore:

@@ -8,10 +8,10 @@ from pathlib import Path
 from functions.accounts.private_files import read_private
 from functions.judging.client import JudgeEndpoint
 from functions.offline.evals.runner import RunConfig
-from functions.offline.evals.settings import EvalSettings, default_base_url, reports_dir
+from functions.offline.evals.settings import default_base_url, reports_dir
 from functions.offline.evals.tenants import KEYS_FILE, ensure_eval_keys
 from shared.fleet.tiers import Tier
-from shared.settings import Settings
+from shared.settings import EvalSettings, Settings
 
 
 def eval_judge_endpoint(
@@ -20,16 +20,16 @@ def eval_judge_endpoint(
     """The eval job's judge: FLEETCHAT_EVAL_JUDGE_BASE_URL, else the service's judge endpoint (FLEETCHAT_JUDGE_URL)
     when one is set, else the deployment's own judge pool (the flagship) through its gateway with the plus eval key."""
     settings = settings or Settings()
-    model = eval_settings.judge_model or settings.judge_model or settings.judge_pool
+    model = eval_settings.judge_model or settings.judge.model or settings.judge.pool
     if eval_settings.judge_base_url:
         url, secret = eval_settings.judge_base_url, eval_settings.judge_api_key
-    elif settings.judge_url:
-        url, secret = settings.judge_url, eval_settings.judge_api_key or settings.judge_api_key
+    elif settings.judge.url:
+        url, secret = settings.judge.url, eval_settings.judge_api_key or settings.judge.api_key
     else:
         url, secret = f"{base_url}/v1", eval_settings.judge_api_key
     api_key = secret.get_secret_value() if secret else keys.get(Tier.PLUS)
     return JudgeEndpoint(
-        base_url=url, model=model, api_key=api_key, timeout_s=settings.judge_timeout_s, attempts=settings.judge_attempts
+        base_url=url, model=model, api_key=api_key, timeout_s=settings.judge.timeout_s, attempts=settings.judge.attempts
     )
 
 

@@ -13,10 +13,10 @@ from pydantic import BaseModel
 from functions.offline.evals.launch import eval_judge_endpoint
 from functions.offline.evals.reporting.store import ReportStore, S3ReportStore
 from functions.offline.evals.runner import RunConfig, run_eval
-from functions.offline.evals.settings import EvalSettings
 from functions.offline.evals.suites import SUITES
 from functions.offline.evals.tenants import EvalKeyError
 from shared.fleet.tiers import Tier
+from shared.settings import EvalSettings, Settings
 
 
 class ScheduledSummary(BaseModel):
@@ -60,7 +60,7 @@ def scheduled_store(eval_settings: EvalSettings) -> ReportStore:
 
 def run_scheduled(base_url: str, *, suites: list[str] | None = None, limit: int | None = None) -> ScheduledSummary:
     """Every suite (or `suites`) against `base_url` (unless FLEETCHAT_EVAL_BASE_URL names another)."""
-    eval_settings = EvalSettings()
+    eval_settings = Settings().eval  # the job's entry point: the environment read once, here
     store = scheduled_store(eval_settings)
     outcome = asyncio.run(run_eval(scheduled_config(eval_settings, base_url, suites, limit), store))
     gate = outcome.run.gate

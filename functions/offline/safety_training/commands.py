@@ -58,18 +58,18 @@ def eval_safety(
 
     console = Console()
     settings = configured_or_exit(Settings()) if configured_guard else None
-    sentence_reads = sentence_reads or (settings is not None and settings.safety_sentence_reads)
+    sentence_reads = sentence_reads or (settings is not None and settings.guard.sentence_reads)
     if model_dir:
         classifier = SafetyClassifier.load(model_dir, sentence_reads=sentence_reads)
     else:
         classifier = shipped_classifier(sentence_reads)
     prefilter = PreFilter(classifier)
-    if settings is None or settings.safety_guard == "embedded":
+    if settings is None or settings.guard.kind == "embedded":
         with Progress(console=console, transient=True) as progress:
             report = evaluate(prefilter, smoke=smoke, progress=progress, model_dir=model_dir or MODEL_DIR)
     else:
         with GuardChecker(settings, EmbeddedGuard(prefilter)) as guard, Progress(console=console) as progress:
-            console.print(f"judging with the {settings.safety_guard} guard {guard.name} at {settings.safety_guard_url}")
+            console.print(f"judging with the {settings.guard.kind} guard {guard.name} at {settings.guard.url}")
             try:
                 report = evaluate(guard, smoke=smoke, progress=progress, model_dir=None)
             except GuardUnavailableError as exc:

@@ -63,7 +63,7 @@ class SafetyClassifier:
     @classmethod
     def load(cls, directory: Path = MODEL_DIR, *, sentence_reads: bool = False) -> SafetyClassifier:
         """The cascade in `directory`; with `sentence_reads`, its ask head too where it has a current one (sentence
-        reads are a deployment's choice, off by default: `Settings.safety_sentence_reads`)."""
+        reads are a deployment's choice, off by default: `Settings.guard.sentence_reads`)."""
         head = ClassifierHead.load(directory)
         return cls(
             TokenTable.load(directory),

@@ -1,4 +1,4 @@
-"""The configured guard: `open_guard(settings, ...)` builds the one `settings.safety_guard` names (a remote one that
+"""The configured guard: `open_guard(settings, ...)` builds the one `settings.guard.kind` names (a remote one that
 judges alone behind the deny rules, `rule_gate.py`, unless `safety_guard_rules` is off), wrapped in the fail policy
 (`ResilientGuard`) when it is remote; `bare_guard` builds it without (for an evaluation of the guard itself)."""
 
@@ -73,33 +73,33 @@ def open_guard(
     settings: Settings, embedded: EmbeddedGuard, client: httpx.AsyncClient, metrics: GatewayMetrics
 ) -> Guard:
     """The guard this deployment is configured with (remote guards share the gateway's HTTP client)."""
-    if settings.safety_guard == "embedded":
+    if settings.guard.kind == "embedded":
         return embedded
-    return ResilientGuard(bare_guard(settings, embedded, client), embedded, settings.safety_guard_fail, metrics)
+    return ResilientGuard(bare_guard(settings, embedded, client), embedded, settings.guard.fail, metrics)
 
 
 def bare_guard(settings: Settings, embedded: EmbeddedGuard, client: httpx.AsyncClient) -> Guard:
     """The guard `settings` name without the fail policy: a remote one raises GuardUnavailableError when it cannot
     answer (what an evaluation of it must see, rather than the embedded guard's verdict or a 503)."""
-    if settings.safety_guard == "embedded":
+    if settings.guard.kind == "embedded":
         return embedded
-    assert settings.safety_guard_url is not None  # Settings validates it
-    key = settings.safety_guard_api_key.get_secret_value() if settings.safety_guard_api_key else None
+    assert settings.guard.url is not None  # Settings validates it
+    key = settings.guard.api_key.get_secret_value() if settings.guard.api_key else None
     endpoint = RemoteEndpoint(
         client,
-        settings.safety_guard_url,
-        settings.safety_guard_model or DEFAULT_MODELS[settings.safety_guard],
+        settings.guard.url,
+        settings.guard.model or DEFAULT_MODELS[settings.guard.kind],
         api_key=key,
-        timeout_s=settings.safety_guard_timeout_s,
-        attempts=settings.safety_guard_attempts,
+        timeout_s=settings.guard.timeout_s,
+        attempts=settings.guard.attempts,
     )
     remote: Guard
-    if settings.safety_guard == "llama_guard":
-        band = settings.safety_guard_band
-        ignored = frozenset(settings.safety_guard_ignored_codes)
+    if settings.guard.kind == "llama_guard":
+        band = settings.guard.band
+        ignored = frozenset(settings.guard.ignored_codes)
         remote = LlamaGuardGuard(endpoint, ignored_codes=ignored, embedded=embedded if band else None, band=band)
         if band is not None:
             return remote  # the embedded guard decides deny-rule hits in band mode
     else:
         remote = ModerationApiGuard(endpoint)
-    return RuleGatedGuard(remote, embedded) if settings.safety_guard_rules else remote
+    return RuleGatedGuard(remote, embedded) if settings.guard.rules else remote

@@ -6,7 +6,7 @@ In band mode the embedded guard decides what it is clear about (its P(harmful) b
 above the band's top and blocked: blocked; a deny rule: blocked) and the guard model reads only the rest, so the extra
 round trip is paid on the few requests the small classifier is unsure of.
 
-A deployment's ignored hazard codes (`settings.safety_guard_ignored_codes`, default S6 and S8) do not block: a verdict
+A deployment's ignored hazard codes (`settings.guard.ignored_codes`, default S6 and S8) do not block: a verdict
 that names only those is a pass, here and in `/v1/moderations`.
 """
 

@@ -128,10 +128,10 @@ def test_an_identical_deterministic_request_is_answered_from_the_cache(
     settings = Settings()
     billed = {event: value for (_, event), value in ledger_values(totals, meters_from_settings(settings)).items()}
     assert billed == {
-        settings.meter_event_input: PROMPT_TOKENS + PROMPT_TOKENS,  # the two misses' prompts
-        settings.meter_event_cached_input: 3 * (PROMPT_TOKENS + PIECES),
-        settings.meter_event_output: 2 * PIECES,  # the two misses' completions
-        settings.meter_event_embedding_input: 0,  # embeddings have their own meter; none were asked for
+        settings.meter.event_input: PROMPT_TOKENS + PROMPT_TOKENS,  # the two misses' prompts
+        settings.meter.event_cached_input: 3 * (PROMPT_TOKENS + PIECES),
+        settings.meter.event_output: 2 * PIECES,  # the two misses' completions
+        settings.meter.event_embedding_input: 0,  # embeddings have their own meter; none were asked for
     }
     assert (_lookups(gateway, "hit"), _lookups(gateway, "miss")) == (3.0, 2.0)
 
@@ -286,7 +286,10 @@ def test_answers_expire_and_a_tier_can_turn_the_cache_off(
     gateway_for: GatewayFactory, worker: tuple[str, FastAPI]
 ) -> None:
     url, app = worker
-    gateway = gateway_for({"mini": [url]}, result_cache_ttl_s={"plus": 1})
+    gateway = gateway_for(
+        {"mini": [url]},
+        result_cache={"ttl_s": {"plus": 1}},
+    )
     assert _ask(gateway)[0] == "miss"
     time.sleep(1.1)  # past the one-second TTL (an expired entry is never served, whatever the store still holds)
     assert _ask(gateway)[0] == "miss"

@@ -207,7 +207,10 @@ def test_another_tenant_cannot_resume_or_cancel_and_bad_ids_change_nothing(
 def test_a_drop_nobody_resumes_is_aborted_after_the_grace_period(gateway_for: GatewayFactory) -> None:
     worker = scripted_worker(SCRIPT * 10, delay_s=0.03)  # ~15 s of answer: far longer than the grace period
     with serve(worker) as url:
-        gateway = gateway_for({"mini": [url]}, resume_grace_s=0.5)
+        gateway = gateway_for(
+            {"mini": [url]},
+            resume={"grace_s": 0.5},
+        )
         first, completion_id, conversation_id = _drop_half_way(gateway)
         _wait_for(lambda: _stored_messages(gateway, conversation_id) == 2)
         answer = _conversation(gateway, conversation_id)["messages"][-1]

@@ -178,10 +178,9 @@ def test_a_stalled_worker_trips_its_breaker_and_a_half_open_probe_closes_it(
     replicas = [stalled.wait(), healthy.wait()]
     gw = gateway_for(
         {"mini": replicas, "flagship": [replicas[1]]},
-        worker_first_byte_timeout_s=0.5,
-        breaker_failure_threshold=2,
-        breaker_cooldown_s=8.0,
-        upstream_backoff_s=0.01,
+        worker={"first_byte_timeout_s": 0.5},
+        breaker={"failure_threshold": 2, "cooldown_s": 8.0},
+        upstream={"backoff_s": 0.01},
     )
     session = _session_owned_by(replicas, replicas[0])
     for attempt in range(4):  # two first-byte timeouts open the breaker; the next requests skip the stalled replica
@@ -207,7 +206,10 @@ def test_a_worker_stalling_mid_stream_is_continued_after_the_inter_chunk_timeout
     stalling = start_continuing_worker(group, free_port(), SCRIPT, "--stall-after", "6")
     other = start_continuing_worker(group, free_port(), SCRIPT)
     replicas = [stalling.wait(), other.wait()]
-    gw = gateway_for({"mini": replicas, "flagship": [replicas[1]]}, worker_inter_chunk_timeout_s=0.5)
+    gw = gateway_for(
+        {"mini": replicas, "flagship": [replicas[1]]},
+        worker={"inter_chunk_timeout_s": 0.5},
+    )
     api = openai.OpenAI(base_url=f"{gw.url}/v1", api_key=gw.key, max_retries=0)
     stream = api.chat.completions.create(
         model="mini",

@@ -87,8 +87,8 @@ async def test_paid_requests_overtake_a_saturating_free_load_and_free_is_refused
     with serve(mini) as mini_url, serve(flagship) as flagship_url:
         gw = gateway_for(
             {"mini": [mini_url], "flagship": [flagship_url]},
-            pool_capacity={"mini": 1, "flagship": 1},
-            queue_max_waiting={"free": 3},
+            pool={"capacity": {"mini": 1, "flagship": 1}},
+            queue={"max_waiting": {"free": 3}},
         )
         free_a, free_b, enterprise, plus = keys(gw, Tier.FREE, Tier.FREE, Tier.ENTERPRISE, Tier.PLUS)
         async with httpx.AsyncClient(timeout=60) as http:
@@ -127,7 +127,9 @@ async def test_a_queued_client_that_disconnects_leaves_no_reservation_behind(gat
     with serve(mini) as mini_url:
         # A wait bound far beyond the test: only the disconnect can take the leaver out of the queue.
         gw = gateway_for(
-            {"mini": [mini_url], "flagship": [mini_url]}, pool_capacity={"mini": 1}, queue_max_wait_s={"free": 600}
+            {"mini": [mini_url], "flagship": [mini_url]},
+            pool={"capacity": {"mini": 1}},
+            queue={"max_wait_s": {"free": 600}},
         )
         busy, leaver = keys(gw, Tier.FREE, Tier.FREE)
         async with httpx.AsyncClient(timeout=60) as http:
@@ -158,8 +160,8 @@ async def test_plus_overflows_to_mini_with_the_banner_then_is_refused(gateway_fo
     with serve(mini) as mini_url, serve(flagship) as flagship_url:
         gw = gateway_for(
             {"mini": [mini_url], "flagship": [flagship_url]},
-            pool_capacity={"mini": 1, "flagship": 1},
-            queue_max_waiting={"plus": 0},  # flagship cannot take a plus request in time once it is busy
+            pool={"capacity": {"mini": 1, "flagship": 1}},
+            queue={"max_waiting": {"plus": 0}},  # flagship cannot take a plus request in time once it is busy
         )
         (plus,) = keys(gw, Tier.PLUS)
         async with httpx.AsyncClient(timeout=60) as http:
@@ -190,11 +192,13 @@ async def test_brownout_switches_on_under_load_and_off_after_it(gateway_for: Gat
     with serve(mini) as mini_url:
         gw = gateway_for(
             {"mini": [mini_url], "flagship": [mini_url]},
-            pool_capacity={"mini": 1},
-            brownout_queue_depth={"mini": 1},  # one waiting request is overload here
-            brownout_window_s=0.5,
-            brownout_hold_s=0.2,
-            brownout_tick_s=0.05,
+            pool={"capacity": {"mini": 1}},
+            brownout={
+                "queue_depth": {"mini": 1},
+                "window_s": 0.5,
+                "hold_s": 0.2,
+                "tick_s": 0.05,
+            },  # one waiting request is overload here
         )
         busy, waiting, late = keys(gw, Tier.FREE, Tier.FREE, Tier.FREE)
         assert sample(gw.url, "fleetchat_gateway_brownout_active") == 0

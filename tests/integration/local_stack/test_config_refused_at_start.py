@@ -10,15 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from shared.fleet.tables import BUILTIN_FILE
+from tests.support.operator_file import shipped_text
 from tests.support.processes import REPO, free_port
 
-SHIPPED = REPO / "config" / "fleetchat.yaml"
+SHIPPED = BUILTIN_FILE  # the built-in tables; shipped_text() adds the settings-level sections
 
 
 @pytest.mark.parametrize("command", ["up", "gateway"])
 def test_bad_file_refuses_the_start(tmp_path: Path, command: str) -> None:
     bad = tmp_path / "fleetchat.yaml"
-    bad.write_text(SHIPPED.read_text().replace("  tenant_rpm: 600\n", "  tenant_rpm: 600\n      tenant_rpd: 9\n"))
+    bad.write_text(shipped_text().replace("  tenant_rpm: 600\n", "  tenant_rpm: 600\n      tenant_rpd: 9\n"))
     line = next(i for i, text in enumerate(bad.read_text().splitlines(), 1) if "tenant_rpd" in text)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FLEETCHAT_")}
     port = free_port()

@@ -18,14 +18,16 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from functions.accounts.operations import create_tenant_with_key
+from shared.fleet.tables import BUILTIN_FILE
 from shared.fleet.tiers import Tier
 from shared.storage.sqlite.accounts import SQLiteStore
-from tests.support.processes import REPO, ProcessGroup, free_port, wait_http_ok
+from tests.support.operator_file import shipped_text
+from tests.support.processes import ProcessGroup, free_port, wait_http_ok
 from tests.support.prom import labelled
 from tests.support.servers import serve
 from tests.support.stand_ins.scripted_worker import scripted_worker
 
-SHIPPED = REPO / "config" / "fleetchat.yaml"
+SHIPPED = BUILTIN_FILE  # the built-in tables; shipped_text() adds the settings-level sections
 HOSTED_KEY = "sk-hosted-test-key"
 HOSTED_ANSWER = "An answer from the hosted model."
 DEADLINE_S = 30.0
@@ -63,7 +65,7 @@ class Stack:
 
 def config_text(free_rpm: int, hosted_url: str) -> str:
     """The shipped file with a hosted pool serving the plus tier first, and the free tier's RPM set."""
-    text = SHIPPED.read_text()
+    text = shipped_text()
     hosted = (
         "external_pools:\n"
         "  hosted:\n"

@@ -105,7 +105,10 @@ def test_the_endpoint_comes_from_settings() -> None:
     default = judge_endpoint(Settings(worker_urls=pools))
     assert (default.base_url, default.model, default.api_key) == ("http://127.0.0.1:9002/v1", "flagship", None)
     named = judge_endpoint(
-        Settings(worker_urls=pools, judge_url="https://judge.example/v1", judge_model="qwen", judge_api_key="k")
+        Settings(
+            worker_urls=pools,
+            judge={"url": "https://judge.example/v1", "model": "qwen", "api_key": "k"},
+        )
     )
     assert named.base_url == "https://judge.example/v1" and named.model == "qwen"
     assert named.api_key is not None and named.api_key.get_secret_value() == "k"

@@ -70,7 +70,10 @@ def test_a_request_pasted_into_a_document_is_flagged_where_sentence_reads_are_on
     """Sentence reads are a deployment's setting (FLEETCHAT_SAFETY_SENTENCE_READS, off by default): with them the
     gateway's embedded guard reads the pasted document's sentences phrased as asks alone."""
     with serve(stand_in_worker("ok")) as worker:
-        gateway = gateway_for({"mini": [worker]}, safety_sentence_reads=sentence_reads)
+        gateway = gateway_for(
+            {"mini": [worker]},
+            guard={"sentence_reads": sentence_reads},
+        )
         pasted, untouched = TRAVEL * 6 + POISON + " " + TRAVEL * 6, TRAVEL * 12
         results = _client(gateway).moderations.create(input=[pasted, untouched]).results
     assert [r.flagged for r in results] == [sentence_reads, False]

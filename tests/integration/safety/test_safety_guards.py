@@ -58,12 +58,12 @@ class Stack:
 def stack_for(gateway_for: GatewayFactory) -> Iterator[Any]:
     with ExitStack() as running:
 
-        def build(guard: FastAPI | None = None, *, url: str | None = None, **settings: Any) -> Stack:
+        def build(guard_worker: FastAPI | None = None, *, url: str | None = None, **settings: Any) -> Stack:
             chat = stand_in_worker("fine")
             chat_url = running.enter_context(serve(chat))
-            guard = guard or llama_guard_worker(VERDICTS)
+            guard = guard_worker or llama_guard_worker(VERDICTS)
             guard_url = url or running.enter_context(serve(guard))
-            settings = {"safety_guard": "llama_guard", "safety_guard_url": guard_url, **settings}
+            settings = {**settings, "guard": {"kind": "llama_guard", "url": guard_url, **settings.get("guard", {})}}
             return Stack(gateway_for({"mini": [chat_url]}, **settings), guard, chat)
 
         yield build
@@ -128,14 +128,14 @@ def test_moderations_through_llama_guard_map_the_hazard_codes(stack_for: Any) ->
         pytest.param(llama_guard_worker(VERDICTS, default="gibberish"), {}, id="malformed-output"),
         pytest.param(
             llama_guard_worker(VERDICTS, delay_s=2.0),
-            {"safety_guard_timeout_s": 0.2, "safety_guard_attempts": 2},
+            {"guard": {"timeout_s": 0.2, "attempts": 2}},
             id="timeout",
         ),
         # Each byte arrives well within the timeout, the whole answer (~300 bytes) only after 15 s: the deadline is
         # the attempt's, not each read's.
         pytest.param(
             llama_guard_worker(VERDICTS, trickle_s=0.05),
-            {"safety_guard_timeout_s": 0.5, "safety_guard_attempts": 2},
+            {"guard": {"timeout_s": 0.5, "attempts": 2}},
             id="trickle",
         ),
     ],
@@ -155,8 +155,8 @@ def test_fail_closed_refuses_with_503_and_retry_after(stack_for: Any, guard: Fas
     assert response.headers["x-ratelimit-limit-requests"]
     assert stack.chat.state.calls == 0
     assert stack.rows("ledger") == []  # nothing reached a model: nothing billed
-    expected_calls = settings.get("safety_guard_attempts", 2)
-    assert len(guard.state.bodies) == (expected_calls if "safety_guard_timeout_s" in settings else 1)
+    expected_calls = settings.get("guard", {}).get("attempts", 2)
+    assert len(guard.state.bodies) == (expected_calls if "timeout_s" in settings.get("guard", {}) else 1)
     with pytest.raises(openai.InternalServerError) as refused:
         stack.client().moderations.create(input=BREAD)
     assert refused.value.status_code == 503 and refused.value.response.headers["x-ratelimit-limit-requests"]
@@ -173,10 +173,14 @@ def test_ignored_hazard_codes_do_not_block(stack_for: Any) -> None:
     assert default.ask("Where does my neighbour's address show up online?").status_code == 400  # S7 blocks
     (result,) = default.client().moderations.create(input="What cream should I put on my rash?").results
     assert not result.flagged
-    strict = stack_for(safety_guard_ignored_codes=[])
+    strict = stack_for(
+        guard={"ignored_codes": []},
+    )
     refused = strict.ask("What cream should I put on my rash?")
     assert refused.status_code == 400 and "specialized-advice" in refused.json()["error"]["message"]
-    privacy = stack_for(safety_guard_ignored_codes=["S6", "S7"])
+    privacy = stack_for(
+        guard={"ignored_codes": ["S6", "S7"]},
+    )
     assert privacy.ask("Where does my neighbour's address show up online?").status_code == 200
 
 
@@ -184,7 +188,10 @@ def test_a_guard_that_is_down_fails_closed_or_open_to_the_embedded_guard(stack_f
     down = f"http://127.0.0.1:{free_port()}"
     closed = stack_for(url=down)
     assert closed.ask(BREAD).status_code == 503
-    opened = stack_for(url=down, safety_guard_fail="open", safety_guard_rules=False)  # the fallback decides BOMB
+    opened = stack_for(
+        url=down,
+        guard={"fail": "open", "rules": False},
+    )  # the fallback decides BOMB
     assert opened.ask(BREAD).status_code == 200
     blocked = opened.ask(BOMB)  # still judged: by the embedded guard
     assert blocked.status_code == 400 and blocked.json()["error"]["code"] == "content_policy_violation"
@@ -203,12 +210,16 @@ def test_the_deny_rules_run_in_front_of_a_guard_that_judges_alone(stack_for: Any
     results = stack.client().moderations.create(input=[BREAD, BOMB]).results
     assert [r.flagged for r in results] == [False, True] and results[1].categories.illicit_violent
     assert len(stack.guard.state.bodies) == 1  # BREAD only
-    ungated = stack_for(safety_guard_rules=False)  # the rule layer off: Llama Guard alone judges, and passes it
+    ungated = stack_for(
+        guard={"rules": False},
+    )  # the rule layer off: Llama Guard alone judges, and passes it
     assert ungated.ask(BOMB).status_code == 200 and len(ungated.guard.state.bodies) == 1
 
 
 def test_band_mode_sends_only_the_uncertain_band_to_the_guard_model(stack_for: Any) -> None:
-    stack = stack_for(safety_guard_band=(0.1, 0.9))
+    stack = stack_for(
+        guard={"band": (0.1, 0.9)},
+    )
     assert stack.ask(BREAD).status_code == 200  # clearly benign: the embedded guard decides
     assert stack.ask(BOMB).status_code == 400  # a deny rule: the embedded guard decides
     assert stack.guard.state.bodies == []
@@ -224,9 +235,7 @@ def test_a_remote_moderation_endpoint_decides_and_gets_the_key(stack_for: Any) -
     remote = moderation_endpoint("forbidden words")
     stack = stack_for(
         remote,
-        safety_guard="moderation_api",
-        safety_guard_model="omni-moderation-latest",
-        safety_guard_api_key="sk-remote",
+        guard={"kind": "moderation_api", "model": "omni-moderation-latest", "api_key": "sk-remote"},
     )
     response = stack.client().moderations.create(input=["these forbidden words", BREAD])
     assert response.model == "omni-moderation-latest"
@@ -246,7 +255,10 @@ def test_a_remote_moderation_endpoint_decides_and_gets_the_key(stack_for: Any) -
 
 def test_a_long_conversation_reaches_a_moderation_endpoint_in_pieces(stack_for: Any) -> None:
     remote = moderation_endpoint("forbidden words")
-    stack = stack_for(remote, safety_guard="moderation_api")
+    stack = stack_for(
+        remote,
+        guard={"kind": "moderation_api"},
+    )
     article = "\n".join(f"Paragraph {i}: the river runs past the old mill and on to the sea." for i in range(700))
     assert len(article) > MAX_INPUT_CHARS
     assert stack.ask(f"{article}\nSummarise this.").status_code == 200
@@ -265,7 +277,10 @@ def upstream_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
 
 def test_another_fleetchat_gateway_is_a_moderation_api_guard(stack_for: Any, upstream_gateway: tuple[str, str]) -> None:
     url, key = upstream_gateway
-    stack = stack_for(url=url, safety_guard="moderation_api", safety_guard_api_key=key)
+    stack = stack_for(
+        url=url,
+        guard={"kind": "moderation_api", "api_key": key},
+    )
     blocked = stack.ask(BOMB)
     assert blocked.status_code == 400 and "illicit/violent" in blocked.json()["error"]["message"]
     assert stack.ask(BREAD).status_code == 200

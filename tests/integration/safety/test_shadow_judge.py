@@ -108,9 +108,16 @@ def stack_for(tmp_path: Path) -> Iterator[StackFactory]:
                 tenant = store.create_tenant(name, Tier.PLUS, purpose=purpose)
                 keys.append(new_api_key())
                 store.add_api_key(tenant.id, hash_api_key(keys[-1]), name)
-            config = {"judge_url": f"{judge_url}/v1", "judge_model": "judge-model", "shadow_judge_share": 1.0}
+            config = {"judge": {"url": f"{judge_url}/v1", "model": "judge-model"}}
+            shadow_judge = {"share": 1.0, **settings.pop("shadow_judge", {})}
             app = create_app(
-                Settings(data_dir=data_dir, worker_urls=workers, pools=list(workers), **{**config, **settings}),
+                Settings(
+                    data_dir=data_dir,
+                    worker_urls=workers,
+                    pools=list(workers),
+                    shadow_judge=shadow_judge,
+                    **{**config, **settings},
+                ),
                 store=store,
             )
             return Stack(running.enter_context(serve(app)), keys[0], keys[1], judge)
@@ -137,7 +144,10 @@ def test_worse_mini_answers_move_the_delta_and_raise_the_alert_once(
     stack_for: StackFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="fleetchat.shadow_judge")
-    stack = stack_for(mini="The capital of France is Lyon. WRONG", shadow_judge_min_samples=3)
+    stack = stack_for(
+        mini="The capital of France is Lyon. WRONG",
+        shadow_judge={"min_samples": 3},
+    )
     for _ in range(2):
         stack.ask("mini")
         stack.ask("flagship", stream=True)
@@ -160,7 +170,10 @@ def test_worse_mini_answers_move_the_delta_and_raise_the_alert_once(
 def test_a_stalled_judge_never_holds_up_a_response_and_a_full_queue_drops(stack_for: StackFactory) -> None:
     gate = threading.Event()
     judge = scripted_judge(gate=gate)
-    stack = stack_for(judge=judge, shadow_judge_workers=1, shadow_judge_queue_size=2)
+    stack = stack_for(
+        judge=judge,
+        shadow_judge={"workers": 1, "queue_size": 2},
+    )
     try:
         assert stack.ask("mini") == GOOD
         assert judge.state.entered.wait(timeout=30)  # the judge now holds the first sample and does not answer
@@ -179,7 +192,10 @@ def test_a_stalled_judge_never_holds_up_a_response_and_a_full_queue_drops(stack_
 
 def test_a_spent_budget_drops_and_an_unreadable_grade_fails(stack_for: StackFactory) -> None:
     judge = scripted_judge(reply=lambda question, answer: "A fine answer, I would give it a good grade.")
-    stack = stack_for(judge=judge, shadow_judge_calls_per_minute=2, shadow_judge_workers=1)
+    stack = stack_for(
+        judge=judge,
+        shadow_judge={"calls_per_minute": 2, "workers": 1},
+    )
     for _ in range(4):
         stack.ask("flagship")
     stack.wait_samples({("flagship", "failed"): 2, ("flagship", "dropped_budget"): 2})
@@ -206,7 +222,9 @@ def test_pii_never_reaches_the_judge(stack_for: StackFactory) -> None:
 
 
 def test_a_share_of_zero_eval_traffic_and_judge_calls_send_nothing(stack_for: StackFactory) -> None:
-    off = stack_for(shadow_judge_share=0.0)
+    off = stack_for(
+        shadow_judge={"share": 0.0},
+    )
     for model in ("mini", "flagship"):
         assert off.ask(model) == GOOD and off.ask(model, stream=True) == GOOD
     on = stack_for()
@@ -230,7 +248,11 @@ async def test_shutdown_cancels_a_worker_blocked_on_the_judge(tmp_path: Path) ->
 
     with serve(judge) as url:
         try:
-            settings = Settings(data_dir=tmp_path, judge_url=f"{url}/v1", shadow_judge_share=1.0)
+            settings = Settings(
+                data_dir=tmp_path,
+                judge={"url": f"{url}/v1"},
+                shadow_judge={"share": 1.0},
+            )
             metrics = GatewayMetrics()
             async with httpx.AsyncClient() as http:
 
@@ -243,7 +265,7 @@ async def test_shutdown_cancels_a_worker_blocked_on_the_judge(tmp_path: Path) ->
 
                 # Leaving the block must cancel the worker stuck in the judge call, not wait for the judge.
                 workers = await asyncio.wait_for(run(), timeout=30)
-            assert len(workers) == settings.shadow_judge_workers and all(task.cancelled() for task in workers)
+            assert len(workers) == settings.shadow_judge.workers and all(task.cancelled() for task in workers)
             assert shadow_workers() == [] and not gate.is_set()
             scored = {"pool": "mini", "outcome": "scored"}
             assert metrics.registry.get_sample_value(SAMPLES, scored) is None

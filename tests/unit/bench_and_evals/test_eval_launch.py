@@ -8,9 +8,9 @@ from pydantic import SecretStr
 
 from functions.offline.evals.launch import eval_judge_endpoint
 from functions.offline.evals.runner import is_local
-from functions.offline.evals.settings import EvalSettings, default_base_url, reports_dir
+from functions.offline.evals.settings import default_base_url, reports_dir
 from shared.fleet.tiers import Tier
-from shared.settings import Settings
+from shared.settings import EvalSettings, Settings
 
 KEYS = {Tier.FREE: "sk-free", Tier.PLUS: "sk-plus"}
 
@@ -26,7 +26,9 @@ def test_the_default_judge_is_the_deployments_flagship_through_its_gateway() -> 
 
 
 def test_the_services_judge_endpoint_then_the_eval_jobs_own_win() -> None:
-    service = Settings(judge_url="http://judge:8101/v1", judge_model="qwen", judge_api_key=SecretStr("sk-judge"))
+    service = Settings(
+        judge={"url": "http://judge:8101/v1", "model": "qwen", "api_key": SecretStr("sk-judge")},
+    )
     shared = eval_judge_endpoint(EvalSettings(), "https://chat.example", KEYS, service)
     assert (shared.base_url, shared.model, shared.api_key.get_secret_value()) == (  # type: ignore[attr-defined]
         "http://judge:8101/v1",

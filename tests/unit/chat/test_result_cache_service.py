@@ -44,7 +44,12 @@ def clock() -> Clock:
 @pytest.fixture
 def cache(tmp_path: Path, clock: Clock) -> Iterator[ResultCache]:
     store = SQLiteResultCache(tmp_path / "result-cache.db")
-    ttl = ttl_for(Settings(data_dir=tmp_path, result_cache_ttl_s={Tier.PLUS: 60}))
+    ttl = ttl_for(
+        Settings(
+            data_dir=tmp_path,
+            result_cache={"ttl_s": {Tier.PLUS: 60}},
+        )
+    )
     yield ResultCache(store, pii_detector(), ResultCacheMetrics(CollectorRegistry()), ttl, seeds_honoured=False,
                       clock=clock)  # fmt: skip
     store.close()
@@ -136,7 +141,10 @@ async def test_a_seeded_request_is_not_cached_locally_on_either_engine(tmp_path:
 
     seeded = ASK.model_copy(update={"temperature": 0.8, "seed": 7})
     store = SQLiteResultCache(tmp_path / "result-cache.db")
-    settings = Settings(data_dir=tmp_path, result_cache_ttl_s={Tier.PLUS: 60})
+    settings = Settings(
+        data_dir=tmp_path,
+        result_cache={"ttl_s": {Tier.PLUS: 60}},
+    )
     try:
         cache = result_cache_for(settings, store, ResultCacheMetrics(CollectorRegistry()))
         assert (await cache.lookup(tenant(), "mini", "v1", "p1", seeded, None)).outcome is CacheOutcome.UNCACHEABLE

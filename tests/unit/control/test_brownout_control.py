@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from functions.control.brownout import BrownoutController, BrownoutSettings
+from functions.control.brownout import BrownoutController
 from functions.metrics.control import ControlMetrics
 from shared.fleet.tables import policy_for
 from shared.fleet.tiers import Tier
+from shared.settings import BrownoutSettings
 
 SETTINGS = BrownoutSettings(window_s=10.0, min_samples=3, off_ratio=0.5, hold_s=5.0, tick_s=1.0)
 ENTERPRISE_SLO = policy_for(Tier.ENTERPRISE).slo.ttft_p95_s

@@ -10,17 +10,18 @@ from pathlib import Path
 import pytest
 
 from functions.control.config_watch import Reloader
-from shared.fleet.tables import limits_for, tables
+from shared.fleet.tables import BUILTIN_FILE, limits_for, tables
 from shared.fleet.tiers import Tier
 from shared.operator_config import builtin_config, install, load_config
+from tests.support.operator_file import shipped_text
 
-SHIPPED = Path(__file__).resolve().parents[3] / "config" / "fleetchat.yaml"
+SHIPPED = BUILTIN_FILE  # the built-in tables; shipped_text() adds the settings-level sections
 
 
 @pytest.fixture
 def reloader(tmp_path: Path) -> Iterator[Reloader]:
     path = tmp_path / "fleetchat.yaml"
-    path.write_text(SHIPPED.read_text())
+    path.write_text(shipped_text())
     yield Reloader(path, load_config(path))
     install(builtin_config())
 

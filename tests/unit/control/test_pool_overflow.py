@@ -13,7 +13,7 @@ from functions.control.pool_overflow import PoolControl, paid_reserve, pool_capa
 from functions.metrics.control import ControlMetrics
 from shared.fleet.tables import policy_for, tables
 from shared.fleet.tiers import Tier
-from shared.settings import Settings
+from shared.settings import BrownoutSettings, Settings
 from shared.wire.schemas import ChatCompletionRequest, ChatMessage
 
 BOUNDS = {tier: QueueBounds(max_waiting=4, max_wait_s=30) for tier in Tier}
@@ -32,7 +32,9 @@ async def never_disconnects() -> dict[str, str]:
 
 def control() -> tuple[PoolControl, ControlMetrics]:
     metrics = ControlMetrics(CollectorRegistry())
-    return PoolControl({"flagship": 1, "mini": 1}, BOUNDS, drain_ramp_s=0, metrics=metrics), metrics
+    return PoolControl(
+        {"flagship": 1, "mini": 1}, BOUNDS, drain_ramp_s=0, brownout=BrownoutSettings(), metrics=metrics
+    ), metrics
 
 
 def fill(c: PoolControl, pool: str, service_s: float | None) -> Slot:
@@ -114,7 +116,9 @@ async def test_plus_without_a_next_pool_queues() -> None:
 
 def test_capacities_come_from_the_setting_the_replicas_or_the_pool_table() -> None:
     urls = {"mini": ["http://a", "http://b"], "flagship": ["http://c"]}
-    local = Settings(pool_capacity_per_replica=3, pool_capacity={"flagship": 5})
+    local = Settings(
+        pool={"capacity_per_replica": 3, "capacity": {"flagship": 5}},
+    )
     assert pool_capacities(local, urls) == {"mini": 6, "flagship": 5}
     deployed = Settings(environment="deployed", worker_urls=urls, session_secret="s" * 32)
     flagship = tables().pools["flagship"].deployed

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.operator_file import shipped_text
 from tests.support.processes import REPO
 
-SHIPPED = REPO / "config" / "fleetchat.yaml"
 PROBE = """
 import json
 from gpu_workers import modal_app as m
@@ -25,11 +25,11 @@ print(json.dumps({
 
 
 def test_modal_app_defines_the_files_pools(tmp_path: Path) -> None:
-    text = SHIPPED.read_text().replace("      max_containers: 16\n", "      max_containers: 32\n")
+    text = shipped_text().replace("      max_containers: 16\n", "      max_containers: 32\n")
     start, end = text.index("  mini:\n"), text.index("  flagship:\n")
     text = text.replace("  flagship:\n", text[start:end].replace("  mini:\n", "  code-mini:\n") + "  flagship:\n", 1)
     config = tmp_path / "fleetchat.yaml"
-    config.write_text(text.replace("  kind: embedded ", "  kind: llama_guard "))
+    config.write_text(text.replace("  kind: embedded\n", "  kind: llama_guard\n"))
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FLEETCHAT_")}
     done = subprocess.run(
         [sys.executable, "-c", PROBE],

@@ -267,6 +267,17 @@ def test_gateway_image_ships_the_safety_classifier_files() -> None:
     assert {"head.npz", "token_vectors.npy", "tokenizer.json"} <= {p.name for p in MODEL_DIR.iterdir()}
 
 
+def test_every_image_carries_the_builtin_tables_where_the_code_reads_them() -> None:
+    """builtin.yaml is data (left out by add_local_python_source) that shared/fleet/tables.py reads at import: each
+    image that carries `shared` adds it at the path the module resolves to under /root."""
+    from shared.fleet.tables import BUILTIN_FILE
+
+    assert f"/root/{BUILTIN_FILE.relative_to(REPO_ROOT).as_posix()}" == modal_app.BUILTIN_TABLES_IN_IMAGE
+    source = Path(modal_app.__file__).read_text()
+    sources = source.count(".add_local_python_source(")
+    assert sources == 3 and source.count(".add_local_file(BUILTIN_FILE, BUILTIN_TABLES_IN_IMAGE)") == sources
+
+
 def test_the_gateway_image_carries_the_web_chat_where_the_gateway_looks_for_it() -> None:
     from shared.settings import Settings
 
@@ -341,7 +352,7 @@ def test_the_gateway_finds_its_own_llama_guard_class_when_no_url_is_set() -> Non
         return "https://guard.modal.run"
 
     overrides = modal_app.guard_overrides({"FLEETCHAT_SAFETY_GUARD": "llama_guard"}, resolve)
-    assert overrides == {"safety_guard_url": "https://guard.modal.run", "safety_guard_model": "llama-guard"}
+    assert overrides == {"guard": {"url": "https://guard.modal.run", "model": "llama-guard"}}
     assert resolved == ["LlamaGuardWorker"]
     explicit = {"FLEETCHAT_SAFETY_GUARD": "llama_guard", "FLEETCHAT_SAFETY_GUARD_URL": "https://elsewhere"}
     assert modal_app.guard_overrides(explicit, resolve) == {}

@@ -11,10 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from functions.cli import app
+from shared.fleet.tables import BUILTIN_FILE
 from shared.operator_config import builtin_config, install
+from tests.support.operator_file import shipped_text
 from tests.support.processes import REPO
 
-SHIPPED = REPO / "config" / "fleetchat.yaml"
+SHIPPED = BUILTIN_FILE  # the built-in tables; shipped_text() adds the settings-level sections
 
 
 @pytest.fixture(autouse=True)
@@ -46,9 +48,7 @@ def test_check_accepts_the_shipped_file() -> None:
 
 def test_check_refuses_with_file_line_field_and_reason(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(
-        SHIPPED.read_text().replace("key_tpm: 40000", "key_tpm: -1", 1).replace("  fail: closed", "  fail: x")
-    )
+    bad.write_text(shipped_text().replace("key_tpm: 40000", "key_tpm: -1", 1).replace("  fail: closed", "  fail: x"))
     code, _, err = fleetchat("config", "check", str(bad))
     assert code == 1
     tpm, fail = line_with(bad, "key_tpm: -1"), line_with(bad, "fail: x")
@@ -58,7 +58,7 @@ def test_check_refuses_with_file_line_field_and_reason(tmp_path: Path) -> None:
 
 def test_check_reports_a_cross_reference(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(SHIPPED.read_text().replace("  pool: flagship\n", "  pool: judge-9000\n"))
+    bad.write_text(shipped_text().replace("  pool: flagship\n", "  pool: judge-9000\n"))
     code, _, err = fleetchat("config", "check", str(bad))
     assert code == 1
     assert f"{bad}:{line_with(bad, 'judge-9000')}: judge.pool: unknown pool 'judge-9000'" in err
@@ -78,7 +78,7 @@ def test_show_is_a_valid_config_with_environment_overrides(tmp_path: Path, monke
 
 def test_show_reads_the_configured_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     mine = tmp_path / "mine.yaml"
-    mine.write_text(SHIPPED.read_text().replace("key_rpm: 300", "key_rpm: 123"))
+    mine.write_text(shipped_text().replace("key_rpm: 300", "key_rpm: 123"))
     monkeypatch.setenv("FLEETCHAT_CONFIG_FILE", str(mine))
     code, out, err = fleetchat("config", "show", "--format", "json")
     assert code == 0, err

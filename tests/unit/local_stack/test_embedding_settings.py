@@ -15,7 +15,7 @@ from shared.settings import Settings
 
 def test_the_embedding_worker_listens_after_the_chat_workers_and_runs_the_real_worker(tmp_path: Path) -> None:
     settings = Settings(
-        data_dir=tmp_path, pools=["mini", "flagship"], replicas_per_pool=2, worker_base_port=9000,
+        data_dir=tmp_path, pools=["mini", "flagship"], replicas_per_pool=2, worker={"base_port": 9000},
         local_worker_command=["{python}", "-m", "tests.support.stand_ins.supervised_worker", "--port", "{port}"],
     )  # fmt: skip
     assert settings.local_embedding_worker_urls() == {"text-embedding-minilm": ["http://127.0.0.1:9004"]}

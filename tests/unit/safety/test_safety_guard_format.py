@@ -214,20 +214,20 @@ def test_a_long_conversation_is_sent_in_pieces_a_moderation_input_may_be() -> No
 @pytest.mark.parametrize(
     "settings",
     [
-        {"safety_guard": "llama_guard"},  # no URL
-        {"safety_guard": "moderation_api"},
-        {"safety_guard": "llama_guard", "safety_guard_url": "http://g", "safety_guard_band": (0.9, 0.1)},
-        {"safety_guard": "llama_guard", "safety_guard_url": "http://g", "safety_guard_band": (0.1, 1.5)},
-        {"safety_guard": "moderation_api", "safety_guard_url": "http://g", "safety_guard_band": (0.1, 0.9)},
-        {"safety_guard_fail": "sometimes"},
-        {"safety_guard_ignored_codes": ["S1"]},  # the policy itself cannot be ignored
-        {"safety_guard_ignored_codes": ["S4", "S6"]},
-        {"safety_guard_timeout_s": 0},
+        {"kind": "llama_guard"},  # no URL
+        {"kind": "moderation_api"},
+        {"kind": "llama_guard", "url": "http://g", "band": (0.9, 0.1)},
+        {"kind": "llama_guard", "url": "http://g", "band": (0.1, 1.5)},
+        {"kind": "moderation_api", "url": "http://g", "band": (0.1, 0.9)},
+        {"fail": "sometimes"},
+        {"ignored_codes": ["S1"]},  # the policy itself cannot be ignored
+        {"ignored_codes": ["S4", "S6"]},
+        {"timeout_s": 0},
     ],
 )
 def test_incomplete_guard_settings_are_refused(settings: dict) -> None:
     with pytest.raises(ValidationError):
-        Settings(**settings)
+        Settings(guard=settings)
 
 
 def test_guard_settings_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -235,8 +235,8 @@ def test_guard_settings_read_from_the_environment(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("FLEETCHAT_SAFETY_GUARD_URL", "http://guard:8000")
     monkeypatch.setenv("FLEETCHAT_SAFETY_GUARD_BAND", "[0.1, 0.9]")
     settings = Settings()
-    assert settings.safety_guard_band == (0.1, 0.9) and settings.safety_guard_fail == "closed"
-    assert settings.safety_guard_ignored_codes == {"S6", "S8"}  # the default
+    assert settings.guard.band == (0.1, 0.9) and settings.guard.fail == "closed"
+    assert settings.guard.ignored_codes == {"S6", "S8"}  # the default
 
 
 @pytest.mark.parametrize(
@@ -245,4 +245,4 @@ def test_guard_settings_read_from_the_environment(monkeypatch: pytest.MonkeyPatc
 )
 def test_ignored_codes_read_from_the_environment(monkeypatch: pytest.MonkeyPatch, value: str, codes: set[str]) -> None:
     monkeypatch.setenv("FLEETCHAT_SAFETY_GUARD_IGNORED_CODES", value)
-    assert Settings().safety_guard_ignored_codes == codes
+    assert Settings().guard.ignored_codes == codes

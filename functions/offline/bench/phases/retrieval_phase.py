@@ -206,7 +206,7 @@ def engine_latencies(chunks: int, runs: int, progress: Progress) -> tuple[float,
             index.search("bench", "vs_bench", questions[0][1], 20)  # loads the store's matrix once, as a warm gateway
             vector_s, keyword_s, hybrid_s = [], [], []
             stores = _IndexStores(index, questions[0][1])
-            hybrid = HybridSearch(stores, RetrievalSettings())
+            hybrid = HybridSearch(stores, RetrievalSettings.model_construct())  # the defaults
             ref = SimpleNamespace(id="vs_bench", revision=index.revision("bench", "vs_bench"))
             started = time.perf_counter()
             keyword = hybrid.keyword.get("bench", ref.id, ref.revision, lambda: stores.chunk_texts("bench", ref.id))

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from functions.offline.evals.settings import EvalSettings
-    from shared.settings import Settings
+    from shared.settings import EvalSettings, Settings
 
 
 class ReportStore(Protocol):

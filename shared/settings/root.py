@@ -1,0 +1,157 @@
+"""The settings root: every runtime setting, read once from the environment (`FLEETCHAT_*`) or a `.env` file when
+it is built (by `create_app`'s caller, the CLI or a job's entry point), in sections with their own prefix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from shared.fleet.canaries import CanarySpec
+from shared.fleet.tiers import Tier
+from shared.server_tool_settings import ServerToolSettings
+from shared.settings.sections import (
+    BreakerSettings,
+    BrownoutSettings,
+    EvalSettings,
+    FilesSettings,
+    GuardSettings,
+    JudgeSettings,
+    MeterSettings,
+    PoolSettings,
+    QueueSettings,
+    ResultCacheSettings,
+    ResumeSettings,
+    RetrievalSettings,
+    ShadowJudgeSettings,
+    StripeSettings,
+    UpstreamSettings,
+    WorkerSettings,
+)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FLEETCHAT_", env_file=".env", env_ignore_empty=True, extra="ignore")
+
+    environment: Literal["local", "deployed"] = "local"
+    data_dir: Path = Path(".fleetchat")
+    host: str = "127.0.0.1"
+    port: int = 8000
+    replicas_per_pool: int = Field(default=1, ge=1, le=8)
+    pools: list[str] = ["mini", "flagship"]
+    # Deployed: pool name -> list of worker base URLs (one Modal Server URL per pool). Empty means local workers.
+    worker_urls: dict[str, list[str]] = {}
+    # Embedding pools (shared/fleet/embedding_pools.py) `fleetchat up` serves, one worker each on the ports after the
+    # chat workers'; [] serves none. Deployed: `embedding_worker_urls`, pool name -> base URLs (the Modal embedding
+    # server).
+    embedding_pools: list[str] = ["text-embedding-minilm"]
+    embedding_worker_urls: dict[str, list[str]] = {}
+    # Tests only: the command `fleetchat up` runs for each worker replica, with {python}, {pool} and {port} filled in
+    # (a scripted worker where the model is not the point). None: `fleetchat worker` with the real engine.
+    local_worker_command: list[str] | None = None
+    local_tenant_tier: Tier = Tier.PLUS
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    # The built web chat (`npm run build` in web/), served at `/`; the repo's web/dist unless set.
+    web_dist_dir: Path = Path(__file__).resolve().parents[2] / "web" / "dist"
+    # Canary model versions by pool (docs/canary.md): a weight of the traffic goes to other replicas serving another
+    # version; conversations stick to one version; an erring canary is rolled back until an operator resets it.
+    canaries: dict[str, CanarySpec] = {}
+    # How many times one answer may be continued on another replica after its replica died mid-stream.
+    max_continuations: int = Field(default=2, ge=0, le=10)
+    # Tiers whose requests go to the tier's next pool (announced) when theirs cannot start them within the TTFT SLO.
+    overflow_tiers: list[Tier] = [Tier.PLUS]
+    # Conversation storage: the local SQLite file, or DynamoDB + S3 (deployed; any endpoint, e.g. moto, for tests).
+    conversation_store: Literal["sqlite", "aws"] = "sqlite"
+    aws_region: str = "us-east-1"
+    aws_endpoint_url: str | None = None
+    conversations_table: str = "fleetchat-conversations"
+    conversations_bucket: str = "fleetchat-conversations"
+    conversations_kms_key_id: str | None = None
+    # Accounts, admission counters, the token ledger and the meter exporter's state: the same SQLite file locally,
+    # one DynamoDB table deployed (atomic conditional updates make the limits hold across gateway replicas).
+    accounts_store: Literal["sqlite", "aws"] = "sqlite"
+    accounts_table: str = "fleetchat-accounts"
+    # Signs web-session cookies; locally created once in the data dir when unset; deployed it must be set (a secret),
+    # or each gateway container would sign with its own.
+    session_secret: SecretStr | None = Field(default=None, min_length=32)
+    # The operator config file (docs/configuration.md): pools, tiers, guard, judge; None: the built-in tables. The
+    # gateway reloads its tiers (limits, SLOs, ...) when the file changes; a FLEETCHAT_* variable still wins over it.
+    config_file: Path | None = None
+    # Server-side tools (docs/server-tools.md): timeouts, sandbox limits, quotas, breakers, rounds (JSON in
+    # FLEETCHAT_SERVER_TOOLS).
+    server_tools: ServerToolSettings = ServerToolSettings()
+
+    # Sections, each read from its own prefix (shared/settings/sections.py) when this root is built.
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    resume: ResumeSettings = Field(default_factory=ResumeSettings)
+    result_cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
+    pool: PoolSettings = Field(default_factory=PoolSettings)
+    queue: QueueSettings = Field(default_factory=QueueSettings)
+    brownout: BrownoutSettings = Field(default_factory=BrownoutSettings)
+    guard: GuardSettings = Field(default_factory=GuardSettings)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    shadow_judge: ShadowJudgeSettings = Field(default_factory=ShadowJudgeSettings)
+    stripe: StripeSettings = Field(default_factory=StripeSettings)
+    meter: MeterSettings = Field(default_factory=MeterSettings)
+    files: FilesSettings = Field(default_factory=FilesSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+
+    @model_validator(mode="after")
+    def _deployed_needs_workers(self) -> Settings:
+        if self.environment == "deployed" and not self.worker_urls:
+            raise ValueError("FLEETCHAT_WORKER_URLS must name the worker URLs when deployed")
+        if self.environment == "deployed" and self.session_secret is None:
+            raise ValueError("FLEETCHAT_SESSION_SECRET (32+ characters) must be set when deployed")
+        return self
+
+    @field_validator("embedding_pools", "embedding_worker_urls", mode="after")
+    @classmethod
+    def _known_embedding_pools(cls, value: Any) -> Any:
+        """Only pools shared/fleet/embedding_pools.py defines (a typo would crash-loop its worker, or route nowhere)."""
+        from shared.fleet.tables import tables
+
+        unknown = sorted(set(value) - set(tables().embedding_pools))
+        if unknown:
+            raise ValueError(f"unknown embedding pools {unknown}; known: {sorted(tables().embedding_pools)}")
+        return value
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "fleetchat.db"
+
+    @property
+    def local_key_path(self) -> Path:
+        return self.data_dir / "local_api_key"
+
+    @property
+    def local_admin_key_path(self) -> Path:
+        return self.data_dir / "admin_api_key"
+
+    def local_worker_urls(self) -> dict[str, list[str]]:
+        """The loopback URLs `fleetchat up` starts its workers on, pool by pool."""
+        urls: dict[str, list[str]] = {}
+        port = self.worker.base_port
+        for pool in self.pools:
+            urls[pool] = []
+            for _ in range(self.replicas_per_pool):
+                urls[pool].append(f"http://127.0.0.1:{port}")
+                port += 1
+        return urls
+
+    def local_embedding_worker_urls(self) -> dict[str, list[str]]:
+        """The loopback URLs of the local embedding workers: one per embedding pool, after the chat workers' ports."""
+        port = self.worker.base_port + len(self.pools) * self.replicas_per_pool
+        return {pool: [f"http://127.0.0.1:{port + i}"] for i, pool in enumerate(self.embedding_pools)}
+
+    def resolved_embedding_worker_urls(self) -> dict[str, list[str]]:
+        if self.environment == "deployed" or self.embedding_worker_urls:
+            return self.embedding_worker_urls
+        return self.local_embedding_worker_urls()
+
+    def resolved_worker_urls(self) -> dict[str, list[str]]:
+        return self.worker_urls or self.local_worker_urls()
