@@ -100,12 +100,5 @@ def embedding_service_for(
     breakers = ReplicaBreakers(
         urls, threshold=settings.breaker.failure_threshold, cooldown_s=settings.breaker.cooldown_s, metrics=failover
     )
-    policy = UpstreamPolicy(
-        timeout_s=settings.worker.timeout_s,
-        connect_timeout_s=settings.worker.connect_timeout_s,
-        attempts=settings.upstream.attempts,
-        backoff_s=settings.upstream.backoff_s,
-        backoff_max_s=settings.upstream.backoff_max_s,
-    )
-    workers = WorkerClient(client, breakers, policy, failover)
+    workers = WorkerClient(client, breakers, UpstreamPolicy.of(settings.worker, settings.upstream), failover)
     return EmbeddingService(PoolRouter(urls, breakers), workers, accounting, metrics)

@@ -23,6 +23,7 @@ from functions.control.replica_breakers import ReplicaBreaker, ReplicaBreakers
 from functions.metrics.failover import FailoverMetrics
 from shared.errors import FleetchatError, ServiceUnavailableError, UpstreamError, error_from_upstream
 from shared.fleet.tables import upstream_request
+from shared.settings import UpstreamSettings, WorkerSettings
 from shared.wire.sse import DONE
 
 log = logging.getLogger("fleetchat.gateway")
@@ -32,13 +33,30 @@ log = logging.getLogger("fleetchat.gateway")
 class UpstreamPolicy:
     """Timeouts and retry budget of worker calls (settings: FLEETCHAT_WORKER_*, FLEETCHAT_UPSTREAM_*)."""
 
-    timeout_s: float = 600.0  # a non-streamed answer, whole
-    connect_timeout_s: float = 5.0
-    first_byte_timeout_s: float = 30.0  # a stream's response headers
-    inter_chunk_timeout_s: float = 30.0  # silence between two events of a stream
-    attempts: int = 3
-    backoff_s: float = 0.05
-    backoff_max_s: float = 1.0
+    timeout_s: float  # a non-streamed answer, whole
+    connect_timeout_s: float
+    first_byte_timeout_s: float  # a stream's response headers
+    inter_chunk_timeout_s: float  # silence between two events of a stream
+    attempts: int
+    backoff_s: float
+    backoff_max_s: float
+
+    @classmethod
+    def of(cls, worker: WorkerSettings, upstream: UpstreamSettings) -> UpstreamPolicy:
+        return cls(
+            timeout_s=worker.timeout_s,
+            connect_timeout_s=worker.connect_timeout_s,
+            first_byte_timeout_s=worker.first_byte_timeout_s,
+            inter_chunk_timeout_s=worker.inter_chunk_timeout_s,
+            attempts=upstream.attempts,
+            backoff_s=upstream.backoff_s,
+            backoff_max_s=upstream.backoff_max_s,
+        )
+
+    @classmethod
+    def defaults(cls) -> UpstreamPolicy:
+        """The sections' defaults, without reading the environment."""
+        return cls.of(WorkerSettings.model_construct(), UpstreamSettings.model_construct())
 
 
 class UpstreamBrokeError(Exception):
@@ -101,7 +119,7 @@ class WorkerClient:
     ) -> None:
         self._client = client
         self.breakers = breakers if breakers is not None else ReplicaBreakers({})
-        self.policy = policy or UpstreamPolicy()
+        self.policy = policy or UpstreamPolicy.defaults()
         self._metrics = metrics
 
     async def complete(

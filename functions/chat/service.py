@@ -129,15 +129,6 @@ def chat_service_for(
         cooldown_s=settings.breaker.cooldown_s,
         metrics=failover,
     )
-    policy = UpstreamPolicy(
-        timeout_s=settings.worker.timeout_s,
-        connect_timeout_s=settings.worker.connect_timeout_s,
-        first_byte_timeout_s=settings.worker.first_byte_timeout_s,
-        inter_chunk_timeout_s=settings.worker.inter_chunk_timeout_s,
-        attempts=settings.upstream.attempts,
-        backoff_s=settings.upstream.backoff_s,
-        backoff_max_s=settings.upstream.backoff_max_s,
-    )
-    workers = WorkerClient(client, breakers, policy, failover)
+    workers = WorkerClient(client, breakers, UpstreamPolicy.of(settings.worker, settings.upstream), failover)
     router = PoolRouter(worker_urls, breakers)
     return ChatService(router, workers, metrics, failover=failover, max_continuations=settings.max_continuations)

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from functions.metrics.control import ControlMetrics
 from shared.errors import FleetchatError, ServiceUnavailableError
 from shared.fleet.tiers import Tier
+from shared.settings import QueueSettings
 
 # Lower is served first.
 PRIORITY: dict[Tier, int] = {Tier.ENTERPRISE: 0, Tier.PLUS: 1, Tier.FREE: 2}
@@ -38,6 +39,8 @@ SERVICE_EWMA_WEIGHT = 0.2  # each finished request's share of the running estima
 
 Clock = Callable[[], float]
 WaitObserver = Callable[[str, Tier, float], None]  # (pool, tier, seconds waited)
+
+DRAIN_RAMP_S: float = QueueSettings.model_fields["drain_ramp_s"].default  # the section's default, stated there
 
 
 class CapacityExceededError(ServiceUnavailableError):
@@ -144,7 +147,7 @@ class PoolGate:
         bounds: dict[Tier, QueueBounds],
         *,
         paid_reserve: int = 0,
-        drain_ramp_s: float = 2.0,
+        drain_ramp_s: float = DRAIN_RAMP_S,
         clock: Clock = time.monotonic,
         metrics: ControlMetrics | None = None,
         on_wait: WaitObserver | None = None,

@@ -16,6 +16,7 @@ from typing import Any
 
 from functions.control.brownout import BrownoutController
 from functions.control.pool_admission import (
+    DRAIN_RAMP_S,
     CapacityExceededError,
     Clock,
     PoolGate,
@@ -75,9 +76,9 @@ class PoolControl:
         capacities: dict[str, int],
         bounds: dict[Tier, QueueBounds],
         *,
-        overflow_tiers: frozenset[Tier] = frozenset({Tier.PLUS}),
+        overflow_tiers: frozenset[Tier] = frozenset(Settings.model_fields["overflow_tiers"].default),
         paid_reserve_share: float = 0.0,
-        drain_ramp_s: float = 2.0,
+        drain_ramp_s: float = DRAIN_RAMP_S,
         brownout: BrownoutSettings,
         metrics: ControlMetrics | None = None,
         clock: Clock = time.monotonic,

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from functions.metrics.failover import FailoverMetrics
+from shared.settings import BreakerSettings
+
+_DEFAULTS = BreakerSettings.model_construct()  # the section's defaults, without reading the environment
 
 
 class BreakerState(IntEnum):
@@ -89,8 +92,8 @@ class ReplicaBreakers:
         self,
         worker_urls: dict[str, list[str]],
         *,
-        threshold: int = 3,
-        cooldown_s: float = 10.0,
+        threshold: int = _DEFAULTS.failure_threshold,
+        cooldown_s: float = _DEFAULTS.cooldown_s,
         metrics: FailoverMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

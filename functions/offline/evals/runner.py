@@ -22,6 +22,7 @@ from functions.offline.evals.suite import NullProgress, Progress, SuiteResult
 from functions.offline.evals.suites import SUITES, build_suite
 from functions.offline.evals.target import EvalTarget
 from shared.fleet.tiers import Tier
+from shared.settings import EvalSettings
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ class RunConfig(BaseModel):
     # A local deployment (SmolLM2 everywhere, so the judge too); None: inferred from the model versions it reports.
     local: bool | None = None
     judge: JudgeEndpoint | None = None
-    request_timeout_s: float = 600.0
+    request_timeout_s: float = EvalSettings.model_fields["request_timeout_s"].default
     run_id: str | None = None
 
 

@@ -39,9 +39,9 @@ class RemoteEndpoint:
     client: httpx.AsyncClient  # the gateway's shared client
     base_url: str
     model: str
-    api_key: str | None = None
-    timeout_s: float = 5.0  # per attempt, the whole exchange
-    attempts: int = 2
+    api_key: str | None
+    timeout_s: float  # per attempt, the whole exchange
+    attempts: int
 
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST `body` (with this endpoint's `model`) to `path` and return the JSON object answered;
