@@ -80,6 +80,7 @@ from shared.storage.factory import (
     open_tool_audit,
 )
 from shared.wire.http_errors import install_error_handlers
+from shared.wire.worker_auth import FleetWorkerAuth
 
 
 def context_tokens(settings: Settings) -> dict[str, int]:
@@ -157,7 +158,9 @@ def create_app(
             app.state.turns = ConversationTurns(app.state.conversations)
             app.state.safety_audit = own(open_safety_audit(settings))
             audit = SafetyAuditWriter(app.state.safety_audit, settings.data_dir / "safety-audit-spool.jsonl")
-            client = await owned.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=limits))
+            # Requests for the fleet's own workers carry the worker credential; nothing else sees it.
+            workers = FleetWorkerAuth(settings.own_worker_urls(), settings.worker.credential_headers())
+            client = await owned.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=limits, auth=workers))
             app.state.http = client
             classifier = shipped_classifier(settings.guard.sentence_reads)
             embedded = EmbeddedGuard(PreFilter(classifier))

@@ -244,6 +244,13 @@ class WorkerClient:
                 return response
             error, meant = await _error_of(response)
             verdict = True
+            if response.status_code in (401, 403):  # it refused the gateway's credential: never the client's fault
+                breaker.failed()
+                log.error(
+                    "worker %s of %s refused the gateway's credential (%s): check FLEETCHAT_WORKER_API_KEY and the "
+                    "proxy token (docs/operations.md, Worker credentials)", replica, pool, response.status_code
+                )  # fmt: skip
+                raise _ReplicaFailedError(replica) from error
             if response.status_code >= 500 and not meant:  # a proxy's 502 page, a crashed handler: not an answer
                 breaker.failed()
                 log.warning("worker %s of %s answered %s without an error body", replica, pool, response.status_code)

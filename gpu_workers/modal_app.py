@@ -184,6 +184,22 @@ def vllm_serve_command(pool: ModelPool) -> list[str]:
     ]
 
 
+def api_key_flags(accepted: frozenset[str]) -> list[str]:
+    """vLLM's own lock behind Modal's proxy auth: `--api-key` with every accepted worker key (vLLM takes several, so a
+    rotation adds the new key before the gateway switches to it). It guards /v1 only; the proxy guards every path."""
+    return ["--api-key", *sorted(accepted)] if accepted else []
+
+
+def start_vllm(command: list[str]) -> subprocess.Popen[bytes]:
+    """Start `command` with the worker keys (from the `fleetchat-workers` secret) added; the printed command hides
+    them."""
+    from shared.settings import WorkerSettings
+
+    keys = api_key_flags(WorkerSettings().accepted_keys())
+    print(*command, *(["--api-key", "<hidden>"] if keys else []), flush=True)
+    return subprocess.Popen([*command, *keys])
+
+
 def tool_call_flags(parser: str | None) -> list[str]:
     """vLLM parses the model's tool calls into OpenAI `tool_calls` (`tool_choice: auto`) with the model's parser."""
     return [] if parser is None else ["--enable-auto-tool-choice", "--tool-call-parser", parser]
@@ -274,6 +290,10 @@ vllm_cache_volume = modal.Volume.from_name("fleetchat-vllm-cache", create_if_mis
 WORKER_VOLUMES: dict[str, modal.Volume] = {HF_CACHE_PATH: hf_cache_volume, VLLM_CACHE_PATH: vllm_cache_volume}
 # HF_TOKEN of an account that accepted a gated model's license (Llama Guard), for the classes that serve one.
 HF_SECRET_NAME = "fleetchat-hf"
+# The worker credential (docs/operations.md, "Worker credentials"): FLEETCHAT_WORKER_API_KEY (vLLM's --api-key, and
+# what the gateway presents), FLEETCHAT_WORKER_ACCEPTED_API_KEYS during a rotation, and the Modal proxy auth token the
+# gateway sends (FLEETCHAT_WORKER_PROXY_TOKEN_ID / _SECRET). Every GPU Server and the gateway and doctor read it.
+WORKER_SECRET_NAME = "fleetchat-workers"
 
 app = modal.App(APP_NAME)
 
@@ -298,9 +318,7 @@ class VllmServer:
 
     @modal.enter()
     def start_engine(self) -> None:
-        command = vllm_serve_command(DEPLOYED_POOLS[self.pool_name])
-        print(*command, flush=True)
-        self._process = subprocess.Popen(command)
+        self._process = start_vllm(vllm_serve_command(DEPLOYED_POOLS[self.pool_name]))
         wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
 
     @modal.exit()
@@ -311,6 +329,12 @@ class VllmServer:
             self._process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self._process.kill()
+
+
+def worker_secrets(spec: WorkerSpec) -> list[modal.Secret]:
+    """Every Server reads the worker credential; one serving a gated model also the HF token."""
+    gated = [modal.Secret.from_name(HF_SECRET_NAME)] if spec.gated else []
+    return [modal.Secret.from_name(WORKER_SECRET_NAME), *gated]
 
 
 def define_worker(app: modal.App, spec: WorkerSpec, server: type = VllmServer) -> modal.Server:
@@ -325,7 +349,7 @@ def define_worker(app: modal.App, spec: WorkerSpec, server: type = VllmServer) -
         image=vllm_image,
         gpu=spec.gpu,
         volumes=dict(WORKER_VOLUMES),
-        secrets=[modal.Secret.from_name(HF_SECRET_NAME)] if spec.gated else [],
+        secrets=worker_secrets(spec),
         port=VLLM_PORT,  # what Modal's proxy connects to: vllm serve itself, no wrapper in between
         routing_region=WORKER_ROUTING_REGION,
         min_containers=spec.min_containers,  # warm replicas: cold starts cost minutes of model load
@@ -337,9 +361,9 @@ def define_worker(app: modal.App, spec: WorkerSpec, server: type = VllmServer) -
         target_concurrency=spec.max_concurrent_inputs,
         startup_timeout=WORKER_STARTUP_TIMEOUT,  # start_engine blocks until the model is loaded
         exit_grace_period=WORKER_EXIT_GRACE,
-        # As open as the web_server endpoints were: the gateway sends no Modal proxy token yet. Requiring one
-        # (Modal-Key / Modal-Secret from a proxy auth token) is the next step, on the gateway's worker client.
-        unauthenticated=True,
+        # Proxy auth (Modal's default for a Server): a request without the workspace proxy token the gateway presents
+        # (Modal-Key / Modal-Secret) is a 401 at Modal's proxy, before any container starts or any GPU wakes.
+        unauthenticated=False,
     )(user_cls)
 
 
@@ -381,9 +405,7 @@ class VllmEmbeddingServer(VllmServer):
 
     @modal.enter()
     def start_engine(self) -> None:
-        command = vllm_embed_command(tables().embedding_pools[self.pool_name])
-        print(*command, flush=True)
-        self._process = subprocess.Popen(command)
+        self._process = start_vllm(vllm_embed_command(tables().embedding_pools[self.pool_name]))
         wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
 
 
@@ -425,13 +447,14 @@ def guard_overrides(
     if not uses_own_guard(environ):
         return {}
     spec = GUARD_SPECS["llama-guard"]
-    return {"guard": {"url": resolve(spec.class_name), "model": spec.pool}}
+    return {"guard": {"url": resolve(spec.class_name), "model": spec.pool, "own_pool": True}}
 
 
 @app.function(
     image=gateway_image,
-    # FLEETCHAT_* settings and service credentials (session secret, AWS, Stripe) come from this secret.
-    secrets=[modal.Secret.from_name("fleetchat-secrets")],
+    # FLEETCHAT_* settings and service credentials (session secret, AWS, Stripe) come from this secret; the worker
+    # credential it presents to the GPU Servers from the workers' one.
+    secrets=[modal.Secret.from_name("fleetchat-secrets"), modal.Secret.from_name(WORKER_SECRET_NAME)],
     min_containers=GATEWAY_MIN_CONTAINERS,
     scaledown_window=GATEWAY_SCALEDOWN_WINDOW,
     timeout=GATEWAY_TIMEOUT,
@@ -516,7 +539,11 @@ DOCTOR_TIMEOUT = 10 * MINUTES
 DOCTOR_CALL_TIMEOUT_S = 30.0
 
 
-@app.function(image=gateway_image, secrets=[modal.Secret.from_name("fleetchat-secrets")], timeout=DOCTOR_TIMEOUT)
+@app.function(
+    image=gateway_image,
+    secrets=[modal.Secret.from_name("fleetchat-secrets"), modal.Secret.from_name(WORKER_SECRET_NAME)],
+    timeout=DOCTOR_TIMEOUT,
+)
 def doctor() -> dict[str, object]:
     import asyncio
 

@@ -23,6 +23,7 @@ from functions.local_stack.stack_lock import (
     refuse_busy_ports,
 )
 from functions.local_stack.supervisor import WorkerSpec, WorkerSupervisor
+from functions.local_stack.worker_key import WORKER_KEY_ENV, stack_worker_key, with_worker_key
 from shared.settings import Settings
 from shared.storage.factory import open_tenant_store
 
@@ -138,7 +139,13 @@ def _serve(settings: Settings, lock: StackLock, specs: list[WorkerSpec]) -> None
     store = open_tenant_store(settings)
     key = ensure_local_key(store, settings.local_key_path, settings.local_tenant_tier)
     ensure_local_admin_key(store, settings.local_admin_key_path)
-    supervisor = WorkerSupervisor(specs, on_pids=lambda pids: lock.write_state(new_state(settings.port, specs, pids)))
+    worker_key = stack_worker_key(settings)  # workers answer only this stack's gateway
+    settings = with_worker_key(settings, worker_key)
+    supervisor = WorkerSupervisor(
+        specs,
+        on_pids=lambda pids: lock.write_state(new_state(settings.port, specs, pids)),
+        env={WORKER_KEY_ENV: worker_key},
+    )
     try:
         supervisor.start()
         wait_healthy(supervisor, specs)

@@ -26,7 +26,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,8 +108,11 @@ class WorkerSupervisor:
         *,
         on_pids: Callable[[dict[str, int]], None] | None = None,
         rng: random.Random | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """`env`: variables every worker gets on top of this process's environment (the stack's worker key)."""
         self.policy = policy or SupervisorPolicy()
+        self._env = dict(env or {})
         self._slots = [_Slot(spec) for spec in specs]
         self._on_pids = on_pids
         self._rng = rng or random.Random()
@@ -236,7 +239,7 @@ class WorkerSupervisor:
     def _spawn(self, slot: _Slot) -> None:
         spec = slot.spec
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, SUPERVISOR_PID_ENV: str(os.getpid())}
+        env = {**os.environ, **self._env, SUPERVISOR_PID_ENV: str(os.getpid())}
         with open(spec.log_path, "ab") as out:  # the child keeps its own descriptor
             proc = subprocess.Popen(
                 spec.command,

@@ -24,6 +24,7 @@ from shared.fleet.tables import get_embedding_pool
 from shared.wire.embeddings_api import Embedding, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, encode_vector
 from shared.wire.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.wire.schemas import ModelCard, ModelList, WorkerHealth
+from shared.wire.worker_auth import WorkerKeyMiddleware
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -67,6 +68,7 @@ def create_embedding_app(
     *,
     max_batch_inputs: int = 64,
     max_wait_s: float = 0.002,
+    accepted_keys: frozenset[str] = frozenset(),
     max_body_bytes: int = 32 * 1_048_576,
 ) -> FastAPI:
     metrics = EmbeddingWorkerMetrics(pool.name)
@@ -83,6 +85,7 @@ def create_embedding_app(
 
     app = FastAPI(title=f"fleetchat embedding worker ({pool.name})", docs_url=None, redoc_url=None, lifespan=lifespan)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(WorkerKeyMiddleware, keys=accepted_keys)  # added last: runs first
     install_error_handlers(app)
     app.state.batcher = batcher
 
@@ -134,11 +137,15 @@ def run_embedding_worker(
     """Load the pool's packaged model and serve it until stopped (`fleetchat embedding-worker`)."""
     from gpu_workers.embeddings.encoder import SentenceEncoder
     from shared.operator_config import install_from_environment
+    from shared.settings import Settings
 
     install_from_environment()  # FLEETCHAT_CONFIG_FILE's embedding pools
+    accepted = Settings().worker.accepted_keys()  # the process's entry point: FLEETCHAT_WORKER_API_KEY(S)
     pool = get_embedding_pool(pool_name)
     if pool is None:
         raise SystemExit(f"unknown embedding pool {pool_name!r}")
     encoder = SentenceEncoder(pool.local.directory(), chunk_inputs=max(max_batch_inputs, 1), threads=threads)
-    app = create_embedding_app(pool, encoder.encode, max_batch_inputs=max_batch_inputs, max_wait_s=max_wait_s)
+    app = create_embedding_app(
+        pool, encoder.encode, accepted_keys=accepted, max_batch_inputs=max_batch_inputs, max_wait_s=max_wait_s
+    )
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

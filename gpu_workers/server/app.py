@@ -11,15 +11,20 @@ from gpu_workers.server.chat_serving import ChatServing, completion_body
 from gpu_workers.server.metrics import WorkerMetrics
 from shared.wire.http_errors import BodySizeLimitMiddleware, install_error_handlers
 from shared.wire.schemas import ChatCompletionRequest, ModelCard, ModelList, WorkerHealth
+from shared.wire.worker_auth import WorkerKeyMiddleware
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def create_worker_app(engine: Engine, *, max_body_bytes: int = 8 * 1_048_576) -> FastAPI:
+def create_worker_app(
+    engine: Engine, *, accepted_keys: frozenset[str] = frozenset(), max_body_bytes: int = 8 * 1_048_576
+) -> FastAPI:
+    """The worker's app; it answers only requests presenting one of `accepted_keys` (none: anyone)."""
     metrics = WorkerMetrics(engine)
     serving = ChatServing(engine, metrics)
     app = FastAPI(title=f"fleetchat worker ({engine.model_name})", docs_url=None, redoc_url=None)
     app.add_middleware(BodySizeLimitMiddleware, max_bytes=max_body_bytes)
+    app.add_middleware(WorkerKeyMiddleware, keys=accepted_keys)  # added last: runs first
     install_error_handlers(app)
     app.state.engine = engine
 

@@ -132,6 +132,11 @@ class Settings(BaseSettings):
     def local_admin_key_path(self) -> Path:
         return self.data_dir / "admin_api_key"
 
+    @property
+    def worker_key_path(self) -> Path:
+        """The local stack's worker credential (functions/local_stack/worker_key.py)."""
+        return self.data_dir / "worker_api_key"
+
     def local_worker_urls(self) -> dict[str, list[str]]:
         """The loopback URLs `fleetchat up` starts its workers on, pool by pool."""
         urls: dict[str, list[str]] = {}
@@ -155,3 +160,13 @@ class Settings(BaseSettings):
 
     def resolved_worker_urls(self) -> dict[str, list[str]]:
         return self.worker_urls or self.local_worker_urls()
+
+    def own_worker_urls(self) -> list[str]:
+        """Every URL of this fleet's own workers the gateway calls: chat pools, canaries, embedding pools and, when it
+        is one of ours, the guard. These take the worker credential (shared/wire/worker_auth.py); nothing else does."""
+        urls = [url for replicas in self.resolved_worker_urls().values() for url in replicas]
+        urls += [url for canary in self.canaries.values() for url in canary.worker_urls]
+        urls += [url for replicas in self.resolved_embedding_worker_urls().values() for url in replicas]
+        if self.guard.own_pool and self.guard.url:
+            urls.append(self.guard.url)
+        return urls

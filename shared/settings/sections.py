@@ -40,6 +40,35 @@ class WorkerSettings(Section):
     # Longest silence between two events of a worker's stream before the gateway treats the replica as stalled and
     # continues the answer elsewhere; above the slowest prefill under load.
     inter_chunk_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    # The key a worker requires and the gateway presents (`Authorization: Bearer`), so workers answer only the gateway
+    # (docs/operations.md, "Worker credentials"). `fleetchat up` makes one per data dir (its `worker_api_key` file);
+    # deployed it comes from the `fleetchat-workers` Modal secret and is vLLM's `--api-key`. None: a worker accepts
+    # anyone (a standalone `fleetchat worker`, like `vllm serve` without `--api-key`).
+    api_key: SecretStr | None = None
+    # Keys a worker accepts besides `api_key` (comma-separated): the outgoing one while a rotation is under way.
+    accepted_api_keys: Annotated[list[SecretStr], NoDecode] = []
+    # Deployed: the Modal proxy auth token the gateway presents to every worker, guard and embedding server
+    # (`Modal-Key` / `Modal-Secret`); they are deployed with `requires_proxy_auth=True`.
+    proxy_token_id: str | None = None
+    proxy_token_secret: SecretStr | None = None
+
+    @field_validator("accepted_api_keys", mode="before")
+    @classmethod
+    def _keys_from_text(cls, value: Any) -> Any:
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+    def accepted_keys(self) -> frozenset[str]:
+        """Every key a worker accepts: `api_key` and the rotation's others."""
+        keys = [self.api_key, *self.accepted_api_keys]
+        return frozenset(key.get_secret_value() for key in keys if key is not None)
+
+    def credential_headers(self) -> dict[str, str]:
+        """What the gateway adds to each request for one of its own workers."""
+        headers = {"authorization": f"Bearer {self.api_key.get_secret_value()}"} if self.api_key else {}
+        if self.proxy_token_id and self.proxy_token_secret:
+            headers["modal-key"] = self.proxy_token_id
+            headers["modal-secret"] = self.proxy_token_secret.get_secret_value()
+        return headers
 
 
 class ResumeSettings(Section):
@@ -223,6 +252,9 @@ class GuardSettings(Section, GuardOptions):
     model_config = SettingsConfigDict(env_prefix="FLEETCHAT_SAFETY_GUARD_")
 
     api_key: SecretStr | None = None
+    # The guard is one of this fleet's own guard pools (deployed: the Modal app's Llama Guard server), so it takes the
+    # worker credential like any worker; the Modal app sets it when it points the guard at its own server.
+    own_pool: bool = False
 
     @model_validator(mode="after")
     def _guard_is_complete(self) -> GuardSettings:

@@ -14,7 +14,10 @@ from tests.support.terraform_module import REPO_ROOT, variable_default
 def test_the_doctor_runs_on_demand_with_the_gateway_secret_and_no_gpu() -> None:
     info = modal_app.doctor.info()
     assert info.gpus == [] and info.web_info is None and info.schedule is None  # on demand: `modal run ...::doctor`
-    assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
+    assert info.secrets == [
+        "modal.Secret.from_name('fleetchat-secrets')",
+        f"modal.Secret.from_name('{modal_app.WORKER_SECRET_NAME}')",  # it presents the worker credential too
+    ]
     assert info.timeout == modal_app.DOCTOR_TIMEOUT
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationError)

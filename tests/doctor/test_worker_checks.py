@@ -72,3 +72,22 @@ def test_a_stalled_replica_fails_within_the_bound(tmp_path: Path) -> None:
     assert by_name[f"mini {good}"].status is Status.OK
     assert by_name[f"flagship {hung}"].detail == "no answer in time"
     assert "--timeout" in (by_name[f"flagship {hung}"].hint or "")
+
+
+def test_the_doctor_presents_the_stacks_worker_key_and_names_a_refused_one(tmp_path: Path) -> None:
+    from functions.accounts.private_files import write_private
+    from gpu_workers.server.app import create_worker_app
+    from tests.unit.workers.test_worker_server import ScriptedEngine
+
+    write_private(tmp_path / "worker_api_key", "the-stacks-key")  # what `fleetchat up` made for this data dir
+    with ExitStack() as stack:
+        ours = stack.enter_context(
+            serve(create_worker_app(ScriptedEngine("a"), accepted_keys=frozenset({"the-stacks-key"})))
+        )
+        other = stack.enter_context(serve(create_worker_app(ScriptedEngine("a"), accepted_keys=frozenset({"another"}))))
+        report = run(skip=OTHERS, data_dir=tmp_path, worker_urls={"mini": [ours, other]}, pools=["mini"])
+    by_name = {r.name: r for r in only(report, "workers")}
+    assert by_name[f"mini {ours}"].status is Status.OK, by_name
+    refused = by_name[f"mini {other}"]
+    assert refused.status is Status.FAIL and "refused the worker key (401)" in refused.detail
+    assert "worker_api_key" in (refused.hint or "")

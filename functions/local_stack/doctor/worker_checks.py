@@ -9,7 +9,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from functions.local_stack.doctor.results import CheckResult, fail, ok
+from functions.local_stack.worker_key import presenting_stack_key
 from shared.settings import Settings
+from shared.wire.worker_auth import FleetWorkerAuth
 
 
 class Replica(BaseModel):
@@ -38,6 +40,9 @@ async def check_replica(client: httpx.AsyncClient, replica: Replica) -> CheckRes
             hint = "see the worker's log; a pool scaled to zero may still be starting (raise --timeout)"
             return fail("workers", name, f"/health answered {health.status_code}", hint)
         listed = await client.get(f"{base}/v1/models")
+        if listed.status_code == 401:
+            hint = "the stack's key is the data dir's worker_api_key; deployed, the fleetchat-workers secret"
+            return fail("workers", name, "refused the worker key (401)", hint)
         listed.raise_for_status()
         served = [str(card.get("id")) for card in listed.json().get("data", [])]
     except httpx.TimeoutException:
@@ -57,7 +62,9 @@ async def check_replica(client: httpx.AsyncClient, replica: Replica) -> CheckRes
 async def check_workers(settings: Settings, timeout_s: float) -> list[CheckResult]:
     """All replicas at once; each request bounded by `timeout_s` (connect, read, and the whole check)."""
     found = replicas(settings)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=True) as client:
+    presenting = presenting_stack_key(settings)
+    auth = FleetWorkerAuth(presenting.own_worker_urls(), presenting.worker.credential_headers())
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), follow_redirects=True, auth=auth) as client:
 
         async def bounded(replica: Replica) -> CheckResult:
             try:

@@ -170,6 +170,7 @@ class Targets:
     worker_urls: list[str]  # the pool's replicas, for /metrics; the first one is the direct path
     direct: bool  # the measured endpoint is the worker itself
     admin_key: str | None = None  # creates the goodput phase's bench tenants
+    worker_key: str | None = None  # the stack's worker key: its workers answer only requests presenting it
 
 
 def new_progress() -> Progress:
@@ -198,7 +199,7 @@ class Phases:
         self.client = make_client(targets.url, targets.api_key, cfg.request_timeout_s)
         self.direct_client: AsyncOpenAI | None = None
         if targets.worker_urls and not targets.direct:
-            self.direct_client = make_client(targets.worker_urls[0], None, cfg.request_timeout_s)
+            self.direct_client = make_client(targets.worker_urls[0], targets.worker_key, cfg.request_timeout_s)
         self.http = httpx.AsyncClient(timeout=10.0)
         self.run_id = secrets.token_hex(3)
 
@@ -458,13 +459,23 @@ def read_admin_key(path: Path) -> str | None:
         return None
 
 
+def stack_worker_key_of(data_dir: Path | None) -> str | None:
+    """The worker key of the stack whose data dir is `data_dir` (None: FLEETCHAT_DATA_DIR's), if it made one."""
+    from functions.local_stack.worker_key import presenting_stack_key
+    from shared.settings import Settings
+
+    settings = presenting_stack_key(Settings(data_dir=data_dir) if data_dir is not None else Settings())
+    return settings.worker.api_key.get_secret_value() if settings.worker.api_key else None
+
+
 def _resolve_targets(cfg: BenchConfig, result: BenchResult) -> tuple[Targets, LocalStack | None]:
     worker_urls = [cfg.worker_url] if cfg.worker_url else local_worker_urls(cfg.model)
     if cfg.direct_only:
         if not worker_urls:
             raise RuntimeError(f"direct_only needs a worker: pass worker_url (no local pool named {cfg.model!r})")
         result.notes.append("direct-only run: every phase talks to the worker itself; no gateway was measured.")
-        return Targets(url=worker_urls[0], api_key=None, worker_urls=worker_urls, direct=True), None
+        key = stack_worker_key_of(None)
+        return Targets(url=worker_urls[0], api_key=key, worker_urls=worker_urls, direct=True, worker_key=key), None
     stack = None
     if gateway_reachable(cfg.base_url):
         with console.status(f"waiting for {cfg.base_url}/healthz == 200"):
@@ -487,7 +498,9 @@ def _resolve_targets(cfg: BenchConfig, result: BenchResult) -> tuple[Targets, Lo
         worker_urls = []
     elif not worker_urls:
         result.notes.append(f"no local worker for model {cfg.model!r} and no worker_url: no direct-path comparison.")
-    return Targets(url=cfg.base_url, api_key=api_key, worker_urls=worker_urls, direct=False, admin_key=admin_key), stack
+    worker_key = stack_worker_key_of(stack.data_dir if stack is not None else None)
+    targets = Targets(cfg.base_url, api_key, worker_urls, direct=False, admin_key=admin_key, worker_key=worker_key)
+    return targets, stack
 
 
 def _print_checks(result: BenchResult) -> None:

@@ -26,7 +26,8 @@ def test_each_embedding_pool_is_a_registered_gpu_server_named_by_the_pool() -> N
     assert modal_app.__dict__["TextEmbeddingMinilmWorker"] is server  # a module global, as Modal deploys it
     info = server.info()
     assert info.gpus == [(POOL.deployed.gpu, 1)]
-    assert info.port == modal_app.VLLM_PORT and info.unauthenticated is True
+    assert info.port == modal_app.VLLM_PORT and info.unauthenticated is False  # proxy auth: only the gateway
+    assert info.secrets == [f"modal.Secret.from_name('{modal_app.WORKER_SECRET_NAME}')"]  # vLLM's --api-key
     assert set(info.volumes) == {modal_app.HF_CACHE_PATH, modal_app.VLLM_CACHE_PATH}  # weights cached across starts
 
 

@@ -127,7 +127,8 @@ def test_each_pool_is_a_modal_server_whose_proxy_keeps_a_session_on_one_replica(
     assert info.sessioned is False
     assert MODAL_SESSION_HEADER == modal_app.MODAL_SESSION_HEADER == "Modal-Session-ID"
     # The gateway reaches each pool through the Server's one URL; Modal's proxy picks the replica.
-    assert info.unauthenticated is True  # as open as the web_server endpoints were (see define_worker)
+    # Proxy auth: only requests with the workspace's proxy token (which the gateway sends) reach a replica.
+    assert info.unauthenticated is False
 
 
 async def test_deployed_the_gateway_sends_one_server_url_per_pool_with_the_session_header() -> None:
@@ -213,7 +214,10 @@ def test_gateway_is_a_concurrent_asgi_app_with_the_service_secret() -> None:
     assert info.gpus == []
     assert info.web_info is not None
     assert info.concurrency_info is not None and info.concurrency_info.max_inputs == GATEWAY_MAX_INPUTS
-    assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
+    assert info.secrets == [
+        "modal.Secret.from_name('fleetchat-secrets')",
+        f"modal.Secret.from_name('{modal_app.WORKER_SECRET_NAME}')",  # the credential it presents to the workers
+    ]
     # A stream through the gateway must be able to last as long as the worker stream behind it.
     assert info.timeout > modal_app.WORKER_REQUEST_TIMEOUT
 
@@ -295,8 +299,10 @@ def test_llama_guard_is_a_small_gpu_class_no_tier_routes_to() -> None:
     for policy in tables().tiers.values():
         assert "llama-guard" not in (*policy.pools, policy.default_pool)
     # Gated on the hub: only its class gets the HF token secret.
-    assert _service_info("llama-guard").secrets == [f"modal.Secret.from_name('{modal_app.HF_SECRET_NAME}')"]
-    assert _service_info("mini").secrets == []
+    workers_secret = f"modal.Secret.from_name('{modal_app.WORKER_SECRET_NAME}')"
+    hf_secret = f"modal.Secret.from_name('{modal_app.HF_SECRET_NAME}')"
+    assert _service_info("llama-guard").secrets == [workers_secret, hf_secret]
+    assert _service_info("mini").secrets == [workers_secret]
     command = vllm_serve_command(tables().guard_pools["llama-guard"])
     assert command[:3] == ["vllm", "serve", "meta-llama/Llama-Guard-3-1B"]
     assert command[command.index("--served-model-name") + 1] == "llama-guard"
@@ -306,9 +312,9 @@ def test_llama_guard_is_a_small_gpu_class_no_tier_routes_to() -> None:
 def test_define_worker_gives_a_gated_model_the_hf_secret() -> None:
     recorder = _RecordingApp()
     define_worker(recorder, GUARD_SPECS["llama-guard"])  # type: ignore[arg-type]
-    assert len(recorder.kwargs["secrets"]) == 1 and recorder.kwargs["gpu"] == "L4"
+    assert len(recorder.kwargs["secrets"]) == 2 and recorder.kwargs["gpu"] == "L4"
     define_worker(recorder, WORKER_SPECS["mini"])  # type: ignore[arg-type]
-    assert recorder.kwargs["secrets"] == []
+    assert len(recorder.kwargs["secrets"]) == 1  # the worker credential only
 
 
 @pytest.mark.parametrize(
@@ -352,7 +358,7 @@ def test_the_gateway_finds_its_own_llama_guard_class_when_no_url_is_set() -> Non
         return "https://guard.modal.run"
 
     overrides = modal_app.guard_overrides({"FLEETCHAT_SAFETY_GUARD": "llama_guard"}, resolve)
-    assert overrides == {"guard": {"url": "https://guard.modal.run", "model": "llama-guard"}}
+    assert overrides == {"guard": {"url": "https://guard.modal.run", "model": "llama-guard", "own_pool": True}}
     assert resolved == ["LlamaGuardWorker"]
     explicit = {"FLEETCHAT_SAFETY_GUARD": "llama_guard", "FLEETCHAT_SAFETY_GUARD_URL": "https://elsewhere"}
     assert modal_app.guard_overrides(explicit, resolve) == {}
@@ -372,3 +378,20 @@ def test_vllm_parses_tool_calls_with_each_pools_parser() -> None:
     )
     assert "--tool-call-parser" not in vllm_serve_command(tables().pools["mini"])
     assert "--enable-auto-tool-choice" not in vllm_serve_command(tables().guard_pools["llama-guard"])
+
+
+def test_vllm_requires_every_accepted_worker_key_and_its_printed_command_hides_them(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started: list[list[str]] = []
+    monkeypatch.setattr(modal_app.subprocess, "Popen", lambda command: started.append(command) or command)
+    monkeypatch.setenv("FLEETCHAT_WORKER_API_KEY", "k-new")
+    monkeypatch.setenv("FLEETCHAT_WORKER_ACCEPTED_API_KEYS", "k-old")  # mid-rotation: both open the worker
+    modal_app.start_vllm(["vllm", "serve", "m"])
+    assert started == [["vllm", "serve", "m", "--api-key", "k-new", "k-old"]]
+    printed = capsys.readouterr().out
+    assert "--api-key <hidden>" in printed and "k-new" not in printed and "k-old" not in printed
+    monkeypatch.delenv("FLEETCHAT_WORKER_API_KEY")
+    monkeypatch.delenv("FLEETCHAT_WORKER_ACCEPTED_API_KEYS")
+    modal_app.start_vllm(["vllm", "serve", "m"])
+    assert started[-1] == ["vllm", "serve", "m"]  # no key configured: vLLM's own lock is off, the proxy's stays
