@@ -44,12 +44,19 @@ def up(
         int | None,
         typer.Option(min=1, help="Worker processes per model pool [default: FLEETCHAT_REPLICAS_PER_POOL or 1]"),
     ] = None,
+    gateways: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=16, help="Gateway processes behind HAProxy on the port [default: FLEETCHAT_GATEWAYS or 1]"
+        ),
+    ] = None,
     data_dir: Annotated[Path | None, typer.Option(help="Where the database, key file and logs live.")] = None,
 ) -> None:
-    """Start the whole local stack: a supervised worker per pool replica, then the gateway. Prints the URL and key."""
+    """Start the whole local stack: a supervised worker per pool replica, then the gateway (or several, behind
+    HAProxy). Prints the URL and key."""
     from functions.local_stack.launcher import run_local_stack
 
-    run_local_stack(settings_with(port=port, replicas_per_pool=replicas, data_dir=data_dir))
+    run_local_stack(settings_with(port=port, replicas_per_pool=replicas, gateways=gateways, data_dir=data_dir))
 
 
 @app.command()
@@ -127,6 +134,10 @@ def gateway(
     data_dir: Annotated[Path | None, typer.Option(help="Where the database lives.")] = None,
 ) -> None:
     """Serve only the gateway, against workers already running (FLEETCHAT_WORKER_URLS or the local ports)."""
+    from gpu_workers.server.parent_death import die_with_supervisor
+
+    die_with_supervisor()  # under `fleetchat up --gateways N`, never outlive it (started by hand: no effect)
+
     import uvicorn
 
     from functions.app import create_app
@@ -135,6 +146,19 @@ def gateway(
     # A bad operator config file: its problems, exit 1.
     settings = configured_or_exit(settings_with(port=port, data_dir=data_dir))
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning")
+
+
+@app.command(hidden=True)
+def balancer(
+    config: Annotated[Path, typer.Option(help="The HAProxy configuration `fleetchat up` wrote.")],
+    binary: Annotated[str, typer.Option(help="The HAProxy executable.")] = "haproxy",
+) -> None:
+    """Run the local fleet's HAProxy as a child of `fleetchat up` (it dies with it)."""
+    from functions.local_stack.balancer import exec_haproxy
+    from gpu_workers.server.parent_death import die_with_supervisor
+
+    die_with_supervisor()
+    exec_haproxy(config, binary)
 
 
 @app.command()

@@ -3,6 +3,7 @@ then serve the gateway; on SIGINT/SIGTERM (or any error) stop every worker befor
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -12,7 +13,9 @@ import uvicorn
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from functions.accounts.sessions import load_or_create_secret
 from functions.app import create_app
+from functions.local_stack.balancer import balancer_command, haproxy_binary, haproxy_config, write_config
 from functions.local_stack.config_cli import configured_or_exit
 from functions.local_stack.local_tenant import ensure_local_admin_key, ensure_local_key
 from functions.local_stack.stack_lock import (
@@ -73,6 +76,57 @@ def worker_specs(settings: Settings) -> list[WorkerSpec]:
     return specs
 
 
+def fleet_specs(settings: Settings, binary: str) -> list[WorkerSpec]:
+    """With more than one gateway: a `fleetchat gateway` process per gateway port, and HAProxy on the stack's port in
+    front of them (its configuration written to the data dir). With one: none (the gateway runs in this process)."""
+    ports = settings.local_gateway_ports()
+    if not ports:
+        return []
+    log_dir = settings.data_dir / "logs"
+    specs = [
+        WorkerSpec(
+            pool="gateway",
+            index=i,
+            port=port,
+            command=gateway_command(settings, port),
+            log_path=log_dir / f"gateway-{i}.log",
+        )
+        for i, port in enumerate(ports)
+    ]
+    config = settings.data_dir / "haproxy.cfg"
+    text = haproxy_config(
+        settings.host, settings.port, ports, stream_timeout_s=stream_timeout(settings),
+        max_body_bytes=settings.max_body_bytes,
+    )  # fmt: skip
+    write_config(config, text)
+    balancer = WorkerSpec(
+        pool="balancer", index=0, port=settings.port, command=balancer_command(config, binary),
+        log_path=log_dir / "balancer.log",
+    )  # fmt: skip
+    return [*specs, balancer]
+
+
+def gateway_command(settings: Settings, port: int) -> list[str]:
+    return [sys.executable, "-m", "functions.cli", "gateway", "--port", str(port), "--data-dir", str(settings.data_dir)]
+
+
+def stream_timeout(settings: Settings) -> float:
+    """How long the balancer lets a request last: the gateway's longest wait on a worker, and a margin."""
+    return settings.worker.timeout_s + 60
+
+
+def gateway_env(settings: Settings) -> dict[str, str]:
+    """What the gateway processes of a local fleet need to find this stack's workers (they take every other setting
+    from the same environment and data dir)."""
+    if settings.gateways == 1:
+        return {}
+    return {
+        "FLEETCHAT_WORKER_URLS": json.dumps(settings.local_worker_urls()),
+        "FLEETCHAT_EMBEDDING_WORKER_URLS": json.dumps(settings.local_embedding_worker_urls()),
+        "FLEETCHAT_POOLS": json.dumps(settings.pools),
+    }
+
+
 def wait_healthy(supervisor: WorkerSupervisor, specs: list[WorkerSpec], timeout_s: float = 600) -> None:
     deadline = time.monotonic() + timeout_s
     with Progress(
@@ -119,7 +173,8 @@ def run_local_stack(settings: Settings) -> None:
 def _run_locked(settings: Settings, lock: StackLock) -> None:
     previous = lock.acquire()
     try:
-        specs = worker_specs(settings)
+        binary = haproxy_binary(settings.balancer_binary) if settings.gateways > 1 else ""
+        specs = [*worker_specs(settings), *fleet_specs(settings, binary)]
         refuse_busy_ports({settings.port: "the gateway"})
         cleaned = clean_orphan_workers(specs, previous)
         for line in cleaned:
@@ -141,10 +196,11 @@ def _serve(settings: Settings, lock: StackLock, specs: list[WorkerSpec]) -> None
     ensure_local_admin_key(store, settings.local_admin_key_path)
     worker_key = stack_worker_key(settings)  # workers answer only this stack's gateway
     settings = with_worker_key(settings, worker_key)
+    load_or_create_secret(settings.data_dir / "session_secret")  # before several gateways could race to make it
     supervisor = WorkerSupervisor(
         specs,
         on_pids=lambda pids: lock.write_state(new_state(settings.port, specs, pids)),
-        env={WORKER_KEY_ENV: worker_key},
+        env={WORKER_KEY_ENV: worker_key, **gateway_env(settings)},
     )
     try:
         supervisor.start()
@@ -156,6 +212,13 @@ def _serve(settings: Settings, lock: StackLock, specs: list[WorkerSpec]) -> None
         console.print(f"admin API key (for /admin/v1): in {settings.local_admin_key_path} (mode 0600)")
         console.print(f"pools: {', '.join(settings.pools)}; worker logs in {settings.data_dir / 'logs'}")
         console.print("workers are supervised: one that exits is restarted (see docs/operations.md)")
+        if settings.gateways > 1:
+            gateways = ", ".join(str(port) for port in settings.local_gateway_ports())
+            console.print(
+                f"{settings.gateways} gateways (ports {gateways}) behind HAProxy; its log in logs/balancer.log"
+            )
+            while True:  # the supervisor's thread does the work; Ctrl-C or SIGTERM ends this wait
+                time.sleep(1)
         uvicorn.run(create_app(settings, store=store), host=settings.host, port=settings.port, log_level="warning")
     finally:
         # A second Ctrl-C or SIGTERM while the workers stop must not cut the stop short (the grace period bounds it).

@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     replicas_per_pool: int = Field(default=1, ge=1, le=8)
+    # `fleetchat up` with more than one gateway runs them as processes behind HAProxy on `port`
+    # (functions/local_stack/balancer.py); they listen from `gateway_base_port` (None: the port after `port`).
+    gateways: int = Field(default=1, ge=1, le=16)
+    gateway_base_port: int | None = None
+    balancer_binary: str = "haproxy"
     pools: list[str] = ["mini", "flagship"]
     # Deployed: pool name -> list of worker base URLs (one Modal Server URL per pool). Empty means local workers.
     worker_urls: dict[str, list[str]] = {}
@@ -136,6 +141,13 @@ class Settings(BaseSettings):
     def worker_key_path(self) -> Path:
         """The local stack's worker credential (functions/local_stack/worker_key.py)."""
         return self.data_dir / "worker_api_key"
+
+    def local_gateway_ports(self) -> list[int]:
+        """The ports of the gateway processes behind the local balancer (none with one gateway: it has `port`)."""
+        if self.gateways == 1:
+            return []
+        first = self.gateway_base_port if self.gateway_base_port is not None else self.port + 1
+        return list(range(first, first + self.gateways))
 
     def local_worker_urls(self) -> dict[str, list[str]]:
         """The loopback URLs `fleetchat up` starts its workers on, pool by pool."""
