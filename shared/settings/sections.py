@@ -48,7 +48,7 @@ class WorkerSettings(Section):
     # Keys a worker accepts besides `api_key` (comma-separated): the outgoing one while a rotation is under way.
     accepted_api_keys: Annotated[list[SecretStr], NoDecode] = []
     # Deployed: the Modal proxy auth token the gateway presents to every worker, guard and embedding server
-    # (`Modal-Key` / `Modal-Secret`); they are deployed with `requires_proxy_auth=True`.
+    # (`Modal-Key` / `Modal-Secret`); they are deployed requiring proxy auth (`unauthenticated=False`).
     proxy_token_id: str | None = None
     proxy_token_secret: SecretStr | None = None
 
