@@ -12,8 +12,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from functions.accounts.private_files import write_private
-
 HEALTH_PATH = "/health"  # the gateway's liveness (no worker calls); HAProxy answers it itself on its own port
 
 
@@ -71,10 +69,6 @@ backend gateways
     default-server inter 1s fall 2 rise 2
 {servers}
 """
-
-
-def write_config(path: Path, text: str) -> None:
-    write_private(path, text)
 
 
 def haproxy_binary(configured: str) -> str:

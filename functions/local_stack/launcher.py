@@ -13,9 +13,10 @@ import uvicorn
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from functions.accounts.private_files import write_private
 from functions.accounts.sessions import load_or_create_secret
 from functions.app import create_app
-from functions.local_stack.balancer import balancer_command, haproxy_binary, haproxy_config, write_config
+from functions.local_stack.balancer import balancer_command, haproxy_binary, haproxy_config
 from functions.local_stack.config_cli import configured_or_exit
 from functions.local_stack.local_tenant import ensure_local_admin_key, ensure_local_key
 from functions.local_stack.stack_lock import (
@@ -98,7 +99,7 @@ def fleet_specs(settings: Settings, binary: str) -> list[WorkerSpec]:
         settings.host, settings.port, ports, stream_timeout_s=stream_timeout(settings),
         max_body_bytes=settings.max_body_bytes,
     )  # fmt: skip
-    write_config(config, text)
+    write_private(config, text)
     balancer = WorkerSpec(
         pool="balancer", index=0, port=settings.port, command=balancer_command(config, binary),
         log_path=log_dir / "balancer.log",

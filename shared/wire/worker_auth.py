@@ -59,11 +59,9 @@ class WorkerKeyMiddleware:
         await response(scope, receive, send)
 
 
-def origin(url: str) -> tuple[str, str, int]:
+def origin(url: httpx.URL) -> tuple[str, str, int]:
     """(scheme, host, port) of a URL: what decides whether a request goes to one of the fleet's workers."""
-    parsed = httpx.URL(url)
-    port = parsed.port or (443 if parsed.scheme == "https" else 80)
-    return parsed.scheme, parsed.host, port
+    return url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80)
 
 
 class FleetWorkerAuth(httpx.Auth):
@@ -71,11 +69,11 @@ class FleetWorkerAuth(httpx.Auth):
     external pool's provider or a third-party guard never sees it)."""
 
     def __init__(self, origins: Iterable[str], headers: Mapping[str, str]) -> None:
-        self.origins = frozenset(origin(url) for url in origins)
+        self.origins = frozenset(origin(httpx.URL(url)) for url in origins)
         self.headers = dict(headers)
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        if self.headers and origin(str(request.url)) in self.origins:
+        if self.headers and origin(request.url) in self.origins:  # the request's parsed URL: no second parse
             for name, value in self.headers.items():
                 request.headers[name] = value  # ours to set: no caller's header reaches a worker instead
         yield request
