@@ -40,11 +40,13 @@ from functions.chat.server_tools.metrics import ServerToolMetrics
 from functions.chat.server_tools.service import server_tools_for
 from functions.chat.service import chat_service_for
 from functions.chat.streams.resumable import ResumableStreams, ResumeMetrics, limits_from
+from functions.chat.streams.shared_log import SharedStreamLog
 from functions.chat.structured_output import StructuredOutputs
 from functions.chat.tool_arguments import ToolArguments
 from functions.control.admission import Admission
 from functions.control.canary import Canaries, CanaryMetrics, stable_versions
 from functions.control.config_watch import watching
+from functions.control.fleet_sync import FleetMetrics, FleetSync
 from functions.control.pool_overflow import PoolControl
 from functions.control.request_accounting import Accounting
 from functions.embedding_service import EmbeddingMetrics, embedding_service_for
@@ -70,6 +72,7 @@ from shared.settings import Settings
 from shared.storage.accounts import TenantStore
 from shared.storage.conversations import ConversationStore
 from shared.storage.factory import (
+    open_control_state,
     open_conversation_store,
     open_feedback_store,
     open_ledger,
@@ -154,6 +157,11 @@ def create_app(
             control: PoolControl = app.state.pool_control
             admission = Admission(own(open_rate_limits(settings)), context_tokens(settings), control.brownout.active)
             await owned.enter_async_context(control.brownout.running())
+            # What gateway replicas share (docs/operations.md "Shared control state"), synced every round.
+            control_state = open_control_state(settings)
+            owned.push_async_callback(control_state.aclose)
+            fleet = FleetSync(control_state, settings.control_state, app.state.fleet_metrics)
+            app.state.fleet = await owned.enter_async_context(fleet.running())
             app.state.accounting = Accounting(admission, writer, app.state.metrics)
             app.state.turns = ConversationTurns(app.state.conversations)
             app.state.safety_audit = own(open_safety_audit(settings))
@@ -189,7 +197,16 @@ def create_app(
             )
             result_store = own(open_result_cache(settings))
             app.state.account_data = AccountData(app.state.conversations, app.state.feedback, result_store)
-            app.state.resumable = ResumableStreams(limits_from(settings), app.state.resume_metrics)
+            resume_limits = limits_from(settings)
+            shared_streams = SharedStreamLog(
+                control_state,
+                fleet,
+                settings.control_state,
+                max_bytes=resume_limits.response_max_bytes,
+                ttl_s=resume_limits.ttl_s,
+            )
+            app.state.resumable = ResumableStreams(resume_limits, app.state.resume_metrics, shared=shared_streams)
+            fleet.every_sync("stream-stops", app.state.resumable.apply_stops)
             # Unwound before the HTTP client closes: streams still generating are aborted and their books closed.
             owned.push_async_callback(app.state.resumable.aclose)
             deployed = settings.environment == "deployed"
@@ -221,6 +238,7 @@ def create_app(
     # Registered at once (not at start-up), so the app's registry holds every metric the alert rules name.
     app.state.resume_metrics = ResumeMetrics(app.state.metrics.registry)
     app.state.canary_metrics = CanaryMetrics(app.state.metrics.registry)
+    app.state.fleet_metrics = FleetMetrics(app.state.metrics.registry)
     app.state.server_tool_metrics = ServerToolMetrics(app.state.metrics.registry)
     app.state.result_cache_metrics = ResultCacheMetrics(app.state.metrics.registry)
     app.state.embedding_metrics = EmbeddingMetrics(app.state.metrics.registry)

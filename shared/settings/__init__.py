@@ -16,6 +16,7 @@ from shared.settings.root import Settings
 from shared.settings.sections import (
     BreakerSettings,
     BrownoutSettings,
+    ControlStateSettings,
     EvalSettings,
     FilesSettings,
     GuardOptions,
@@ -39,6 +40,7 @@ from shared.settings.sections import (
 __all__ = [
     "BreakerSettings",
     "BrownoutSettings",
+    "ControlStateSettings",
     "EvalSettings",
     "FilesSettings",
     "GuardOptions",

@@ -15,6 +15,7 @@ from shared.server_tool_settings import ServerToolSettings
 from shared.settings.sections import (
     BreakerSettings,
     BrownoutSettings,
+    ControlStateSettings,
     EvalSettings,
     FilesSettings,
     GuardSettings,
@@ -93,6 +94,7 @@ class Settings(BaseSettings):
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     resume: ResumeSettings = Field(default_factory=ResumeSettings)
+    control_state: ControlStateSettings = Field(default_factory=ControlStateSettings)
     result_cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
     pool: PoolSettings = Field(default_factory=PoolSettings)
     queue: QueueSettings = Field(default_factory=QueueSettings)
@@ -128,6 +130,11 @@ class Settings(BaseSettings):
     @property
     def db_path(self) -> Path:
         return self.data_dir / "fleetchat.db"
+
+    @property
+    def control_db_path(self) -> Path:
+        """The embedded shared control state (shared/storage/sqlite/control_state.py)."""
+        return self.data_dir / "control.db"
 
     @property
     def local_key_path(self) -> Path:

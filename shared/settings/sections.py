@@ -85,6 +85,33 @@ class ResumeSettings(Section):
     total_max_bytes: int = Field(default=256 << 20, ge=1024)
 
 
+class ControlStateSettings(Section):
+    """The control state gateway replicas share (`FLEETCHAT_CONTROL_STATE_*`, docs/operations.md "Shared control
+    state"): SQLite in the data dir (`control.db`, every local gateway process opens it) or Redis (deployed, `redis_url`
+    from a secret). Streams write their events every `flush_s`; each gateway syncs breakers, brownout, canary rollbacks
+    and stop requests every `sync_s` and counts a gateway silent for `liveness_s` as gone; a resume served by another
+    gateway polls for new events every `poll_s`."""
+
+    model_config = SettingsConfigDict(env_prefix="FLEETCHAT_CONTROL_STATE_")
+
+    engine: Literal["sqlite", "redis"] = "sqlite"
+    redis_url: SecretStr | None = None  # may carry a password (rediss://:secret@host:6380/0)
+    key_prefix: str = Field(default="fleetchat", min_length=1, max_length=64)
+    timeout_s: float = Field(default=1.0, gt=0, le=30)
+    flush_s: float = Field(default=0.05, gt=0, le=5)
+    sync_s: float = Field(default=1.0, gt=0, le=30)
+    liveness_s: float = Field(default=5.0, gt=0, le=300)
+    poll_s: float = Field(default=0.05, gt=0, le=5)
+
+    @model_validator(mode="after")
+    def _redis_needs_url(self) -> ControlStateSettings:
+        if self.engine == "redis" and self.redis_url is None:
+            raise ValueError("FLEETCHAT_CONTROL_STATE_REDIS_URL must be set when the engine is redis")
+        if self.liveness_s <= 2 * self.sync_s:
+            raise ValueError("liveness_s must exceed two sync intervals (a live gateway writes once per sync_s)")
+        return self
+
+
 class BreakerSettings(Section):
     """Replica circuit breakers (`FLEETCHAT_BREAKER_*`): a replica's breaker opens after this many consecutive failures
     (connect errors, first-byte timeouts, 5xx without an error body, streams that broke), stays open for the

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from shared.settings import Settings
 from shared.storage.accounts import TenantStore
+from shared.storage.control_state import ControlState
 from shared.storage.conversations import ConversationStore
 from shared.storage.feedback import FeedbackStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
@@ -34,6 +35,21 @@ def open_tenant_store(settings: Settings) -> TenantStore:
     from shared.storage.sqlite.accounts import SQLiteStore
 
     return SQLiteStore(settings.db_path)
+
+
+def open_control_state(settings: Settings) -> ControlState:
+    """What gateway replicas share: Redis when configured (deployed), else the data dir's SQLite file."""
+    config = settings.control_state
+    if config.engine == "redis":
+        from shared.storage.redis_control_state import RedisControlState
+
+        assert config.redis_url is not None  # the section requires it
+        return RedisControlState(
+            config.redis_url.get_secret_value(), prefix=config.key_prefix, timeout_s=config.timeout_s
+        )
+    from shared.storage.sqlite.control_state import SQLiteControlState
+
+    return SQLiteControlState(settings.control_db_path, busy_timeout_s=config.timeout_s)
 
 
 def open_rate_limits(settings: Settings) -> RateLimitStore:

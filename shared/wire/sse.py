@@ -17,3 +17,8 @@ def sse_data(model: BaseModel) -> bytes:
 def sse_error(error: FleetchatError) -> bytes:
     """An in-band error event: the `openai` SDK raises `APIError` when a streamed event carries `error`."""
     return b"event: error\ndata: " + error.to_response_model().model_dump_json().encode() + b"\n\n"
+
+
+def with_event_id(seq: int, event: bytes) -> bytes:
+    """The event with an `id:` line in front (SSE fields may come in any order): what `Last-Event-ID` names."""
+    return b"id: %d\n" % seq + event

@@ -44,16 +44,15 @@ async def resume_stream(
     """The events after `Last-Event-ID` (all of them without it), then the live stream until `[DONE]`. 404 when the
     response is unknown, expired or another tenant's; 410 when the events after `Last-Event-ID` were dropped."""
     after = parse_last_event_id(last_event_id)
-    stream = streams.resume(caller.tenant.id, completion_id, after)
-    return StreamingResponse(
-        stream.attach(after), media_type="text/event-stream", headers={"cache-control": "no-cache", **stream.headers}
-    )
+    events, headers = await streams.resume_anywhere(caller.tenant.id, completion_id, after)
+    return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache", **headers})
 
 
 @router.post("/chat/completions/{completion_id}/cancel", responses=error_responses(404))
 async def cancel_stream(
     completion_id: CompletionId, caller: CurrentCaller, streams: ResumableStreamsDep
 ) -> StreamCancel:
-    """Stop generating now (a dropped connection alone does not: it may come back). Idempotent."""
-    stopped = await streams.cancel(caller.tenant.id, completion_id)
+    """Stop generating now (a dropped connection alone does not: it may come back), on whichever gateway replica
+    generates it. Idempotent."""
+    stopped = await streams.cancel_anywhere(caller.tenant.id, completion_id)
     return StreamCancel(id=completion_id, status="cancelled" if stopped else "ended")

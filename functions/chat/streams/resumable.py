@@ -9,7 +9,9 @@ usage, the ledger and the stored turn stay exactly-once however many clients att
 
 Bounds: events of one response (bytes, oldest dropped first), all responses of one tenant (bytes, the oldest
 response's oldest events first), all responses of this gateway (bytes, likewise), and time (a buffer is forgotten
-`ttl_s` after its stream ended). Buffers live in this gateway process: a reconnect must reach the same replica.
+`ttl_s` after its stream ended). Buffers live in this gateway process; with a shared stream log
+(functions/chat/streams/shared_log.py) the events are also written through to the fleet's shared control state, so a
+reconnect that reaches another gateway replica resumes there, and a Stop sent there stops the answer here.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, Field
 
+from functions.chat.streams.shared_log import SharedStreamLog, StreamWriter
 from shared.errors import FleetchatError, InvalidRequestError, NotFoundError
 from shared.settings import Settings
 from shared.wire.sse import DONE, sse_error
+from shared.wire.sse import with_event_id as frame
 
 log = logging.getLogger("fleetchat.resume")
 
@@ -75,8 +79,9 @@ class ResumeMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.resumes = Counter(
             STREAM_RESUMES,
-            "Stream resume requests by outcome: resumed, not_found (unknown, expired or another tenant's), gone "
-            "(the missed events were dropped by the buffer bounds).",
+            "Stream resume requests by outcome: resumed, resumed_elsewhere (a stream another gateway replica "
+            "generates, read from the shared log), not_found (unknown, expired or another tenant's), gone (the missed "
+            "events were dropped by the buffer bounds).",
             ["outcome"],
             registry=registry,
         )
@@ -88,7 +93,7 @@ class ResumeMetrics:
             ["outcome"],
             registry=registry,
         )
-        for outcome in ("resumed", "not_found", "gone"):
+        for outcome in ("resumed", "resumed_elsewhere", "not_found", "gone"):
             self.resumes.labels(outcome)
 
 
@@ -97,11 +102,6 @@ RESUMABLE_HEADER = "x-fleetchat-resumable"
 
 # A new stream's first client attaches as its response starts; a stream nobody attached to by then is abandoned.
 FIRST_ATTACH_S = 10.0
-
-
-def frame(seq: int, event: bytes) -> bytes:
-    """The event as the client gets it: an `id:` line in front (SSE fields may come in any order)."""
-    return b"id: %d\n" % seq + event
 
 
 @dataclass(eq=False)
@@ -128,6 +128,8 @@ class ResumableStream:
     grace_s: float = 0.0
     _grace: asyncio.TimerHandle | None = None
     _cancelled: bool = False
+    writer: StreamWriter | None = None  # its copy in the fleet's shared log, if there is one
+    _expiring: asyncio.Task[None] | None = None  # asking the fleet whether a client reads it elsewhere
 
     @property
     def first_seq(self) -> int:
@@ -214,10 +216,14 @@ class ResumableStreams:
         limits: ResumeLimits,
         metrics: ResumeMetrics,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        shared: SharedStreamLog | None = None,
     ) -> None:
         self.limits = limits
         self.metrics = metrics
         self.clock = clock
+        self.shared = shared
+        self._by_shared_id: dict[str, ResumableStream] = {}
         self._streams: dict[int, ResumableStream] = {}  # by creation order
         self._by_id: dict[tuple[str, str], ResumableStream] = {}
         self._tenant_bytes: dict[str, int] = {}
@@ -237,6 +243,9 @@ class ResumableStreams:
         if request_id:
             stream.request_id = request_id
             self._by_id[(tenant_id, request_id)] = stream
+        if self.shared is not None:
+            stream.writer = self.shared.writer(tenant_id, kept, [request_id] if request_id else [])
+            self._by_shared_id[stream.writer.stream_id] = stream
         return stream
 
     def start(
@@ -267,6 +276,8 @@ class ResumableStreams:
                 self.end(stream)
                 if on_end is not None:
                     on_end()
+                if stream.writer is not None:
+                    await stream.writer.finish()
 
         stream.producer = asyncio.get_running_loop().create_task(produce())
         # Until the first client attaches, the stream is as good as dropped (a client gone before it read a byte).
@@ -275,6 +286,8 @@ class ResumableStreams:
 
     def register(self, stream: ResumableStream, completion_id: str) -> None:
         stream.completion_id = completion_id
+        if stream.writer is not None:
+            stream.writer.name(completion_id)
         key = (stream.tenant_id, completion_id)
         previous = self._by_id.get(key)
         if previous is not None and previous is not stream:
@@ -284,6 +297,8 @@ class ResumableStreams:
     def append(self, stream: ResumableStream, event: bytes) -> None:
         if event == DONE:
             stream.saw_done = True
+        if stream.writer is not None:
+            stream.writer.add(stream.next_seq, event)
         stream.events.append((stream.next_seq, event))
         stream.next_seq += 1
         self._grow(stream, len(event))
@@ -325,12 +340,77 @@ class ResumableStreams:
         def expire() -> None:
             stream._grace = None
             if stream.attached == 0 and stream.producer is not None and not stream.producer.done():
-                stream.producer.cancel()
+                if stream.writer is None:
+                    stream.producer.cancel()
+                else:  # its client may have come back through another gateway replica
+                    stream._expiring = loop.create_task(self._expire_unless_read_elsewhere(stream, stream.writer))
 
         loop = asyncio.get_running_loop()
         stream._grace = loop.call_soon(expire) if grace <= 0 else loop.call_later(grace, expire)
 
+    async def _expire_unless_read_elsewhere(self, stream: ResumableStream, writer: StreamWriter) -> None:
+        assert self.shared is not None
+        try:
+            elsewhere = await self.shared.attached_elsewhere(writer.stream_id)
+        except Exception:
+            elsewhere = False  # the store cannot say: the grace period is all a client was promised
+        if stream.attached > 0 or stream.producer is None or stream.producer.done():
+            return
+        if elsewhere:
+            self.detached(stream)  # another grace period: checked again at its end
+        else:
+            stream.producer.cancel()
+
+    async def apply_stops(self) -> None:
+        """A fleet sync step: stop this gateway's streams whose Stop reached another replica."""
+        assert self.shared is not None
+        for stream_id in await self.shared.stops_for(self.shared.fleet.instance_id):
+            stream = self._by_shared_id.get(stream_id)
+            if stream is not None and await stream.cancel():
+                self.metrics.detaches.labels("cancelled").inc()
+
     # -- the client side ---------------------------------------------------------------------------------------------
+    async def resume_anywhere(
+        self, tenant_id: str, completion_id: str, after: int
+    ) -> tuple[AsyncIterator[bytes], dict[str, str]]:
+        """The events after `after` and the headers to repeat: from this gateway's buffer, or from the shared log when
+        another replica generates the stream (or generated it)."""
+        try:
+            stream = self.resume(tenant_id, completion_id, after)
+            return stream.attach(after), stream.headers
+        except StreamNotFoundError:
+            if self.shared is None:
+                raise
+        record = await self.shared.find(tenant_id, completion_id)
+        if record is None:
+            raise StreamNotFoundError(
+                f"No resumable stream '{completion_id}': it is unknown or expired.", param="completion_id"
+            )
+        if after + 1 < record.first_seq:
+            self.metrics.resumes.labels("gone").inc()
+            raise StreamEventsGoneError(
+                "The events after this Last-Event-ID are no longer held; read the stored conversation instead.",
+                param="Last-Event-ID",
+            )
+        if record.ended and after >= record.next_seq:
+            raise InvalidLastEventIdError(after, record.next_seq - 1)
+        self.metrics.resumes.labels("resumed_elsewhere").inc()
+        return self.shared.tail(record, after), record.headers
+
+    async def cancel_anywhere(self, tenant_id: str, completion_id: str) -> bool:
+        """Stop generating, here or on the replica that generates it; True when this call stopped it."""
+        try:
+            return await self.cancel(tenant_id, completion_id)
+        except StreamNotFoundError:
+            if self.shared is None:
+                raise
+        record = await self.shared.find(tenant_id, completion_id)
+        if record is None:
+            raise StreamNotFoundError(
+                f"No resumable stream '{completion_id}': it is unknown or expired.", param="completion_id"
+            )
+        return await self.shared.request_stop(record)
+
     def find(self, tenant_id: str, completion_id: str) -> ResumableStream:
         self.sweep()
         stream = self._by_id.get((tenant_id, completion_id))
@@ -412,6 +492,8 @@ class ResumableStreams:
         while stream.events:
             self._drop_oldest(stream)
         self._streams.pop(stream.order, None)
+        if stream.writer is not None:
+            self._by_shared_id.pop(stream.writer.stream_id, None)
         for name in (stream.completion_id, stream.request_id):
             key = (stream.tenant_id, name)
             if self._by_id.get(key) is stream:

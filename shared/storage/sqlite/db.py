@@ -308,7 +308,15 @@ class SQLiteDatabase:
     relaxes that to NORMAL for data worth less than an fsync per write, such as one-minute rate counters).
     """
 
-    def __init__(self, path: Path, *, busy_timeout_s: float = 5.0, durable: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout_s: float = 5.0,
+        durable: bool = True,
+        migrations: list[list[str]] = MIGRATIONS,
+    ) -> None:
+        """`migrations`: the file's schema (the main database's unless a file of its own has another)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
@@ -321,7 +329,7 @@ class SQLiteDatabase:
         self._db.execute("PRAGMA foreign_keys=ON")
         with self.write() as db:
             version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+            for number, statements in enumerate(migrations[version:], start=version + 1):
                 for statement in statements:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version={number}")

@@ -1,0 +1,181 @@
+"""Resumable streams across gateway replicas, over real HTTP: two gateways on one data dir share the control state
+(SQLite, `control.db`). A client that drops from the gateway generating its answer resumes on the other with
+`Last-Event-ID` and gets exactly the missing events, the answer billed and stored once; reading it there keeps the
+generating gateway from abandoning it; a Stop sent to the other gateway stops it; another tenant finds nothing. The last
+test kills the generating gateway process (kill -9): a resume on the survivor ends with an error event, never a hang."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.chat.test_resumable_streams import (
+    PIECES,
+    SCRIPT,
+    Read,
+    _body,
+    _conversation,
+    _ledger,
+    _read,
+    _resumable,
+)
+from tests.integration.conftest import Gateway, GatewayFactory
+from tests.integration.files.test_ingestion_crash import _owner
+from tests.support.processes import ProcessGroup, free_port, start_gateway
+from tests.support.redis_server import redis_server
+from tests.support.servers import serve
+from tests.support.stand_ins.scripted_worker import scripted_worker
+
+FAST_SYNC = {"sync_s": 0.2, "liveness_s": 1.0, "poll_s": 0.02}
+
+
+@pytest.fixture
+def slower_worker() -> Iterator[tuple[str, object]]:
+    worker = scripted_worker(SCRIPT, delay_s=0.05)
+    with serve(worker) as url:
+        yield url, worker
+
+
+def _two_gateways(
+    gateway_for: GatewayFactory, url: str, control: dict[str, object] | None = None, **resume: float
+) -> tuple[Gateway, Gateway]:
+    settings: dict[str, object] = {"control_state": {**FAST_SYNC, **(control or {})}}
+    if resume:
+        settings["resume"] = resume
+    return gateway_for({"mini": [url]}, **settings), gateway_for({"mini": [url]}, **settings)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, object]]:
+    """The shared control state's engine: the data dir's SQLite file, or Debian's redis-server."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    (tmp_path / "redis").mkdir()
+    with redis_server(tmp_path / "redis") as redis_url:
+        yield {"engine": "redis", "redis_url": redis_url}
+
+
+def _drop_on(gateway: Gateway, pieces: int) -> tuple[Read, str, str]:
+    with (
+        httpx.Client(timeout=30) as http,
+        http.stream(
+            "POST", f"{gateway.url}/v1/chat/completions", json=_body(store=True), headers=_resumable(gateway.headers())
+        ) as response,
+    ):
+        assert response.status_code == 200
+        first = _read(response, stop_after_content=pieces)
+        conversation_id = response.headers["x-conversation-id"]
+    assert not first.done
+    return first, first.chunks()[0]["id"], conversation_id
+
+
+def _resume_on(gateway: Gateway, key_of: Gateway, name: str, after: int) -> tuple[httpx.Headers, Read]:
+    headers = {**gateway.headers(key_of.key), "Last-Event-ID": str(after)}
+    with (
+        httpx.Client(timeout=30) as http,
+        http.stream("GET", f"{gateway.url}/v1/chat/completions/{name}/stream", headers=headers) as response,
+    ):
+        assert response.status_code == 200, response.read()
+        return response.headers, _read(response)
+
+
+def test_a_stream_dropped_on_one_gateway_resumes_on_another_with_exactly_the_missing_events(
+    gateway_for: GatewayFactory, slower_worker: tuple[str, object], engine: dict[str, object]
+) -> None:
+    url, worker = slower_worker
+    a, b = _two_gateways(gateway_for, url, engine)
+    first, completion_id, conversation_id = _drop_on(a, PIECES // 3)
+    headers, rest = _resume_on(b, a, completion_id, first.ids[-1])
+    assert headers["x-conversation-id"] == conversation_id
+    assert rest.done
+    assert rest.ids == list(range(first.ids[-1] + 1, first.ids[-1] + 1 + len(rest.ids)))  # no gap, no repeat
+    assert first.text + rest.text == SCRIPT
+    chunks = first.chunks() + rest.chunks()
+    assert [c["usage"]["completion_tokens"] for c in chunks if c.get("usage")] == [PIECES]  # billed once
+    assert _conversation(a, conversation_id)["messages"][-1]["content"] == SCRIPT
+    assert worker.state.streams[-1]["finished"] is True
+    assert [row["outcome"] for row in _ledger(a)] == ["completed"]
+    metrics = httpx.get(f"{b.url}/metrics").text
+    assert 'fleetchat_gateway_stream_resumes_total{outcome="resumed_elsewhere"} 1.0' in metrics
+
+    # Ended, it replays from any gateway until it expires (by its request id too), billing nothing more.
+    _, again = _resume_on(b, a, completion_id, 0)
+    assert again.done and again.text == SCRIPT
+    assert len(_ledger(a)) == 1
+
+
+def test_reading_on_another_gateway_keeps_the_answer_generating_past_the_grace_period(
+    gateway_for: GatewayFactory, slower_worker: tuple[str, object]
+) -> None:
+    url, worker = slower_worker
+    a, b = _two_gateways(gateway_for, url, grace_s=0.3)
+    first, completion_id, _ = _drop_on(a, 3)  # the answer has about 2 s to go; the grace is 0.3 s
+    _, rest = _resume_on(b, a, completion_id, first.ids[-1])
+    assert rest.done and first.text + rest.text == SCRIPT
+    assert worker.state.streams[-1]["finished"] is True
+    assert [row["outcome"] for row in _ledger(a)] == ["completed"]
+
+
+def test_a_stop_sent_to_another_gateway_stops_the_answer_where_it_generates(
+    gateway_for: GatewayFactory, slower_worker: tuple[str, object]
+) -> None:
+    url, worker = slower_worker
+    a, b = _two_gateways(gateway_for, url, grace_s=30)
+    first, completion_id, conversation_id = _drop_on(a, 3)
+    started = time.monotonic()
+    stop = httpx.post(f"{b.url}/v1/chat/completions/{completion_id}/cancel", headers=b.headers(a.key), timeout=30)
+    assert stop.status_code == 200 and stop.json()["status"] == "cancelled"
+    assert time.monotonic() - started < 2.0  # within a few sync rounds (0.2 s each here)
+    _, rest = _resume_on(b, a, completion_id, first.ids[-1])
+    assert rest.done and '"response_stopped"' in rest.events[-2][2]
+    assert worker.state.streams[-1]["finished"] is False
+    stored = _conversation(a, conversation_id)["messages"][-1]
+    assert stored["finish_reason"] == "stopped" and SCRIPT.startswith(stored["content"])
+    assert [row["outcome"] for row in _ledger(a)] == ["aborted"]  # as a Stop on its own gateway is
+
+
+def test_another_tenant_finds_nothing_on_any_gateway(
+    gateway_for: GatewayFactory, slower_worker: tuple[str, object]
+) -> None:
+    url, _ = slower_worker
+    a, b = _two_gateways(gateway_for, url)
+    _, completion_id, _ = _drop_on(a, 3)
+    other = b.headers(a.other_key)
+    for response in (
+        httpx.get(f"{b.url}/v1/chat/completions/{completion_id}/stream", headers={**other, "Last-Event-ID": "1"}),
+        httpx.post(f"{b.url}/v1/chat/completions/{completion_id}/cancel", headers=other),
+    ):
+        assert response.status_code == 404 and response.json()["error"]["code"] == "stream_not_found"
+
+
+def test_when_the_generating_gateway_is_killed_a_resume_on_another_ends_with_an_error_not_a_hang(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    _, key = _owner(data)
+    group = ProcessGroup(tmp_path / "logs")
+    env = {"FLEETCHAT_CONTROL_STATE_SYNC_S": "0.2", "FLEETCHAT_CONTROL_STATE_LIVENESS_S": "1.0"}
+    with serve(scripted_worker(SCRIPT, delay_s=0.2)) as url:  # about 10 s of answer
+        try:
+            a = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+            owner = group.procs[-1]
+            b = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+            first, completion_id, _ = _drop_on(a, 3)
+            time.sleep(0.5)  # a few more events reach the shared log
+            owner.send_signal(signal.SIGKILL)
+            owner.wait(timeout=30)
+            started = time.monotonic()
+            _, rest = _resume_on(b, a, completion_id, first.ids[-1])
+            assert time.monotonic() - started < 5.0  # the owner's heartbeat lapses after 1 s here
+        finally:
+            group.stop()
+    assert rest.done and '"response_failed"' in rest.events[-2][2]
+    assert rest.ids == list(range(first.ids[-1] + 1, first.ids[-1] + 1 + len(rest.ids)))
+    assert len(rest.chunks()) >= 1  # what the dead gateway wrote after the drop still arrived
+    assert SCRIPT.startswith(first.text + rest.text)
