@@ -162,6 +162,13 @@ def create_app(
             owned.push_async_callback(control_state.aclose)
             fleet = FleetSync(control_state, settings.control_state, app.state.fleet_metrics)
             app.state.fleet = await owned.enter_async_context(fleet.running())
+            control.brownout.shared_by(control_state, fleet.instance_id, settings.control_state.liveness_s)
+            await fleet.joined("brownout", control.brownout.sync)
+
+            async def share_pools() -> None:  # each gateway admits its share of every pool's places
+                control.share_among(fleet.size)
+
+            await fleet.joined("pool-share", share_pools)
             app.state.accounting = Accounting(admission, writer, app.state.metrics)
             app.state.turns = ConversationTurns(app.state.conversations)
             app.state.safety_audit = own(open_safety_audit(settings))
@@ -211,7 +218,9 @@ def create_app(
             owned.push_async_callback(app.state.resumable.aclose)
             deployed = settings.environment == "deployed"
             versions = stable_versions(deployed=deployed)
-            app.state.canaries = Canaries(settings.canaries, versions, app.state.canary_metrics)
+            app.state.canaries = Canaries(settings.canaries, versions, app.state.canary_metrics, shared=control_state)
+            # A rollback the fleet made (before a restart too) holds from the first request.
+            await fleet.joined("canaries", app.state.canaries.sync)
             # A pool's canary replicas are a ring of their own (functions/control/canary.py chooses the version).
             rings = {**worker_urls, **app.state.canaries.worker_urls()}
             app.state.chat = chat_service_for(settings, rings, client, app.state.metrics)
@@ -220,8 +229,15 @@ def create_app(
             app.state.embeddings = embedding_service_for(
                 settings, client, app.state.accounting, app.state.embedding_metrics, app.state.chat.failover
             )
+            # A worker one gateway found dead is skipped by all of them (functions/control/replica_breakers.py).
+            for scope, breakers in (
+                ("chat", app.state.chat.router.breakers),
+                ("embeddings", app.state.embeddings.router.breakers),
+            ):
+                breakers.shared_by(control_state, scope)
+                fleet.every_sync(f"breakers-{scope}", breakers.sync)
             # Entered after the HTTP client, so its workers are cancelled before the client closes.
-            shadow = shadow_judge_for(settings, client, app.state.metrics)
+            shadow = shadow_judge_for(settings, client, app.state.metrics, control_state)
             app.state.shadow_judge = await owned.enter_async_context(shadow)
             if settings.config_file is not None:  # limits and tiers change without a restart
                 await owned.enter_async_context(watching(settings.config_file))

@@ -9,6 +9,11 @@ Brownout switches on as soon as the pressure reaches 1, and off only once it has
 
 While a pool is in brownout, admission caps each request's completion budget at its tier's
 `brownout_max_output_tokens` and the response says so (`x-fleetchat-brownout: true`).
+
+Across gateway replicas (`shared_by`): every sync round each replica publishes its own pressure per pool to the
+fleet's shared control state and takes the largest of the others' as one more input, so a pool that is overloaded as
+seen from any replica is in brownout on all of them within two rounds, and leaves it on all of them by the same
+hysteresis. The admin override is the fleet's too: set on one replica, it holds on every one.
 """
 
 from __future__ import annotations
@@ -19,16 +24,20 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from functions.metrics.control import ControlMetrics
 from shared.fleet.tables import policy_for
 from shared.fleet.tiers import Tier
 from shared.settings import BrownoutSettings
+from shared.storage.control_state import ControlState
 
 BrownoutMode = Literal["auto", "on", "off"]
 Clock = Callable[[], float]
 MAX_SAMPLES = 2048  # per pool, tier and signal: a window of a busy pool keeps its newest
+# The shared control state's namespaces: each replica's own pressure by pool (key: its instance id), and the override.
+PRESSURES = "brownout-pressure"
+OVERRIDE = "brownout-override"
 
 
 def _p95(values: list[float]) -> float:
@@ -57,7 +66,8 @@ class _Window:
 class _PoolState:
     on: bool = False
     calm_since: float | None = None
-    pressure: float = 0.0
+    pressure: float = 0.0  # what decides: the larger of this replica's and the fleet's
+    own_pressure: float = 0.0  # from this replica's signals only (what it publishes)
 
 
 class BrownoutController:
@@ -82,6 +92,8 @@ class BrownoutController:
         self._ttft: dict[tuple[str, Tier], _Window] = {}
         self._waits: dict[tuple[str, Tier], _Window] = {}
         self._published: dict[str, bool] = dict.fromkeys(pools, False)
+        self._fleet_pressure: dict[str, float] = {}  # the largest other replica's, by pool
+        self._shared: tuple[ControlState, str, float] | None = None
         self._publish()
 
     # Signals -----------------------------------------------------------------------------------------------------
@@ -121,6 +133,41 @@ class BrownoutController:
         self.mode = mode
         self._publish()
 
+    # The fleet ------------------------------------------------------------------------------------------------------
+    def shared_by(self, state: ControlState, instance_id: str, ttl_s: float) -> None:
+        """Share pressure and the override with the other replicas through `state` (`sync` every round); a replica's
+        pressure counts for `ttl_s` after it last published it."""
+        self._shared = (state, instance_id, ttl_s)
+
+    async def set_fleet_mode(self, mode: BrownoutMode) -> None:
+        """The admin override, for every replica (written first: if the store refuses, nothing changed)."""
+        if self._shared is not None:
+            state, _, _ = self._shared
+            await state.put(OVERRIDE, "fleet", {"mode": mode})
+        self.set_mode(mode)
+
+    async def sync(self) -> None:
+        """A fleet sync step: publish this replica's pressure, take the others' and the override, re-evaluate."""
+        if self._shared is None:
+            return
+        state, instance_id, ttl_s = self._shared
+        self.evaluate()
+        own = {pool: pool_state.own_pressure for pool, pool_state in self._states.items()}
+        await state.put(PRESSURES, instance_id, own, ttl_s=ttl_s)
+        fleet: dict[str, float] = {}
+        for replica, pressures in (await state.records(PRESSURES)).items():
+            if replica == instance_id:
+                continue
+            for pool, pressure in pressures.items():
+                if isinstance(pressure, int | float):
+                    fleet[pool] = max(fleet.get(pool, 0.0), float(pressure))
+        self._fleet_pressure = fleet
+        override = (await state.records(OVERRIDE)).get("fleet")
+        mode = override.get("mode") if override else None
+        if mode in ("auto", "on", "off") and mode != self.mode:
+            self.mode = cast(BrownoutMode, mode)
+        self.evaluate()
+
     def evaluate(self) -> None:
         """Re-evaluate every pool (the ticker calls this, so brownout also ends when no request arrives)."""
         now = self.clock()
@@ -128,7 +175,7 @@ class BrownoutController:
             self._evaluate_pool(pool, now)
         self._publish()
 
-    def _pool_pressure(self, pool: str, now: float) -> float:
+    def _own_pressure(self, pool: str, now: float) -> float:
         s = self.settings
         ratios = [self.depth_of(pool) / max(self.depth_on.get(pool, 1), 1)]
         for windows in (self._ttft, self._waits):
@@ -142,7 +189,8 @@ class BrownoutController:
 
     def _evaluate_pool(self, pool: str, now: float) -> None:
         state = self._states[pool]
-        state.pressure = self._pool_pressure(pool, now)
+        state.own_pressure = self._own_pressure(pool, now)
+        state.pressure = max(state.own_pressure, self._fleet_pressure.get(pool, 0.0))
         if not state.on:
             if state.pressure >= 1.0:
                 state.on, state.calm_since = True, None

@@ -9,9 +9,11 @@ versions; a request without a session draws at random by the weight. The canary 
 
 Rollback: over the last `window_s`, once the canary answered `min_requests`, its error rate (5xx answers and streams
 that failed) is compared with the stable version's; above it by more than `error_margin`, the canary gets no new
-traffic until an operator resets it (`POST /admin/v1/canaries/{pool}/reset`). The state is this gateway process's:
-each replica decides for itself, and a restart forgets a rollback (remove the canary from the settings to keep it
-off).
+traffic until an operator resets it (`POST /admin/v1/canaries/{pool}/reset`). Each gateway judges on the answers it
+relayed (its windows are its own: every replica sees a random share of the same traffic); a rollback is written to
+the fleet's shared control state, so every replica stops sending traffic to that canary within a sync round, and it
+survives a restart of every gateway (the record names the canary's version: a new canary version starts afresh). A
+reset on any replica puts the canary back everywhere.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from shared.errors import FleetchatError, NotFoundError
 from shared.fleet.canaries import CanarySpec
 from shared.fleet.pools import model_version
 from shared.fleet.tables import tables
+from shared.storage.control_state import ControlState
 
 log = logging.getLogger("fleetchat.canary")
 
@@ -42,6 +45,9 @@ CANARY_ACTIVE = "fleetchat_gateway_canary_active"
 MODEL_VERSION_HEADER = "x-fleetchat-model-version"
 
 T = TypeVar("T")
+
+# The shared control state's namespace of rollbacks: key = pool, value = {"version": canary version, "reason": ...}.
+ROLLBACKS = "canary-rollbacks"
 
 
 def stable_versions(*, deployed: bool) -> dict[str, str]:
@@ -143,8 +149,12 @@ class Canaries:
         metrics: CanaryMetrics,
         clock: Callable[[], float] = time.monotonic,
         draw: Callable[[], float] = random.random,
+        *,
+        shared: ControlState | None = None,
     ) -> None:
         self._pools = {pool: _Canary(spec, stable_versions.get(pool, pool)) for pool, spec in specs.items()}
+        self.shared = shared
+        self._unpublished: set[str] = set()  # rolled back here, not yet in the shared state
         self._stable_versions = stable_versions
         self.metrics = metrics
         self.clock = clock
@@ -209,17 +219,46 @@ class Canaries:
         )
         self.metrics.rollbacks.labels(pool).inc()
         self.metrics.active.labels(pool).set(0)
+        self._unpublished.add(pool)
         log.warning("canary %s of pool %s rolled back: %s", spec.version, pool, state.rolled_back_reason)
 
-    def reset(self, pool: str) -> CanaryStatus:
-        """An operator puts a rolled-back canary back into service (its windows start afresh)."""
+    async def sync(self) -> None:
+        """A fleet sync step: publish this replica's rollbacks, then take the fleet's (another replica's rollback, or
+        an operator's reset made elsewhere)."""
+        if self.shared is None:
+            return
+        for pool in sorted(self._unpublished):
+            state = self._pools[pool]
+            if state.rolled_back_reason is not None:
+                record = {"version": state.spec.version, "reason": state.rolled_back_reason}
+                await self.shared.put(ROLLBACKS, pool, record)
+            self._unpublished.discard(pool)
+        rolled_back = await self.shared.records(ROLLBACKS)
+        for pool, state in self._pools.items():
+            record = rolled_back.get(pool)
+            if record is not None and record.get("version") == state.spec.version:
+                if state.rolled_back_reason is None:
+                    state.rolled_back_reason = str(record.get("reason") or "rolled back by another gateway replica")
+                    self.metrics.active.labels(pool).set(0)
+                    log.warning("canary %s of pool %s rolled back by the fleet", state.spec.version, pool)
+            elif state.rolled_back_reason is not None and pool not in self._unpublished:
+                self._reset(pool, state)  # an operator's reset on another replica
+
+    async def reset(self, pool: str) -> CanaryStatus:
+        """An operator puts a rolled-back canary back into service (its windows start afresh), on every replica."""
         state = self._state(pool)
         if state.rolled_back_reason is not None:
             log.warning("canary %s of pool %s reset by an operator", state.spec.version, pool)
+        if self.shared is not None:
+            await self.shared.delete(ROLLBACKS, pool)  # first: a failure leaves it rolled back everywhere
+        self._unpublished.discard(pool)
+        self._reset(pool, state)
+        return self.status(pool)
+
+    def _reset(self, pool: str, state: _Canary) -> None:
         state.rolled_back_reason = None
         state.stable, state.canary = _Window(), _Window()
         self.metrics.active.labels(pool).set(1)
-        return self.status(pool)
 
     def status(self, pool: str) -> CanaryStatus:
         state = self._state(pool)

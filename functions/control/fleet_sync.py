@@ -72,6 +72,16 @@ class FleetSync:
         """Run `step` every round (after the heartbeat, in registration order)."""
         self._steps.append((name, step))
 
+    async def joined(self, name: str, step: SyncStep) -> None:
+        """Run `step` once now (what the fleet decided holds from this gateway's first request), then every round."""
+        self.every_sync(name, step)
+        await self._run(name, step)
+
+    @property
+    def size(self) -> int:
+        """Gateway replicas alive as of the last round, this one included."""
+        return len(self._alive)
+
     async def is_alive(self, instance_id: str) -> bool:
         """Whether that gateway beat within `liveness_s`: as of the last round, or read now for one this round has not
         seen (a gateway that started since)."""
@@ -89,11 +99,14 @@ class FleetSync:
     async def round(self) -> None:
         """One round of every step; a failing step is logged and counted, the others still run."""
         for name, step in self._steps:
-            try:
-                await step()
-            except Exception:
-                self.metrics.failures.labels(name).inc()
-                log.warning("fleet sync step %s failed; retried next round", name, exc_info=True)
+            await self._run(name, step)
+
+    async def _run(self, name: str, step: SyncStep) -> None:
+        try:
+            await step()
+        except Exception:
+            self.metrics.failures.labels(name).inc()
+            log.warning("fleet sync step %s failed; retried next round", name, exc_info=True)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[FleetSync]:

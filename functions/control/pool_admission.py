@@ -167,6 +167,7 @@ class PoolGate:
         self._queues: dict[Tier, OrderedDict[str, deque[_Waiter]]] = {tier: OrderedDict() for tier in PRIORITY}
         self._depth: dict[Tier, int] = dict.fromkeys(PRIORITY, 0)
         # A whole batch's worth of queued work re-enters over at least `drain_ramp_s` (0: no limit).
+        self._drain_ramp_s = drain_ramp_s
         rate = capacity / drain_ramp_s if drain_ramp_s > 0 else None
         self._bucket = _DrainBucket(rate, max(1, capacity // 4), clock)
         self._timer: asyncio.TimerHandle | None = None
@@ -175,6 +176,21 @@ class PoolGate:
             metrics.capacity.labels(pool).set(capacity)
             metrics.queue_depth.labels(pool).set(0)
             metrics.in_flight.labels(pool).set(0)
+
+    def resize(self, capacity: int, paid_reserve: int) -> None:
+        """Change the number of places (this gateway's share of the pool changed); places held stay held, and waiters
+        get places the new size frees at once."""
+        if capacity < 1 or not 0 <= paid_reserve < capacity:
+            raise ValueError("a pool needs at least one place, and one that free requests may take")
+        if capacity == self.capacity and self.limit[Tier.FREE] == capacity - paid_reserve:
+            return
+        self.capacity = capacity
+        self.limit = {tier: capacity - (paid_reserve if tier is Tier.FREE else 0) for tier in PRIORITY}
+        self._bucket.rate = capacity / self._drain_ramp_s if self._drain_ramp_s > 0 else None
+        self._bucket.burst = max(1, capacity // 4)
+        if self.metrics is not None:
+            self.metrics.capacity.labels(self.pool).set(capacity)
+        self._dispatch()
 
     def depth(self, tier: Tier | None = None) -> int:
         return sum(self._depth.values()) if tier is None else self._depth[tier]

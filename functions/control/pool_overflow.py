@@ -9,6 +9,7 @@ their pool's queue (bounded), enterprise first.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,9 +46,9 @@ class Placed:
 
 
 def pool_capacities(settings: Settings, worker_urls: dict[str, list[str]]) -> dict[str, int]:
-    """Places per pool: the setting where given; locally `pool_capacity_per_replica` per replica; deployed the pool
-    table's concurrent inputs per container times its containers (each of N gateway containers admits that many:
-    set `pool_capacity` to share it out)."""
+    """Places per pool, for the whole fleet: the setting where given; locally `pool_capacity_per_replica` per replica;
+    deployed the pool table's concurrent inputs per container times its containers. Each gateway replica admits its
+    share (`PoolControl.share_among`)."""
     capacities = {}
     for pool, urls in worker_urls.items():
         if pool in settings.pool.capacity:
@@ -85,6 +86,9 @@ class PoolControl:
     ) -> None:
         self.metrics = metrics
         self.overflow_tiers = overflow_tiers
+        self.capacities = dict(capacities)  # the whole fleet's places per pool
+        self._reserve_share = paid_reserve_share
+        self._gateways = 1
         self.gates = {
             pool: PoolGate(
                 pool,
@@ -98,10 +102,10 @@ class PoolControl:
             for pool, capacity in capacities.items()
         }
         # A whole batch waiting means the pool is overloaded, whatever latencies say.
-        depth_on = brownout.queue_depth
+        self._depth_on = brownout.queue_depth
         self.brownout = BrownoutController(
             list(capacities),
-            {pool: depth_on.get(pool, capacity) for pool, capacity in capacities.items()},
+            {pool: self._depth_on.get(pool, capacity) for pool, capacity in capacities.items()},
             lambda pool: self.gates[pool].depth(),
             brownout,
             metrics=metrics,
@@ -124,6 +128,19 @@ class PoolControl:
             brownout=settings.brownout,
             metrics=metrics,
         )  # fmt: skip
+
+    def share_among(self, gateways: int) -> None:
+        """Admit this gateway's share of each pool: its places divided by the gateway replicas alive (rounded up, at
+        least one), so N gateways together let about the pool's capacity run, not N times it. A queue depth that means
+        overload shrinks with the share (an explicit `FLEETCHAT_BROWNOUT_QUEUE_DEPTH` stays as set)."""
+        gateways = max(1, gateways)
+        if gateways == self._gateways:
+            return
+        self._gateways = gateways
+        for pool, gate in self.gates.items():
+            share = max(1, math.ceil(self.capacities[pool] / gateways))
+            gate.resize(share, paid_reserve(share, self._reserve_share))
+            self.brownout.depth_on[pool] = self._depth_on.get(pool, share)
 
     def record_first_token(self, pool: str, tier: Tier | str, seconds: float) -> None:
         """For the stream relay: a stream's time to first content token feeds its pool's brownout control."""

@@ -12,6 +12,11 @@ A small state machine rather than a library: purgatory (asyncio) lets every conc
 half-open and moves open -> half-open only inside a guarded call, and pybreaker is synchronous (its async path needs
 Tornado). The router needs to read a breaker's state without making a call (to order candidates and export the
 gauge), and exactly one probe at a time.
+
+Across gateway replicas (`shared_by`): a breaker that opens is written to the fleet's shared control state, and every
+other replica opens its own for the rest of that cool-down in its next sync round, so a dead worker is skipped by the
+whole fleet after the failures one gateway saw. Each replica probes for itself after the cool-down (a probe is one
+request); a replica that sees the worker answer again withdraws the record.
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ from enum import IntEnum
 
 from functions.metrics.failover import FailoverMetrics
 from shared.settings import BreakerSettings
+from shared.storage.control_state import ControlState
 
 _DEFAULTS = BreakerSettings.model_construct()  # the section's defaults, without reading the environment
+# The shared control state's namespace of open breakers: key "pool replica-url", value {"opened_at": unix seconds}.
+OPEN_BREAKERS = "open-breakers"
 
 
 class BreakerState(IntEnum):
@@ -101,6 +109,8 @@ class ReplicaBreakers:
         self._threshold, self._cooldown_s, self._clock = threshold, cooldown_s, clock
         self._metrics = metrics
         self._breakers: dict[tuple[str, str], ReplicaBreaker] = {}
+        self._shared: tuple[ControlState, str, Callable[[], float]] | None = None
+        self._published: dict[tuple[str, str], float] = {}  # opened_at (this clock) of each breaker written
         for pool, urls in worker_urls.items():
             for url in urls:
                 self.breaker(pool, url)
@@ -126,3 +136,36 @@ class ReplicaBreakers:
         ready = [r for r in replicas if self.breaker(pool, r).available]
         held = [r for r in replicas if r not in ready]
         return ready + held
+
+    # The fleet ------------------------------------------------------------------------------------------------------
+    def shared_by(self, state: ControlState, scope: str, wall_clock: Callable[[], float] = time.time) -> None:
+        """Share open breakers with the other replicas through `state` (`sync` every round); `scope` keeps these
+        breakers apart from another set's (chat's and embeddings' workers)."""
+        self._shared = (state, scope, wall_clock)
+
+    async def sync(self) -> None:
+        """A fleet sync step: write the breakers that opened here, withdraw those that closed, open the ones another
+        replica opened for the rest of their cool-down."""
+        if self._shared is None:
+            return
+        state, scope, wall_clock = self._shared
+        namespace = f"{OPEN_BREAKERS}:{scope}"
+        now, wall = self._clock(), wall_clock()
+        for key, breaker in list(self._breakers.items()):
+            name = f"{key[0]} {key[1]}"
+            if breaker.opened_at is not None and self._published.get(key) != breaker.opened_at:
+                opened_wall = wall - (now - breaker.opened_at)
+                await state.put(namespace, name, {"opened_at": opened_wall}, ttl_s=self._cooldown_s)
+                self._published[key] = breaker.opened_at
+            elif breaker.opened_at is None and key in self._published:
+                await state.delete(namespace, name)
+                del self._published[key]
+        for name, record in (await state.records(namespace)).items():
+            pool, _, replica = name.partition(" ")
+            breaker = self._breakers.get((pool, replica))
+            if breaker is None:  # a replica this gateway does not route to
+                continue
+            opened_wall = record.get("opened_at")
+            if breaker.opened_at is None and isinstance(opened_wall, int | float):
+                breaker.opened_at = now - max(0.0, wall - float(opened_wall))
+                self._published[(pool, replica)] = breaker.opened_at  # known to the fleet already

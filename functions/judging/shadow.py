@@ -4,10 +4,10 @@
 Flow: the request path calls `offer()` once an answer is complete and stored; `offer` is synchronous and O(1) (a
 coin flip and `put_nowait` on a bounded queue, never an await), never raises, and drops and counts a sample when the
 queue is full. A few worker tasks take samples from the queue, drop and count them when the judge budget (calls per
-minute, a token bucket) is spent, redact PII from the question and the answer (in a thread: the detector is CPU
-work), clip them, and call the judge. Nothing leaves the process unredacted; a redaction that fails sends
-nothing. Verdicts feed per-pool rolling windows; the delta and an alert gauge follow, and the alert's rise is logged
-once as a WARNING.
+minute, a token bucket shared by the gateway replicas) is spent, redact PII from the question and the answer (in a
+thread: the detector is CPU work), clip them, and call the judge. Nothing leaves the process unredacted; a redaction
+that fails sends nothing. Verdicts feed per-pool rolling windows; the delta and an alert gauge follow, and the
+alert's rise is logged once as a WARNING.
 
 Eval-tenant traffic is not sampled: the eval job grades its own answers. Workers start and stop with the app
 (`async with ShadowJudge(...)`); stopping cancels them, and samples still queued are discarded.
@@ -26,7 +26,7 @@ from types import TracebackType
 import httpx
 from anyio import to_thread
 
-from functions.judging.budget import CallBudget
+from functions.judging.budget import Budget, CallBudget, FleetCallBudget
 from functions.judging.client import JudgeClient, judge_endpoint
 from functions.judging.rolling import RollingScores
 from functions.judging.verdict import JudgeRequest, JudgeScores
@@ -34,6 +34,7 @@ from functions.metrics.gateway import GatewayMetrics
 from functions.safety.pii import pii_detector
 from shared.settings import Settings
 from shared.storage.accounts import Tenant, TenantPurpose
+from shared.storage.control_state import ControlState
 from shared.wire.schemas import ChatMessage
 
 log = logging.getLogger("fleetchat.shadow_judge")
@@ -84,6 +85,7 @@ class ShadowJudge:
         redact: Callable[[str], str],
         *,
         rng: random.Random | None = None,
+        budget: Budget | None = None,
     ) -> None:
         """`client` None (no judge could be named) or a share of 0 turns the shadow judge off: `offer` does nothing."""
         self.share = settings.shadow_judge.share
@@ -95,7 +97,7 @@ class ShadowJudge:
         self._rng = rng or random.Random()
         self._workers_n = settings.shadow_judge.workers
         self._queue: asyncio.Queue[ShadowSample] = asyncio.Queue(maxsize=settings.shadow_judge.queue_size)
-        self._budget = CallBudget(settings.shadow_judge.calls_per_minute)
+        self._budget = budget or CallBudget(settings.shadow_judge.calls_per_minute)
         self._rolling = RollingScores(
             candidate=self.pools[0],
             reference=self.pools[1],
@@ -139,7 +141,7 @@ class ShadowJudge:
         while True:
             sample = await self._queue.get()
             try:
-                if not self._budget.try_take():
+                if not await self._budget.take():
                     self._count(sample.pool, Outcome.DROPPED_BUDGET)
                     continue
                 await self._grade(sample)
@@ -198,13 +200,16 @@ class ShadowJudge:
         self._metrics.shadow_samples.labels(pool, outcome).inc()
 
 
-def shadow_judge_for(settings: Settings, http: httpx.AsyncClient, metrics: GatewayMetrics) -> ShadowJudge:
+def shadow_judge_for(
+    settings: Settings, http: httpx.AsyncClient, metrics: GatewayMetrics, shared: ControlState
+) -> ShadowJudge:
     """The gateway's shadow judge: the judge named in settings over the gateway's HTTP client, PII redacted by the
-    shared detector. Off when the share is 0, or (with a WARNING) when no judge can be named."""
+    shared detector, its budget the fleet's. Off when the share is 0, or (with a WARNING) when no judge can be named."""
     client = None
     if settings.shadow_judge.share > 0:
         try:
             client = JudgeClient(judge_endpoint(settings), http=http)
         except ValueError as exc:
             log.warning("shadow judge off: %s", exc)
-    return ShadowJudge(settings, client, metrics, pii_detector().redact)
+    budget = FleetCallBudget(shared, settings.shadow_judge.calls_per_minute)
+    return ShadowJudge(settings, client, metrics, pii_detector().redact, budget=budget)

@@ -1,17 +1,21 @@
 """The shadow judge's parts that need no server: rolling windows and the alert rule, the call budget, and what of a
-conversation is shown to the judge."""
+conversation is shown to the judge; the fleet's budget shared by gateway replicas."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from functions.judging.budget import CallBudget
+from functions.judging.budget import CallBudget, FleetCallBudget
 from functions.judging.rolling import RollingScores
 from functions.judging.shadow import MAX_TURN_CHARS, question_of
 from functions.judging.verdict import JudgeScores
+from shared.storage.redis_control_state import RedisControlState
+from shared.storage.sqlite.control_state import SQLiteControlState
 from shared.wire.schemas import ChatMessage
+from tests.support.processes import free_port
 
 
 def scores(h: int, a: int, f: int) -> JudgeScores:
@@ -76,3 +80,13 @@ def test_turns_are_redacted_before_they_are_clipped() -> None:
     text = "x" * (MAX_TURN_CHARS - 4) + " SECRET-TOKEN-123 tail"
     question = question_of([ChatMessage(role="user", content=text)], lambda t: t.replace("SECRET-TOKEN-123", "[S]"))
     assert "SECRET" not in question and "[S]" in question
+
+
+async def test_the_fleet_budget_is_one_bucket_for_every_gateway_and_a_dead_store_spends_nothing(
+    tmp_path: Path,
+) -> None:
+    replicas = [FleetCallBudget(SQLiteControlState(tmp_path / "control.db"), per_minute=3) for _ in range(3)]
+    taken = [await budget.take() for budget in replicas for _ in range(2)]
+    assert sum(taken) == 3  # not 3 per gateway
+    unreachable = FleetCallBudget(RedisControlState(f"redis://127.0.0.1:{free_port()}/0", timeout_s=0.2), 3)
+    assert await unreachable.take() is False

@@ -169,8 +169,9 @@ async def get_brownout(control: PoolControlDep) -> BrownoutState:
 
 @router.put("/brownout")
 async def set_brownout(change: Brownout, pools: PoolControlDep) -> BrownoutState:
-    """Override this replica's brownout (on or off in every pool), or give it back to the load control loop (auto).
-    While a pool is in brownout each tier's completion budget there is capped (docs/reliability-control.md)."""
+    """Override brownout on every gateway replica (on or off in every pool; the others follow within a sync round), or
+    give it back to the load control loop (auto). While a pool is in brownout each tier's completion budget there is
+    capped (docs/reliability-control.md)."""
     control = pools.brownout
-    control.set_mode(change.chosen_mode())
+    await control.set_fleet_mode(change.chosen_mode())
     return _brownout_state(control)

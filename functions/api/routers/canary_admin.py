@@ -29,5 +29,6 @@ async def list_canaries(canaries: CanariesDep) -> CanaryList:
 
 @router.post("/canaries/{pool}/reset", responses=error_responses(404))
 async def reset_canary(pool: PoolName, canaries: CanariesDep) -> CanaryStatus:
-    """Put a rolled-back canary back into service (its error windows start afresh). 404: the pool has no canary."""
-    return canaries.reset(pool)
+    """Put a rolled-back canary back into service on every gateway replica (its error windows start afresh). 404: the
+    pool has no canary."""
+    return await canaries.reset(pool)

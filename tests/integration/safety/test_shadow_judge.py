@@ -39,6 +39,7 @@ from shared.metric_names import counter_sample
 from shared.settings import Settings
 from shared.storage.accounts import Tenant, TenantPurpose
 from shared.storage.sqlite.accounts import SQLiteStore
+from shared.storage.sqlite.control_state import SQLiteControlState
 from shared.wire.schemas import ChatMessage
 from tests.support import prom
 from tests.support.servers import serve
@@ -257,7 +258,9 @@ async def test_shutdown_cancels_a_worker_blocked_on_the_judge(tmp_path: Path) ->
             async with httpx.AsyncClient() as http:
 
                 async def run() -> list[asyncio.Task[Any]]:
-                    async with shadow_judge_for(settings, http, metrics) as shadow:
+                    async with shadow_judge_for(
+                        settings, http, metrics, SQLiteControlState(tmp_path / "control.db")
+                    ) as shadow:
                         tenant = Tenant(id="t", name="t", tier=Tier.PLUS, created_at=datetime.now(UTC))
                         shadow.offer(tenant, "mini", [ChatMessage(role="user", content="Hi?")], "Hello.")
                         assert await to_thread.run_sync(judge.state.entered.wait, 30)

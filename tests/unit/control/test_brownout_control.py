@@ -1,6 +1,9 @@
-"""Brownout's state machine on a fake clock: on at the SLO, off only after a calm hold, per pool, and the override."""
+"""Brownout's state machine on a fake clock: on at the SLO, off only after a calm hold, per pool, and the override;
+shared by replicas through the control state (SQLite here; the engines' contract test covers Redis)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -9,6 +12,7 @@ from functions.metrics.control import ControlMetrics
 from shared.fleet.tables import policy_for
 from shared.fleet.tiers import Tier
 from shared.settings import BrownoutSettings
+from shared.storage.sqlite.control_state import SQLiteControlState
 
 SETTINGS = BrownoutSettings(window_s=10.0, min_samples=3, off_ratio=0.5, hold_s=5.0, tick_s=1.0)
 ENTERPRISE_SLO = policy_for(Tier.ENTERPRISE).slo.ttft_p95_s
@@ -128,3 +132,36 @@ def test_the_admin_override_forces_either_way_and_auto_gives_control_back() -> N
     assert not fleet.control.any_active() and fleet.gauge() == 0
     fleet.control.set_mode("auto")
     assert fleet.control.pools() == {"mini": True, "flagship": False}
+
+
+async def test_replicas_agree_one_round_after_any_of_them_sees_overload_and_leave_it_together(
+    tmp_path: Path,
+) -> None:
+    a, b = Fleet(), Fleet()
+    for name, replica in (("gw-a", a), ("gw-b", b)):
+        replica.control.shared_by(SQLiteControlState(tmp_path / "control.db"), name, ttl_s=3.0)
+    a.depths["mini"] = 8  # only gateway a's queue is full
+    a.at(1)
+    await a.control.sync()
+    await b.control.sync()
+    assert a.control.active("mini") and b.control.active("mini")
+    assert not b.control.active("flagship")
+    a.depths["mini"] = 0  # calm everywhere: both leave after the hold, by the same hysteresis
+    for _ in range(7):
+        a.at(1)
+        b.at(1)
+        await a.control.sync()
+        await b.control.sync()
+    assert not a.control.active("mini") and not b.control.active("mini")
+
+
+async def test_the_admin_override_set_on_one_replica_holds_on_every_one(tmp_path: Path) -> None:
+    a, b = Fleet(), Fleet()
+    for name, replica in (("gw-a", a), ("gw-b", b)):
+        replica.control.shared_by(SQLiteControlState(tmp_path / "control.db"), name, ttl_s=3.0)
+    await a.control.set_fleet_mode("on")
+    await b.control.sync()
+    assert b.control.mode == "on" and b.control.active("flagship")
+    await b.control.set_fleet_mode("auto")
+    await a.control.sync()
+    assert a.control.mode == "auto" and not a.control.active("flagship")

@@ -129,3 +129,24 @@ def test_the_paid_reserve_is_a_share_of_places_but_never_all_of_them() -> None:
     assert paid_reserve(8, 0.25) == 2 and paid_reserve(3, 0.25) == 1  # at least one place where there is a share
     assert paid_reserve(2, 0.9) == 1 and paid_reserve(1, 0.5) == 0  # free always keeps a place
     assert paid_reserve(8, 0.0) == 0
+
+
+async def test_each_gateway_admits_its_share_of_a_pool_and_waiters_get_places_a_larger_share_frees() -> None:
+    control = PoolControl(
+        {"mini": 8, "flagship": 3},
+        {tier: QueueBounds(max_waiting=10, max_wait_s=5) for tier in Tier},
+        brownout=BrownoutSettings(),
+        drain_ramp_s=0,
+    )
+    control.share_among(3)
+    assert (control.gates["mini"].capacity, control.gates["flagship"].capacity) == (3, 1)
+    assert control.brownout.depth_on["mini"] == 3  # a full share waiting is overload, as a full pool was
+    held = [control.gates["mini"].try_take(Tier.PLUS) for _ in range(4)]
+    assert held[3] is None  # the fourth waits: three places here
+    waiting = asyncio.create_task(control.gates["mini"].take("t", Tier.PLUS))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    control.share_among(2)  # a gateway left: four places each
+    slot = await asyncio.wait_for(waiting, 1)
+    assert control.gates["mini"].capacity == 4 and control.gates["mini"].in_flight == 4
+    slot.release()

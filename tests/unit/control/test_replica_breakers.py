@@ -1,12 +1,16 @@
-"""The replica circuit breaker's state machine and the router's breaker-aware candidate order."""
+"""The replica circuit breaker's state machine, the router's breaker-aware candidate order, and breakers shared by
+gateway replicas through the control state."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
 from functions.control.replica_breakers import BreakerState, ReplicaBreaker, ReplicaBreakers
 from functions.control.routing import HashRing, PoolRouter
 from functions.metrics.failover import FailoverMetrics
+from shared.storage.sqlite.control_state import SQLiteControlState
 
 
 class Clock:
@@ -114,3 +118,33 @@ def test_the_gauge_reads_each_replicas_state_by_index_never_its_url() -> None:
     clock.now += 11
     assert 'fleetchat_gateway_breaker_state{pool="mini",replica="1"} 1.0' in generate_latest(registry).decode()
     assert "http://" not in text
+
+
+async def test_a_breaker_one_gateway_opens_is_open_on_the_others_for_the_rest_of_its_cool_down(tmp_path: Path) -> None:
+    urls = {"mini": ["http://w0", "http://w1"]}
+    clocks, wall = [Clock(), Clock()], [1000.0]
+    gateways = [ReplicaBreakers(urls, threshold=2, cooldown_s=10.0, clock=clock) for clock in clocks]
+    for breakers in gateways:
+        breakers.shared_by(SQLiteControlState(tmp_path / "control.db"), "chat", wall_clock=lambda: wall[0])
+    a, b = gateways
+    a.breaker("mini", "http://w1").failed()
+    a.breaker("mini", "http://w1").failed()
+    clocks[0].now += 4
+    wall[0] += 4
+    await a.sync()
+    await b.sync()
+    assert b.state("mini", "http://w1") is BreakerState.OPEN and b.order("mini", ["http://w1", "http://w0"]) == [
+        "http://w0",
+        "http://w1",
+    ]
+    assert b.state("mini", "http://w0") is BreakerState.CLOSED
+    clocks[1].now += 6.1  # 4 s had passed on a when b learnt of it: the cool-down ends at the same moment
+    assert b.state("mini", "http://w1") is BreakerState.HALF_OPEN
+    assert b.breaker("mini", "http://w1").admit()
+    b.breaker("mini", "http://w1").succeeded()  # b's probe found it answering: the fleet's record goes
+    wall[0] += 6.1
+    await b.sync()
+    c = ReplicaBreakers(urls, threshold=2, cooldown_s=10.0, clock=Clock())
+    c.shared_by(SQLiteControlState(tmp_path / "control.db"), "chat", wall_clock=lambda: wall[0])
+    await c.sync()
+    assert c.state("mini", "http://w1") is BreakerState.CLOSED
