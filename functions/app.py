@@ -41,6 +41,7 @@ from functions.chat.server_tools.service import server_tools_for
 from functions.chat.service import chat_service_for
 from functions.chat.streams.resumable import ResumableStreams, ResumeMetrics, limits_from
 from functions.chat.streams.shared_log import SharedStreamLog
+from functions.chat.streams.takeover import StreamTakeovers
 from functions.chat.structured_output import StructuredOutputs
 from functions.chat.tool_arguments import ToolArguments
 from functions.control.admission import Admission
@@ -245,6 +246,19 @@ def create_app(
             await install_files(app.state, settings, app.state.store, app.state.embeddings, owned)
             app.state.retrieval = retrieval_for(app.state)  # chat's retrieval over the stores just installed
             app.state.chat_pipeline = chat_pipeline_for(app.state)
+            # Streams whose gateway died are finished by another (functions/chat/streams/takeover.py).
+            takeovers = StreamTakeovers(
+                shared_streams,
+                app.state.chat.workers,
+                app.state.accounting,
+                app.state.turns,
+                app.state.safety,
+                app.state.metrics,
+                app.state.resume_metrics,
+            )
+            owned.push_async_callback(takeovers.aclose)
+            fleet.every_sync("stream-takeovers", takeovers.adopt_orphans)
+            app.state.takeovers = takeovers
             yield
 
     app = FastAPI(title="fleetchat", version="0.1.0", lifespan=lifespan)

@@ -22,6 +22,7 @@ from functions.chat.streams.capture import StreamCapture, answer_text
 from functions.chat.streams.continuation import ContinuingStream
 from functions.chat.streams.relay import StreamRelay, answered_by, count_turn
 from functions.chat.streams.resumable import ResumableStreams
+from functions.chat.streams.takeover import takeover_spec
 from functions.chat.structured_output import OutputContract, StructuredOutputs
 from functions.chat.tool_arguments import ToolArguments, expects_calls
 from functions.control.canary import Canaries, VersionChoice
@@ -134,8 +135,21 @@ class Delivery:
             answered.headers,
             on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
             resumable=answered.resumable,
+            takeover=self._takeover(answered, capture.client_wants_usage),
         )
         return StreamAnswer(stream.attach(), answered.headers)
+
+    @staticmethod
+    def _takeover(answered: AnsweredRequest, client_usage: bool) -> dict[str, Any] | None:
+        """What another gateway needs to finish this answer if this one dies (functions/chat/streams/takeover.py):
+        only for a client that resumes (any other stops at a drop) and a plain text answer (no tools, no output
+        contract, no citations to annotate)."""
+        answer, body = answered.answer, answered.body
+        if not answered.resumable or not isinstance(answer, ContinuingStream):
+            return None
+        if body.tools or answered.contract is not None or answered.retrieved.citations:
+            return None
+        return takeover_spec(answered.account, answered.turn, answer.leg, client_usage=client_usage)
 
     async def json(self, answered: AnsweredRequest) -> JsonAnswer:
         """The whole completion, its tool calls checked and its text judged as the stream filter would, billed for what

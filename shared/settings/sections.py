@@ -88,9 +88,9 @@ class ResumeSettings(Section):
 class ControlStateSettings(Section):
     """The control state gateway replicas share (`FLEETCHAT_CONTROL_STATE_*`, docs/operations.md "Shared control
     state"): SQLite in the data dir (`control.db`, every local gateway process opens it) or Redis (deployed, `redis_url`
-    from a secret). Streams write their events every `flush_s`; each gateway syncs breakers, brownout, canary rollbacks
-    and stop requests every `sync_s` and counts a gateway silent for `liveness_s` as gone; a resume served by another
-    gateway polls for new events every `poll_s`."""
+    from a secret). A stream's events are written as they come (a failed write is retried every `retry_s`); each
+    gateway syncs breakers, brownout, canary rollbacks and stop requests every `sync_s` and counts a gateway silent for
+    `liveness_s` as gone; a resume served by another gateway polls for new events every `poll_s`."""
 
     model_config = SettingsConfigDict(env_prefix="FLEETCHAT_CONTROL_STATE_")
 
@@ -98,7 +98,7 @@ class ControlStateSettings(Section):
     redis_url: SecretStr | None = None  # may carry a password (rediss://:secret@host:6380/0)
     key_prefix: str = Field(default="fleetchat", min_length=1, max_length=64)
     timeout_s: float = Field(default=1.0, gt=0, le=30)
-    flush_s: float = Field(default=0.05, gt=0, le=5)
+    retry_s: float = Field(default=0.2, gt=0, le=5)
     sync_s: float = Field(default=1.0, gt=0, le=30)
     liveness_s: float = Field(default=5.0, gt=0, le=300)
     poll_s: float = Field(default=0.05, gt=0, le=5)

@@ -8,7 +8,7 @@ What stays per gateway process on purpose is listed in docs/operations.md ("Shar
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +24,9 @@ class StreamOpen(BaseModel):
     tenant_id: str = Field(min_length=1, max_length=200)
     owner: str = Field(min_length=1, max_length=80)  # the generating gateway's instance id
     headers: dict[str, str] = {}  # the response headers a resumed stream repeats
+    # What another gateway needs to finish the answer if the owner dies (functions/chat/streams/takeover.py); None:
+    # this answer cannot be taken over.
+    takeover: dict[str, Any] | None = None
 
 
 class StreamRecord(StreamOpen):
@@ -60,10 +63,15 @@ class ControlState(Protocol):
         ...
 
     async def append_events(
-        self, stream_id: str, events: list[StreamEvent], *, ended: bool, max_bytes: int, ttl_s: float
-    ) -> None:
-        """Add events (consecutive, after the last held); drop the oldest while the events held exceed `max_bytes`
-        (one always stays). `ended`: no event follows; the stream is forgotten `ttl_s` later."""
+        self, stream_id: str, owner: str, events: list[StreamEvent], *, ended: bool, max_bytes: int, ttl_s: float
+    ) -> bool:
+        """Add events (consecutive, after the last held) if `owner` still owns the stream; drop the oldest while the
+        events held exceed `max_bytes` (one always stays). `ended`: no event follows; the stream is forgotten `ttl_s`
+        later. False (nothing written) when the stream is gone or another gateway took it over."""
+        ...
+
+    async def claim_stream(self, stream_id: str, owner: str, new_owner: str) -> bool:
+        """Make `new_owner` the stream's owner if `owner` still is and it has not ended (one claimant wins)."""
         ...
 
     async def find_stream(self, tenant_id: str, name: str) -> StreamRecord | None:

@@ -22,14 +22,15 @@ T = TypeVar("T")
 # A stream's names outlive any stream they name (an ended stream is kept at most an hour: ResumeSettings).
 NAME_TTL_S = ORPHAN_TTL_S + 3600
 
-# KEYS: the stream's hash, its events. ARGV: ended (0/1), max bytes, ended ttl ms, orphan ttl ms, then seq, data pairs.
-# Events at or below the last held number are skipped, so a retried append never doubles one.
+# KEYS: the stream's hash, its events. ARGV: ended (0/1), max bytes, ended ttl ms, orphan ttl ms, owner, then seq, data
+# pairs. Only the owner writes (a gateway another took the stream over from is fenced out); events at or below the
+# last held number are skipped, so a retried append never doubles one.
 _APPEND = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[5] then return 0 end
 local size = tonumber(redis.call('HGET', KEYS[1], 'size'))
 local following = tonumber(redis.call('HGET', KEYS[1], 'next_seq'))
 local first = tonumber(redis.call('HGET', KEYS[1], 'first_seq'))
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local seq = tonumber(ARGV[i])
   if seq >= following then
     redis.call('XADD', KEYS[2], ARGV[i] .. '-0', 'd', ARGV[i + 1])
@@ -49,6 +50,14 @@ local ttl = ARGV[4]
 if ARGV[1] == '1' then ttl = ARGV[3] end
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[2], ttl)
+return 1
+"""
+
+# KEYS: the stream's hash. ARGV: the owner expected, the new owner, orphan ttl ms.
+_CLAIM = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'ended') ~= '0' then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 """
 
@@ -82,6 +91,7 @@ class RedisControlState:
         self._clock = clock
         self._append = self._redis.register_script(_APPEND)
         self._take = self._redis.register_script(_TAKE)
+        self._claim = self._redis.register_script(_CLAIM)
 
     def _key(self, *parts: str) -> str:
         return ":".join((self._prefix, *parts))
@@ -107,6 +117,7 @@ class RedisControlState:
                     "next_seq": 1,
                     "size": 0,
                     "ended": 0,
+                    "takeover": json.dumps(stream.takeover),
                 },
             )
             pipe.pexpire(record, int(ORPHAN_TTL_S * 1000))
@@ -118,13 +129,17 @@ class RedisControlState:
         await self._call(self._redis.set(self._key("name", tenant_id, name), stream_id, ex=int(NAME_TTL_S)))
 
     async def append_events(
-        self, stream_id: str, events: list[StreamEvent], *, ended: bool, max_bytes: int, ttl_s: float
-    ) -> None:
-        args: list[Any] = [int(ended), max_bytes, max(1, int(ttl_s * 1000)), int(ORPHAN_TTL_S * 1000)]
+        self, stream_id: str, owner: str, events: list[StreamEvent], *, ended: bool, max_bytes: int, ttl_s: float
+    ) -> bool:
+        args: list[Any] = [int(ended), max_bytes, max(1, int(ttl_s * 1000)), int(ORPHAN_TTL_S * 1000), owner]
         for event in events:
             args += [event.seq, event.data]
         keys = [self._key("stream", stream_id), self._key("events", stream_id)]
-        await self._call(self._append(keys=keys, args=args))
+        return bool(await self._call(self._append(keys=keys, args=args)))
+
+    async def claim_stream(self, stream_id: str, owner: str, new_owner: str) -> bool:
+        args = [owner, new_owner, int(ORPHAN_TTL_S * 1000)]
+        return bool(await self._call(self._claim(keys=[self._key("stream", stream_id)], args=args)))
 
     async def find_stream(self, tenant_id: str, name: str) -> StreamRecord | None:
         stream_id = await self._call(self._redis.get(self._key("name", tenant_id, name)))
@@ -142,6 +157,7 @@ class RedisControlState:
             first_seq=int(held[b"first_seq"]),
             next_seq=int(held[b"next_seq"]),
             ended=held[b"ended"] == b"1",
+            takeover=json.loads(held.get(b"takeover", b"null")),
         )
 
     async def read_events(self, stream_id: str, after: int, limit: int) -> list[StreamEvent]:

@@ -24,6 +24,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, Field
@@ -39,6 +40,7 @@ log = logging.getLogger("fleetchat.resume")
 STREAM_RESUMES = "fleetchat_gateway_stream_resumes"  # exposed as ..._total
 RESUME_BUFFER_BYTES = "fleetchat_gateway_resume_buffer_bytes"
 STREAM_DETACHES = "fleetchat_gateway_stream_detaches"  # exposed as ..._total
+STREAM_TAKEOVERS = "fleetchat_gateway_stream_takeovers"  # exposed as ..._total
 
 # Response headers a resumed stream repeats: what the first response said about the conversation and the request
 # (rate-limit headers would be stale, so they are not repeated).
@@ -93,6 +95,15 @@ class ResumeMetrics:
             ["outcome"],
             registry=registry,
         )
+        self.takeovers = Counter(
+            STREAM_TAKEOVERS,
+            "Streams this gateway took over from a gateway that went silent mid-answer, by outcome: finished (the "
+            "answer continued to its end here), failed (it could not be continued: the client got an error event).",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in ("finished", "failed"):
+            self.takeovers.labels(outcome)
         for outcome in ("resumed", "resumed_elsewhere", "not_found", "gone"):
             self.resumes.labels(outcome)
 
@@ -129,6 +140,7 @@ class ResumableStream:
     _grace: asyncio.TimerHandle | None = None
     _cancelled: bool = False
     writer: StreamWriter | None = None  # its copy in the fleet's shared log, if there is one
+    written: int = 0  # with a writer: the last event in the shared log (clients see no further)
     _expiring: asyncio.Task[None] | None = None  # asking the fleet whether a client reads it elsewhere
 
     @property
@@ -139,6 +151,18 @@ class ResumableStream:
     @property
     def ended(self) -> bool:
         return self.ended_at is not None
+
+    @property
+    def visible_seq(self) -> int:
+        """The last event clients may see: with a shared log, the last one written there (so another gateway holds
+        everything a client saw), else the last one generated."""
+        return min(self.written, self.next_seq - 1) if self.writer is not None else self.next_seq - 1
+
+    def release(self, seq: int) -> None:
+        """The shared log holds the events up to `seq` (or they were released without it): clients may see them."""
+        if seq > self.written:
+            self.written = seq
+            self._notify()
 
     def check_resumable(self, after: int) -> None:
         """Raise unless the events after `after` can be replayed exactly."""
@@ -169,7 +193,8 @@ class ResumableStream:
                     yield frame(self.next_seq + 1, DONE)
                     return
                 # Indexing a deque near its right end is cheap: a live client reads the newest events.
-                pending = [self.events[i] for i in range(cursor + 1 - self.first_seq, len(self.events))]
+                visible = self.visible_seq
+                pending = [self.events[i] for i in range(cursor + 1 - self.first_seq, visible + 1 - self.first_seq)]
                 for seq, event in pending:
                     cursor = seq
                     yield frame(seq, event)
@@ -231,7 +256,7 @@ class ResumableStreams:
         self._order = itertools.count()
 
     # -- the producer side -------------------------------------------------------------------------------------------
-    def open(self, tenant_id: str, headers: dict[str, str]) -> ResumableStream:
+    def open(self, tenant_id: str, headers: dict[str, str], takeover: dict[str, Any] | None = None) -> ResumableStream:
         """A new buffer (not yet generating: see `start`)."""
         self.sweep()
         kept = {name: value for name, value in headers.items() if name.lower() in _REPEATED_HEADERS}
@@ -244,7 +269,14 @@ class ResumableStreams:
             stream.request_id = request_id
             self._by_id[(tenant_id, request_id)] = stream
         if self.shared is not None:
-            stream.writer = self.shared.writer(tenant_id, kept, [request_id] if request_id else [])
+            stream.writer = self.shared.writer(
+                tenant_id,
+                kept,
+                [request_id] if request_id else [],
+                takeover=takeover,
+                on_written=stream.release,
+                on_fenced=lambda: stream.producer.cancel() if stream.producer is not None else None,
+            )
             self._by_shared_id[stream.writer.stream_id] = stream
         return stream
 
@@ -257,11 +289,13 @@ class ResumableStreams:
         on_end: Callable[[], None] | None = None,
         *,
         resumable: bool = False,
+        takeover: dict[str, Any] | None = None,
     ) -> ResumableStream:
         """Generate `events` (the relay's output) in a task of its own into a new buffer. `completion_id` says the
         response's id once its first chunk was seen; the buffer is findable from then on. Only a `resumable` stream
-        (its client asked for it) keeps generating through a drop; any stream can be resumed while it generates."""
-        stream = self.open(tenant_id, headers)
+        (its client asked for it) keeps generating through a drop; any stream can be resumed while it generates.
+        `takeover`: what another gateway needs to finish it if this one dies (functions/chat/streams/takeover.py)."""
+        stream = self.open(tenant_id, headers, takeover)
         stream.grace_s = self.limits.grace_s if resumable else 0.0
 
         async def produce() -> None:

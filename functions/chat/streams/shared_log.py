@@ -17,6 +17,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from functions.control.fleet_sync import FleetSync
 from shared.errors import FleetchatError
@@ -28,9 +29,13 @@ from shared.wire.sse import with_event_id as frame
 
 log = logging.getLogger("fleetchat.resume")
 
+# Streams that may need another gateway to finish them: key = stream id, value = {"owner", "tenant"}
+# (functions/chat/streams/takeover.py).
+LIVE = "live-streams"
 STOPS = "stream-stops"  # key: a stream id whose owner should stop generating; value: {"owner": instance id}
 ATTACHED = "stream-attached"  # key: a stream id a client reads on another gateway; value: {"by": instance id}
 _READ_BATCH = 256
+_EVERYTHING = 1 << 62
 
 
 class StreamLostError(FleetchatError):
@@ -42,24 +47,41 @@ class StreamLostError(FleetchatError):
 
 
 class StreamWriter:
-    """One stream's events on their way to the shared store: batched, in order, retried on the next flush when the
-    store failed (so the store's copy never has a gap), never failing the answer itself."""
+    """One stream's events on their way to the shared store, written as they come (whatever arrived while a write was
+    in flight goes in the next one), in order, and only then released to clients (`on_written`): the store holds every
+    event a client saw, so another gateway can finish the answer exactly where it stopped. When the store fails, the
+    events are released anyway (an answer never waits on the store) and retried every `retry_s`. A write refused
+    because another gateway took the stream over (`fenced`) ends the writing (`on_fenced`)."""
 
-    def __init__(self, shared: SharedStreamLog, opened: StreamOpen, names: list[str]) -> None:
+    def __init__(
+        self,
+        shared: SharedStreamLog,
+        opened: StreamOpen,
+        names: list[str],
+        *,
+        opened_already: bool = False,
+        on_written: Callable[[int], None] | None = None,
+        on_fenced: Callable[[], None] | None = None,
+    ) -> None:
         self._shared = shared
         self._opened = opened
-        self._open_pending = True
-        self._names = [opened.stream_id, *names]
+        self._open_pending = not opened_already
+        self._names = [] if opened_already else [opened.stream_id, *names]
         self._pending: list[StreamEvent] = []
         self._pending_bytes = 0
         self._task: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
+        self._closing = False
+        self._on_written = on_written
+        self._on_fenced = on_fenced
+        self.fenced = False
 
     @property
     def stream_id(self) -> str:
         return self._opened.stream_id
 
     def add(self, seq: int, data: bytes) -> None:
+        if self.fenced:
+            return
         self._pending.append(StreamEvent(seq=seq, data=data))
         self._pending_bytes += len(data)
         # The store is unreachable for a while: its copy keeps the newest, like the buffer's bounds (resuming from
@@ -73,52 +95,73 @@ class StreamWriter:
         self._soon()
 
     def _soon(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._flush_later())
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._drain())
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(self._shared.settings.flush_s)
-        self._task = None
-        await self._flush(ended=False)
+    async def _drain(self) -> None:
+        while (self._pending or self._names or self._open_pending) and not self.fenced:
+            if await self._flush(ended=False):
+                continue
+            self._release(self._pending[-1].seq if self._pending else 0)  # shown anyway: retried below
+            if self._closing:
+                return
+            await asyncio.sleep(self._shared.settings.retry_s)
 
     async def finish(self) -> None:
         """The stream ended: write what is pending and mark it ended (its events kept for the TTL)."""
+        self._closing = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        await self._flush(ended=True)
+            await self._task
+        if not self.fenced and not await self._flush(ended=True) and self._pending:
+            self._release(self._pending[-1].seq)
+        if self._opened.takeover is not None and not self.fenced:
+            with contextlib.suppress(Exception):  # a stale entry is dropped by whoever finds its stream ended
+                await self._shared.state.delete(LIVE, self.stream_id)
 
-    async def _flush(self, *, ended: bool) -> None:
-        async with self._lock:
-            state, opened = self._shared.state, self._opened
-            events, names = self._pending, self._names
-            self._pending, self._names, self._pending_bytes = [], [], 0
-            try:
-                if self._open_pending:
-                    await state.open_stream(opened, names)
-                    self._open_pending = False
-                else:
-                    for name in names:
-                        await state.name_stream(opened.tenant_id, name, opened.stream_id)
-                names = []
-                if events or ended:
-                    await state.append_events(
-                        opened.stream_id,
-                        events,
-                        ended=ended,
-                        max_bytes=self._shared.max_bytes,
-                        ttl_s=self._shared.ttl_s,
-                    )
-            except Exception:
-                log.warning("a stream's events could not reach the shared control state; retried", exc_info=True)
-                self._shared.write_failures += 1
-                self._pending = events + self._pending
-                self._pending_bytes = sum(len(e.data) for e in self._pending)
-                self._names = names + self._names
-                if not ended:
-                    self._soon()
+    def _release(self, seq: int) -> None:
+        if self._on_written is not None and seq > 0:
+            self._on_written(seq)
+
+    async def _flush(self, *, ended: bool) -> bool:
+        """One write of everything pending; False when the store failed (the events stay pending)."""
+        state, opened = self._shared.state, self._opened
+        events, names = self._pending, self._names
+        self._pending, self._names, self._pending_bytes = [], [], 0
+        try:
+            if self._open_pending:
+                await state.open_stream(opened, names)
+                if opened.takeover is not None:  # listed until it ends, for another gateway to finish if this dies
+                    await state.put(LIVE, opened.stream_id, {"owner": opened.owner, "tenant": opened.tenant_id})
+                self._open_pending = False
+            else:
+                for name in names:
+                    await state.name_stream(opened.tenant_id, name, opened.stream_id)
+            names = []
+            if events or ended:
+                written = await state.append_events(
+                    opened.stream_id,
+                    opened.owner,
+                    events,
+                    ended=ended,
+                    max_bytes=self._shared.max_bytes,
+                    ttl_s=self._shared.ttl_s,
+                )
+                if not written:  # another gateway took the stream over: this one must stop
+                    self.fenced = True
+                    log.warning("stream %s was taken over by another gateway; stopping here", opened.stream_id)
+                    self._release(_EVERYTHING)  # what this gateway's own clients wait for is theirs to see
+                    if self._on_fenced is not None:
+                        self._on_fenced()
+            if events:
+                self._release(events[-1].seq)
+            return True
+        except Exception:
+            log.warning("a stream's events could not reach the shared control state; retried", exc_info=True)
+            self._shared.write_failures += 1
+            self._pending = events + self._pending
+            self._pending_bytes = sum(len(e.data) for e in self._pending)
+            self._names = names + self._names
+            return False
 
 
 class SharedStreamLog:
@@ -142,11 +185,24 @@ class SharedStreamLog:
         self.clock = clock
         self.write_failures = 0
 
-    def writer(self, tenant_id: str, headers: dict[str, str], names: list[str]) -> StreamWriter:
+    def writer(
+        self,
+        tenant_id: str,
+        headers: dict[str, str],
+        names: list[str],
+        *,
+        takeover: dict[str, Any] | None = None,
+        on_written: Callable[[int], None] | None = None,
+        on_fenced: Callable[[], None] | None = None,
+    ) -> StreamWriter:
         opened = StreamOpen(
-            stream_id=f"st-{uuid.uuid4().hex}", tenant_id=tenant_id, owner=self.fleet.instance_id, headers=headers
+            stream_id=f"st-{uuid.uuid4().hex}",
+            tenant_id=tenant_id,
+            owner=self.fleet.instance_id,
+            headers=headers,
+            takeover=takeover,
         )
-        return StreamWriter(self, opened, names)
+        return StreamWriter(self, opened, names, on_written=on_written, on_fenced=on_fenced)
 
     async def find(self, tenant_id: str, name: str) -> StreamRecord | None:
         return await self.state.find_stream(tenant_id, name)
@@ -178,7 +234,9 @@ class SharedStreamLog:
     async def tail(self, record: StreamRecord, after: int) -> AsyncIterator[bytes]:
         """The framed events after `after`, then new ones as the owner writes them, until the stream ends."""
         state, settings = self.state, self.settings
-        cursor, marked_at, failing_since = after, float("-inf"), None
+        cursor, marked_at = after, float("-inf")
+        failing_since: float | None = None
+        orphaned_since: float | None = None
         while True:
             try:
                 if self.clock() - marked_at >= settings.sync_s:
@@ -211,9 +269,14 @@ class SharedStreamLog:
             if current.ended and cursor >= current.next_seq - 1:
                 return
             if not current.ended and not await self.fleet.is_alive(current.owner):
-                lost = StreamLostError("The gateway generating this response stopped before it finished.")
-                yield _ending(cursor, lost)
-                return
+                # Another gateway takes over what it can within a few sync rounds (functions/chat/streams/takeover.py).
+                orphaned_since = self.clock() if orphaned_since is None else orphaned_since
+                if current.takeover is None or self.clock() - orphaned_since > 2 * settings.sync_s + 1.0:
+                    lost = StreamLostError("The gateway generating this response stopped before it finished.")
+                    yield _ending(cursor, lost)
+                    return
+            else:
+                orphaned_since = None
             await asyncio.sleep(settings.poll_s)
 
 

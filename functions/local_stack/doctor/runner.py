@@ -8,6 +8,7 @@ from functools import partial
 
 from functions.local_stack.doctor.aws_checks import check_bucket, check_key, check_table, guarded, table_specs
 from functions.local_stack.doctor.config_checks import check_config, load_settings
+from functions.local_stack.doctor.control_state_checks import check_control_state
 from functions.local_stack.doctor.local_checks import check_data_dir, check_sqlite, check_web_build
 from functions.local_stack.doctor.results import GROUPS, CheckResult, DoctorReport, Group, Status, bounded
 from functions.local_stack.doctor.stripe_checks import check_api, check_mode
@@ -59,6 +60,7 @@ def _store_checks(settings: Settings, timeout_s: float) -> list[Awaitable[list[C
         checks.append(bounded("stores", label, check, CALLS_PER_TABLE * timeout_s + 1))
         label = f"KMS key {settings.conversations_kms_key_id}"
         checks.append(bounded("stores", label, guarded(label, partial(check_key, settings, timeout_s)), 2 * timeout_s))
+    checks.append(bounded("stores", "control state", partial(check_control_state, settings, timeout_s), 2 * timeout_s))
     return checks
 
 

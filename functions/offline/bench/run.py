@@ -23,6 +23,7 @@ from functions.offline.bench.engine.phase import engine_phase
 from functions.offline.bench.machine import machine_info
 from functions.offline.bench.phases.admission_phase import admission_phase
 from functions.offline.bench.phases.continuation_phase import ContinuationConfig, continuation_phase
+from functions.offline.bench.phases.control_state_phase import control_state_phase
 from functions.offline.bench.phases.conversation_phase import multi_turn
 from functions.offline.bench.phases.embeddings_phase import embeddings_phase
 from functions.offline.bench.phases.goodput_phase import KEYS_FILE, GoodputPlan, goodput_phase
@@ -70,6 +71,9 @@ class BenchConfig(BaseModel):
     conversation_turns: int = Field(default=10, ge=2, le=10)
     conversation_max_tokens: int = Field(default=32, ge=1)
     store_appends: int = Field(default=300, ge=10)
+    control_state_answers: int = Field(default=20, ge=1)  # simulated streamed answers per control-state engine
+    control_state_tokens: int = Field(default=200, ge=1)
+    control_state_token_interval_s: float = Field(default=0.01, ge=0)  # 100 tokens/s: a fast GPU stream
     admission_requests: int = Field(default=500, ge=10)  # in-process admit + settle + ledger write timings
     admission_limit_rpm: int = Field(default=30, ge=1)  # the two-replica burst sends 3x this
     safety_runs: int = Field(default=300, ge=10)  # pre-filter timings per case
@@ -383,6 +387,14 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                 result.notes += notes
             except Exception as exc:  # a store phase failure must not throw away the phases already measured
                 result.notes.append(f"store append phase failed: {type(exc).__name__}: {exc}")
+            try:
+                answers = 5 if cfg.quick else cfg.control_state_answers
+                result.control_state, notes = await control_state_phase(
+                    answers, cfg.control_state_tokens, cfg.control_state_token_interval_s, progress
+                )
+                result.notes += notes
+            except Exception as exc:  # as above: keep what was measured
+                result.notes.append(f"control state phase failed: {type(exc).__name__}: {exc}")
             admission_requests = min(cfg.admission_requests, 100) if cfg.quick else cfg.admission_requests
             limit_rpm = min(cfg.admission_limit_rpm, 10) if cfg.quick else cfg.admission_limit_rpm
             try:

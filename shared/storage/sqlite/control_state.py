@@ -54,6 +54,9 @@ CONTROL_MIGRATIONS: list[list[str]] = [
             at REAL NOT NULL
         ) WITHOUT ROWID""",
     ],
+    [
+        "ALTER TABLE streams ADD COLUMN takeover TEXT",  # JSON, or NULL: what finishing it elsewhere needs
+    ],
 ]
 
 # Expired streams are deleted at most this often (by whichever process opens a stream next).
@@ -79,10 +82,18 @@ class SQLiteControlState:
             if now - self._swept_at >= _SWEEP_EVERY_S:
                 self._swept_at = now
                 self._sweep(db, now)
+            takeover = None if stream.takeover is None else json.dumps(stream.takeover)
             db.execute(
                 "INSERT OR REPLACE INTO streams (stream_id, tenant_id, owner, headers, first_seq, next_seq, size,"
-                " ended, expires_at) VALUES (?, ?, ?, ?, 1, 1, 0, 0, ?)",
-                (stream.stream_id, stream.tenant_id, stream.owner, json.dumps(stream.headers), now + ORPHAN_TTL_S),
+                " ended, expires_at, takeover) VALUES (?, ?, ?, ?, 1, 1, 0, 0, ?, ?)",
+                (
+                    stream.stream_id,
+                    stream.tenant_id,
+                    stream.owner,
+                    json.dumps(stream.headers),
+                    now + ORPHAN_TTL_S,
+                    takeover,
+                ),
             )
             for name in names:
                 self._name(db, stream.tenant_id, name, stream.stream_id)
@@ -102,20 +113,24 @@ class SQLiteControlState:
         )
 
     async def append_events(
-        self, stream_id: str, events: list[StreamEvent], *, ended: bool, max_bytes: int, ttl_s: float
-    ) -> None:
-        await asyncio.to_thread(self._append, stream_id, events, ended, max_bytes, ttl_s)
+        self, stream_id: str, owner: str, events: list[StreamEvent], *, ended: bool, max_bytes: int, ttl_s: float
+    ) -> bool:
+        return await asyncio.to_thread(self._append, stream_id, owner, events, ended, max_bytes, ttl_s)
 
-    def _append(self, stream_id: str, events: list[StreamEvent], ended: bool, max_bytes: int, ttl_s: float) -> None:
+    def _append(
+        self, stream_id: str, owner: str, events: list[StreamEvent], ended: bool, max_bytes: int, ttl_s: float
+    ) -> bool:
         now = self._clock()
         with self._database.write() as db:
             row = db.execute(
-                "SELECT first_seq, next_seq, size FROM streams WHERE stream_id = ?", (stream_id,)
+                "SELECT first_seq, next_seq, size, owner FROM streams WHERE stream_id = ?", (stream_id,)
             ).fetchone()
-            if row is None:  # forgotten (expired): nobody can resume it any more
-                return
+            if row is None or row["owner"] != owner:  # forgotten (expired), or taken over by another gateway
+                return False
             first, following, size = row["first_seq"], row["next_seq"], row["size"]
             for event in events:
+                if event.seq < following:  # a retried write: never doubled
+                    continue
                 db.execute(
                     "INSERT OR REPLACE INTO stream_events (stream_id, seq, data) VALUES (?, ?, ?)",
                     (stream_id, event.seq, event.data),
@@ -139,6 +154,18 @@ class SQLiteControlState:
                 " WHERE stream_id = ?",
                 (first, following, size, int(ended), now + (ttl_s if ended else ORPHAN_TTL_S), stream_id),
             )
+            return True
+
+    async def claim_stream(self, stream_id: str, owner: str, new_owner: str) -> bool:
+        def claim() -> bool:
+            with self._database.write() as db:
+                cursor = db.execute(
+                    "UPDATE streams SET owner = ?, expires_at = ? WHERE stream_id = ? AND owner = ? AND ended = 0",
+                    (new_owner, self._clock() + ORPHAN_TTL_S, stream_id, owner),
+                )
+                return cursor.rowcount == 1
+
+        return await asyncio.to_thread(claim)
 
     async def find_stream(self, tenant_id: str, name: str) -> StreamRecord | None:
         return await asyncio.to_thread(self._find, tenant_id, name)
@@ -160,6 +187,7 @@ class SQLiteControlState:
             first_seq=row["first_seq"],
             next_seq=row["next_seq"],
             ended=bool(row["ended"]),
+            takeover=None if row["takeover"] is None else json.loads(row["takeover"]),
         )
 
     async def read_events(self, stream_id: str, after: int, limit: int) -> list[StreamEvent]:

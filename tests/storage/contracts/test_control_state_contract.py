@@ -46,6 +46,7 @@ async def test_a_stream_is_found_by_any_of_its_names_and_only_by_its_tenant(stat
     opened = StreamOpen(stream_id="s1", tenant_id="ten_a", owner="gw-1", headers={"x-request-id": "req_1"})
     await state.open_stream(opened, ["req_1"])
     await state.name_stream("ten_a", "chatcmpl-1", "s1")
+    assert (await state.find_stream("ten_a", "req_1")).takeover is None  # type: ignore[union-attr]
     for name in ("req_1", "chatcmpl-1"):
         found = await state.find_stream("ten_a", name)
         assert found is not None and found.stream_id == "s1" and found.owner == "gw-1"
@@ -58,34 +59,36 @@ async def test_events_are_read_in_order_after_any_event_and_a_retried_append_add
     state: ControlState,
 ) -> None:
     await state.open_stream(StreamOpen(stream_id="s2", tenant_id="t", owner="gw"), ["s2"])
-    await state.append_events("s2", events(1, b"a", b"b"), ended=False, max_bytes=1 << 20, ttl_s=60)
-    await state.append_events("s2", events(3, b"c"), ended=False, max_bytes=1 << 20, ttl_s=60)
-    await state.append_events("s2", events(3, b"c"), ended=False, max_bytes=1 << 20, ttl_s=60)  # a retry
+    await state.append_events("s2", "gw", events(1, b"a", b"b"), ended=False, max_bytes=1 << 20, ttl_s=60)
+    await state.append_events("s2", "gw", events(3, b"c"), ended=False, max_bytes=1 << 20, ttl_s=60)
+    await state.append_events("s2", "gw", events(3, b"c"), ended=False, max_bytes=1 << 20, ttl_s=60)  # a retry
     assert [e.data for e in await state.read_events("s2", 0, 100)] == [b"a", b"b", b"c"]
     assert [e.seq for e in await state.read_events("s2", 1, 100)] == [2, 3]
     assert [e.seq for e in await state.read_events("s2", 0, 2)] == [1, 2]
     assert await state.read_events("s2", 3, 100) == []
     record = await state.find_stream("t", "s2")
     assert record is not None and (record.first_seq, record.next_seq, record.ended) == (1, 4, False)
-    await state.append_events("s2", events(4, b"[DONE]"), ended=True, max_bytes=1 << 20, ttl_s=60)
+    await state.append_events("s2", "gw", events(4, b"[DONE]"), ended=True, max_bytes=1 << 20, ttl_s=60)
     record = await state.find_stream("t", "s2")
     assert record is not None and record.ended and record.next_seq == 5
 
 
 async def test_the_oldest_events_go_first_past_the_byte_bound_and_one_always_stays(state: ControlState) -> None:
     await state.open_stream(StreamOpen(stream_id="s3", tenant_id="t", owner="gw"), ["s3"])
-    await state.append_events("s3", events(1, b"x" * 400, b"y" * 400, b"z" * 400), ended=False, max_bytes=900, ttl_s=60)
+    await state.append_events(
+        "s3", "gw", events(1, b"x" * 400, b"y" * 400, b"z" * 400), ended=False, max_bytes=900, ttl_s=60
+    )
     held = await state.read_events("s3", 0, 100)
     assert [e.seq for e in held] == [2, 3]
     record = await state.find_stream("t", "s3")
     assert record is not None and record.first_seq == 2
-    await state.append_events("s3", events(4, b"w" * 2000), ended=False, max_bytes=900, ttl_s=60)
+    await state.append_events("s3", "gw", events(4, b"w" * 2000), ended=False, max_bytes=900, ttl_s=60)
     assert [e.seq for e in await state.read_events("s3", 0, 100)] == [4]
 
 
 async def test_an_ended_stream_is_forgotten_after_its_ttl(state: ControlState) -> None:
     await state.open_stream(StreamOpen(stream_id="s4", tenant_id="t", owner="gw"), ["s4"])
-    await state.append_events("s4", events(1, b"[DONE]"), ended=True, max_bytes=1 << 20, ttl_s=0.2)
+    await state.append_events("s4", "gw", events(1, b"[DONE]"), ended=True, max_bytes=1 << 20, ttl_s=0.2)
     assert await state.find_stream("t", "s4") is not None
     await asyncio.sleep(0.4)
     assert await state.find_stream("t", "s4") is None
@@ -130,3 +133,19 @@ async def test_an_unreachable_redis_is_a_store_unavailable_error() -> None:
     with pytest.raises(StoreUnavailableError):
         await state.records("canary")
     await state.aclose()
+
+
+async def test_only_the_owner_writes_and_one_claimant_takes_a_stream_over(state: ControlState) -> None:
+    takeover = {"pool": "mini", "body": {"messages": [{"role": "user", "content": "hi"}]}}
+    await state.open_stream(StreamOpen(stream_id="s5", tenant_id="t", owner="gw-a", takeover=takeover), ["s5"])
+    assert await state.append_events("s5", "gw-a", events(1, b"a"), ended=False, max_bytes=1 << 20, ttl_s=60)
+    assert not await state.append_events("s5", "gw-b", events(2, b"b"), ended=False, max_bytes=1 << 20, ttl_s=60)
+    claims = await asyncio.gather(*(state.claim_stream("s5", "gw-a", f"gw-{n}") for n in ("b", "c", "d")))
+    assert sorted(claims) == [False, False, True]
+    record = await state.find_stream("t", "s5")
+    assert record is not None and record.owner != "gw-a" and record.takeover == takeover
+    # The gateway taken over from is fenced out; the new owner goes on after the last event held.
+    assert not await state.append_events("s5", "gw-a", events(2, b"x"), ended=False, max_bytes=1 << 20, ttl_s=60)
+    assert await state.append_events("s5", record.owner, events(2, b"b"), ended=True, max_bytes=1 << 20, ttl_s=60)
+    assert [e.data for e in await state.read_events("s5", 0, 10)] == [b"a", b"b"]
+    assert not await state.claim_stream("s5", record.owner, "gw-e")  # ended: nothing to take over

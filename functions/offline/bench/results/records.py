@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from functions.offline.bench.results.continuation_results import ContinuationStats
+from functions.offline.bench.results.control_state_results import ControlStateStats
 from functions.offline.bench.results.embeddings_results import EmbeddingStats
 from functions.offline.bench.results.priority_results import PriorityStats
 from functions.offline.bench.results.result_cache_results import ResultCacheStats
@@ -216,5 +217,6 @@ class BenchResult(BaseModel):
     goodput: GoodputStats | None = None
     result_cache: ResultCacheStats | None = None
     embeddings: EmbeddingStats | None = None  # issue 22: /v1/embeddings throughput
+    control_state: list[ControlStateStats] = Field(default_factory=list)  # issue 47: shared stream state
     retrieval: RetrievalStats | None = None  # issue 23: ingestion pages/s, search latency
     checks: list[Check] = Field(default_factory=list)

@@ -179,6 +179,25 @@ def render_markdown(result: BenchResult) -> str:
             ],
         )
 
+    if result.control_state:
+        lines += ["", "## Shared control state: one streamed answer's writes", ""]
+        lines += _table(
+            ["engine", "answers x tokens", "token every", "first event p50 / p99 ms", "event p50 / p99 ms",
+             "requests / answer", "requests / 1k tokens"],
+            [
+                [c.engine, f"{c.answers} x {c.tokens_per_answer}", fmt(c.token_interval_ms, 0, " ms"),
+                 f"{fmt(c.first_event_p50_ms, 2)} / {fmt(c.first_event_p99_ms, 2)}",
+                 f"{fmt(c.event_p50_ms, 2)} / {fmt(c.event_p99_ms, 2)}",
+                 fmt(c.requests_per_answer, 1), fmt(c.requests_per_1k_tokens, 0)]
+                for c in result.control_state
+            ],
+        )  # fmt: skip
+        lines += [
+            "",
+            "Every event is written before any client sees it (so another gateway can finish the answer exactly);",
+            "events that arrive while a write is in flight share the next one.",
+        ]
+
     if result.admission is not None:
         lines += _admission_lines(result)
 

@@ -13,6 +13,7 @@ GATEWAY_TTFT_DIFF_MAX_MS = 10.0
 CONVERSATION_REUSE_MIN = 0.9  # turn N's cached tokens over turn N-1's whole prompt
 SQLITE_APPEND_P99_MAX_MS = 50.0
 ADMISSION_P50_MAX_MS = 2.0  # admit + settle + ledger write per request, SQLite
+SHARED_STATE_P50_MAX_MS = 2.0  # what the shared control state adds to a streamed answer's first event, SQLite
 SAFETY_P50_MAX_MS = 10.0  # the safety pre-filter on a 1,000-token multi-turn context
 
 
@@ -77,6 +78,10 @@ def evaluate(result: BenchResult) -> list[Check]:
     for store in result.store_appends:
         if store.store.startswith("sqlite"):
             checks.append(_at_most("append a turn p99 (sqlite)", store.p99_ms, SQLITE_APPEND_P99_MAX_MS, " ms"))
+    for engine in result.control_state:
+        if engine.engine == "sqlite":
+            name = "shared state: first event's wait p50 (sqlite)"
+            checks.append(_at_most(name, engine.first_event_p50_ms, SHARED_STATE_P50_MAX_MS, " ms"))
     if result.admission is not None:
         if result.admission.cost is not None:
             cost = result.admission.cost

@@ -1,0 +1,256 @@
+"""Finishing an answer whose gateway died: another gateway replica takes the stream over and continues it where the
+client's events stopped, so a `kill -9` of a gateway mid-answer loses nothing a client was promised.
+
+When a resumable stream starts, its gateway records what finishing it needs (`TakeoverSpec`: the worker request, the
+caller, the admission reservation and the conversation turn) with the stream in the shared control state, and lists
+it as live. The shared log holds every event a client saw (functions/chat/streams/shared_log.py writes before it
+releases). Every sync round each gateway looks for live streams whose owner is silent; one of them wins the claim
+(an atomic owner swap: the dead owner, should it come back, is fenced out) and runs the rest of the answer: the text
+so far is read back from the shared events, the pool continues it as an open assistant message (the same mechanism
+as a replica's death, functions/chat/streams/continuation.py), and the new events go through the safety post-filter
+and the relay, which closes the books once: the ledger entry under the original request id, the reservation
+settled, the turn stored. Clients attached anywhere read the continuation from the shared log.
+
+What is not taken over (no spec is written): answers with tool calls, a structured-output contract, retrieval
+citations, or served from the result cache. Their resume ends with a `response_failed` error, as before.
+Usage of a taken-over answer: the continuing leg's prompt (the original prompt and the partial answer) and
+completion tokens are exact; the split of the partial answer between them counts one token per content chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from functions.accounts.auth import Caller
+from functions.chat.conversation_turns import ConversationTurns, History, Turn
+from functions.chat.streams.capture import StreamCapture
+from functions.chat.streams.continuation import AnswerSoFar, ContinuingStream, Leg, continuation_body
+from functions.chat.streams.relay import StreamRelay
+from functions.chat.streams.resumable import ResumeMetrics
+from functions.chat.streams.shared_log import LIVE, SharedStreamLog, StreamWriter
+from functions.control.admission import Reservation
+from functions.control.request_accounting import Accounting, RequestAccount
+from functions.metrics.gateway import GatewayMetrics
+from functions.safety.pipeline import SafetyPipeline
+from functions.worker_client import WorkerClient
+from shared.errors import UpstreamError
+from shared.storage.accounts import ApiKeyRecord, Tenant
+from shared.storage.control_state import StreamOpen, StreamRecord
+from shared.storage.conversations import StoredMessage
+from shared.wire.retrieval_api import Citation
+from shared.wire.sse import DONE, sse_error
+
+log = logging.getLogger("fleetchat.takeover")
+
+_READ_BATCH = 512
+
+
+class TurnSpec(BaseModel):
+    conversation_id: str
+    expected_version: int
+    render_version: int
+    new_messages: list[StoredMessage]
+    rendered: list[dict[str, Any]]
+    history: History
+    title: str | None = None
+    keep: int | None = None
+    citations: list[Citation] | None = None
+
+
+class TakeoverSpec(BaseModel):
+    """What another gateway needs to finish a stream (stored with it; JSON)."""
+
+    request_id: str
+    tenant: Tenant
+    key: ApiKeyRecord
+    via_session: bool = False
+    pool: str
+    model_version: str | None = None
+    replicas: list[str]
+    body: dict[str, Any]
+    headers: dict[str, str]
+    reservation: dict[str, Any]
+    prompt_estimate: int
+    client_usage: bool
+    turn: TurnSpec | None = None
+
+
+def takeover_spec(account: RequestAccount, turn: Turn | None, leg: Leg, *, client_usage: bool) -> dict[str, Any]:
+    """The spec of a streamed answer about to be relayed (JSON-ready)."""
+    reservation = asdict(account.reservation)
+    if reservation.get("message_at") is not None:
+        reservation["message_at"] = reservation["message_at"].isoformat()
+    turn_spec = None
+    if turn is not None:
+        turn_spec = TurnSpec(
+            conversation_id=turn.conversation_id,
+            expected_version=turn.expected_version,
+            render_version=turn.render_version,
+            new_messages=turn.new_messages,
+            rendered=list(turn.rendered),
+            history=turn.history,
+            title=turn.title,
+            keep=turn.keep,
+            citations=turn.citations,
+        )
+    spec = TakeoverSpec(
+        request_id=account.request_id,
+        tenant=account.caller.tenant,
+        key=account.caller.key,
+        via_session=account.caller.via_session,
+        pool=leg.pool,
+        model_version=account.model_version,
+        replicas=list(leg.replicas),
+        body=leg.body,
+        headers=leg.headers,
+        reservation=reservation,
+        prompt_estimate=account.prompt_estimate,
+        client_usage=client_usage,
+        turn=turn_spec,
+    )
+    return json.loads(spec.model_dump_json())
+
+
+class _TakenOverAnswer(AnswerSoFar):
+    """The answer so far, read back from the shared events; the continuing leg's prompt repeats the partial answer,
+    counted once (as completion)."""
+
+    def observe(self, event: bytes) -> tuple[bytes | None, bool]:
+        if self.legs > 1 and self.prompt_tokens is None and b'"usage"' in event and event.startswith(b"data: {"):
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                usage = json.loads(event[len(b"data: ") :]).get("usage") or {}
+                if usage.get("prompt_tokens") is not None:
+                    self.prompt_tokens = max(0, int(usage["prompt_tokens"]) - self.earlier_completion)
+        return super().observe(event)
+
+
+class StreamTakeovers:
+    """Finds the fleet's orphaned streams every sync round and finishes the ones this gateway wins."""
+
+    def __init__(
+        self,
+        shared: SharedStreamLog,
+        workers: WorkerClient,
+        accounting: Accounting,
+        turns: ConversationTurns,
+        safety: SafetyPipeline,
+        metrics: GatewayMetrics,
+        resume_metrics: ResumeMetrics,
+    ) -> None:
+        self.shared = shared
+        self.workers = workers
+        self.accounting = accounting
+        self.turns = turns
+        self.safety = safety
+        self.metrics = metrics
+        self.resume_metrics = resume_metrics
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def adopt_orphans(self) -> None:
+        """A fleet sync step: claim every live stream whose owner went silent, and finish it here."""
+        state, fleet = self.shared.state, self.shared.fleet
+        for stream_id, live in (await state.records(LIVE)).items():
+            owner, tenant = str(live.get("owner", "")), str(live.get("tenant", ""))
+            if owner == fleet.instance_id or await fleet.is_alive(owner):
+                continue
+            record = await state.find_stream(tenant, stream_id)
+            if record is None or record.ended or record.takeover is None:
+                await state.delete(LIVE, stream_id)
+                continue
+            if record.owner != owner or not await state.claim_stream(stream_id, owner, fleet.instance_id):
+                continue  # another gateway won it
+            await state.put(LIVE, stream_id, {"owner": fleet.instance_id, "tenant": tenant})
+            log.warning("taking over stream %s from gateway %s (silent)", stream_id, owner)
+            # Read again now that the old owner is fenced out: nothing it wrote before the claim is missed.
+            mine = await state.find_stream(tenant, stream_id) or record.model_copy(update={"owner": fleet.instance_id})
+            task = asyncio.get_running_loop().create_task(self._finish(mine), name=f"takeover-{stream_id}")
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def aclose(self) -> None:
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
+
+    async def _finish(self, record: StreamRecord) -> None:
+        opened = StreamOpen(
+            stream_id=record.stream_id, tenant_id=record.tenant_id, owner=record.owner, headers=record.headers
+        )
+        writer = StreamWriter(self.shared, opened, [], opened_already=True)
+        seq, outcome = record.next_seq, "finished"
+        try:
+            async for event in self._continued(record):
+                writer.add(seq, event)
+                seq += 1
+        except Exception:
+            log.exception("taking over stream %s failed", record.stream_id)
+            outcome = "failed"
+            for event in (sse_error(UpstreamError("This response could not be finished.")), DONE):
+                writer.add(seq, event)
+                seq += 1
+        finally:
+            await writer.finish()
+            self.resume_metrics.takeovers.labels(outcome).inc()
+            with contextlib.suppress(Exception):
+                await self.shared.state.delete(LIVE, record.stream_id)
+
+    async def _continued(self, record: StreamRecord) -> AsyncIterator[bytes]:
+        """The rest of the answer as the client gets it, the books closed once at its end."""
+        spec = TakeoverSpec.model_validate(record.takeover)
+        if record.first_seq != 1:
+            raise UpstreamError("The start of this answer is no longer held; it cannot be continued.")
+        held = await self._held(record)
+        capture = StreamCapture(client_wants_usage=spec.client_usage)
+        answer = _TakenOverAnswer()
+        for event in held:
+            capture.relay(event)
+            answer.observe(event)
+        caller = Caller(spec.tenant, spec.key, spec.via_session)
+        held_reservation = dict(spec.reservation)
+        if isinstance(held_reservation.get("message_at"), str):
+            held_reservation["message_at"] = datetime.fromisoformat(held_reservation["message_at"])
+        held_reservation["scopes"] = tuple(held_reservation.get("scopes") or ())
+        reservation = Reservation(**held_reservation)
+        account = RequestAccount(spec.request_id, caller, spec.pool, reservation, spec.prompt_estimate, self.accounting)
+        account.model_version = spec.model_version
+        turn = None
+        if spec.turn is not None:
+            t = spec.turn
+            turn = Turn(spec.tenant, t.conversation_id, t.expected_version, t.render_version, t.new_messages,
+                        t.rendered, t.history, t.title, None, t.keep, t.citations)  # fmt: skip
+        guard = self.safety.guard(caller)
+        if capture.text:
+            guard.check(capture.text)  # the post-filter reads the new text after what was already sent
+        leg = Leg(spec.pool, spec.replicas, spec.body, spec.headers)
+        generated = capture.content_chunks
+        body = continuation_body(spec.body, answer.text, generated)
+        if body is None:
+            raise UpstreamError("The completion budget was spent when the gateway stopped.")
+        replicas = self.workers.breakers.order(spec.pool, spec.replicas)
+        first = await self.workers.open_stream(spec.pool, replicas, body, spec.headers)
+        answer.leg_completion = generated
+        answer.next_leg({"pool": spec.pool, "fallback": False, "gateway": True})
+        continuing = ContinuingStream(first, leg, self.workers)
+        continuing.answer = answer
+        relay = StreamRelay(capture, account, self.turns, turn, self.metrics, self.safety, guard)
+        async for event in relay.run(continuing.events()):
+            yield event
+
+    async def _held(self, record: StreamRecord) -> list[bytes]:
+        events: list[bytes] = []
+        after = 0
+        while True:
+            batch = await self.shared.state.read_events(record.stream_id, after, _READ_BATCH)
+            if not batch:
+                return events
+            events += [event.data for event in batch]
+            after = batch[-1].seq
