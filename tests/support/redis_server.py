@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import free_port
+from functions.offline.measure.redis_process import redis_process
 
 REDIS_BINARY = "redis-server"
 
@@ -32,36 +29,5 @@ def require_redis() -> str:
 @contextmanager
 def redis_server(directory: Path) -> Iterator[str]:
     """Start redis-server on a free port; yields its URL. Stopped (and its files removed with `directory`) after."""
-    binary = require_redis()
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(directory),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with redis_process(require_redis(), directory) as url:
+        yield url

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from functions.chat.streams.shared_log import SharedStreamLog, StreamWriter
 from shared.errors import FleetchatError, InvalidRequestError, NotFoundError
 from shared.settings import Settings
+from shared.storage.control_state import StreamRecord
 from shared.wire.sse import DONE, sse_error
 from shared.wire.sse import with_event_id as frame
 
@@ -409,17 +410,14 @@ class ResumableStreams:
     ) -> tuple[AsyncIterator[bytes], dict[str, str]]:
         """The events after `after` and the headers to repeat: from this gateway's buffer, or from the shared log when
         another replica generates the stream (or generated it)."""
-        try:
+        if self.shared is None or self._held(tenant_id, completion_id) is not None:
             stream = self.resume(tenant_id, completion_id, after)
             return stream.attach(after), stream.headers
+        try:
+            record = await self._shared_record(tenant_id, completion_id)
         except StreamNotFoundError:
-            if self.shared is None:
-                raise
-        record = await self.shared.find(tenant_id, completion_id)
-        if record is None:
-            raise StreamNotFoundError(
-                f"No resumable stream '{completion_id}': it is unknown or expired.", param="completion_id"
-            )
+            self.metrics.resumes.labels("not_found").inc()
+            raise
         if after + 1 < record.first_seq:
             self.metrics.resumes.labels("gone").inc()
             raise StreamEventsGoneError(
@@ -433,21 +431,25 @@ class ResumableStreams:
 
     async def cancel_anywhere(self, tenant_id: str, completion_id: str) -> bool:
         """Stop generating, here or on the replica that generates it; True when this call stopped it."""
-        try:
+        if self.shared is None or self._held(tenant_id, completion_id) is not None:
             return await self.cancel(tenant_id, completion_id)
-        except StreamNotFoundError:
-            if self.shared is None:
-                raise
+        return await self.shared.request_stop(await self._shared_record(tenant_id, completion_id))
+
+    def _held(self, tenant_id: str, completion_id: str) -> ResumableStream | None:
+        self.sweep()
+        return self._by_id.get((tenant_id, completion_id))
+
+    async def _shared_record(self, tenant_id: str, completion_id: str) -> StreamRecord:
+        assert self.shared is not None
         record = await self.shared.find(tenant_id, completion_id)
         if record is None:
             raise StreamNotFoundError(
                 f"No resumable stream '{completion_id}': it is unknown or expired.", param="completion_id"
             )
-        return await self.shared.request_stop(record)
+        return record
 
     def find(self, tenant_id: str, completion_id: str) -> ResumableStream:
-        self.sweep()
-        stream = self._by_id.get((tenant_id, completion_id))
+        stream = self._held(tenant_id, completion_id)
         if stream is None:
             raise StreamNotFoundError(
                 f"No resumable stream '{completion_id}': it is unknown, expired, or held by another gateway replica.",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -23,6 +22,7 @@ from functions.chat.streams.shared_log import SharedStreamLog
 from functions.control.fleet_sync import FleetMetrics, FleetSync
 from functions.offline.bench.results.control_state_results import ControlStateStats
 from functions.offline.measure import stats
+from functions.offline.measure.redis_process import redis_process
 from shared.settings import ControlStateSettings
 from shared.storage.control_state import ControlState
 from shared.storage.redis_control_state import RedisControlState
@@ -101,38 +101,12 @@ async def _redis(directory: Path) -> AsyncIterator[ControlState | None]:
     if binary is None:
         yield None
         return
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    args = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(directory),
-    ]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    state = RedisControlState(f"redis://127.0.0.1:{port}/0")
-    try:
-        for _ in range(100):
-            try:
-                await state.records("probe")
-                break
-            except Exception:
-                await asyncio.sleep(0.05)
-        yield state
-    finally:
-        await state.aclose()
-        process.terminate()
-        process.wait(timeout=10)
+    with redis_process(binary, directory) as url:
+        state = RedisControlState(url)
+        try:
+            yield state
+        finally:
+            await state.aclose()
 
 
 async def control_state_phase(
