@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from opentelemetry.sdk.trace import SpanProcessor
 
 from functions.account_data import AccountData
 from functions.accounts.sessions import SessionSigner, load_or_create_secret
@@ -47,7 +48,7 @@ from functions.chat.tool_arguments import ToolArguments
 from functions.control.admission import Admission
 from functions.control.canary import Canaries, CanaryMetrics, stable_versions
 from functions.control.config_watch import watching
-from functions.control.fleet_sync import FleetMetrics, FleetSync
+from functions.control.fleet_sync import FleetMetrics, FleetSync, new_instance_id
 from functions.control.pool_overflow import PoolControl
 from functions.control.request_accounting import Accounting
 from functions.embedding_service import EmbeddingMetrics, embedding_service_for
@@ -83,6 +84,7 @@ from shared.storage.factory import (
     open_tenant_store,
     open_tool_audit,
 )
+from shared.tracing import install_trace_log_filter, trace_client, trace_server, tracer_provider
 from shared.wire.http_errors import install_error_handlers
 from shared.wire.worker_auth import FleetWorkerAuth
 
@@ -132,14 +134,22 @@ def chat_pipeline_for(state: Any) -> ChatPipeline:
 
 
 def create_app(
-    settings: Settings, *, store: TenantStore | None = None, conversations: ConversationStore | None = None
+    settings: Settings,
+    *,
+    store: TenantStore | None = None,
+    conversations: ConversationStore | None = None,
+    span_processors: Sequence[SpanProcessor] = (),
 ) -> FastAPI:
+    """The gateway; `span_processors` also receive every span (tests read them in memory)."""
     settings = configure(settings)  # the operator config file, if any (docs/configuration.md)
+    instance_id = new_instance_id()  # this process in the fleet: its heartbeat, its spans
+    spans = tracer_provider(settings.tracing, "gateway", instance_id, span_processors)
     worker_urls = {**settings.resolved_worker_urls(), **external_worker_urls()}  # hosted endpoints route like pools
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         install_log_redaction()  # no PII or secrets in the gateway's logs (after the server configured logging)
+        install_trace_log_filter()  # a line written while serving a request names its trace
         timeout = httpx.Timeout(settings.worker.timeout_s, connect=settings.worker.connect_timeout_s)
         # Pool sized for many concurrent streams; keep-alive so each request skips the TCP handshake.
         limits = httpx.Limits(max_connections=512, max_keepalive_connections=128)
@@ -161,7 +171,7 @@ def create_app(
             # What gateway replicas share (docs/operations.md "Shared control state"), synced every round.
             control_state = open_control_state(settings)
             owned.push_async_callback(control_state.aclose)
-            fleet = FleetSync(control_state, settings.control_state, app.state.fleet_metrics)
+            fleet = FleetSync(control_state, settings.control_state, app.state.fleet_metrics, instance_id=instance_id)
             app.state.fleet = await owned.enter_async_context(fleet.running())
             control.brownout.shared_by(control_state, fleet.instance_id, settings.control_state.liveness_s)
             await fleet.joined("brownout", control.brownout.sync)
@@ -177,6 +187,8 @@ def create_app(
             # Requests for the fleet's own workers carry the worker credential; nothing else sees it.
             workers = FleetWorkerAuth(settings.own_worker_urls(), settings.worker.credential_headers())
             client = await owned.enter_async_context(httpx.AsyncClient(timeout=timeout, limits=limits, auth=workers))
+            trace_client(client, spans)  # every worker, guard, embedding and judge call continues the trace
+            owned.callback(spans.shutdown)  # after the client closed: the spans still batched are exported
             app.state.http = client
             classifier = shipped_classifier(settings.guard.sentence_reads)
             embedded = EmbeddedGuard(PreFilter(classifier))
@@ -292,4 +304,5 @@ def create_app(
     mount_web_ui(app, settings.web_dist_dir)
     install_method_not_allowed(app)
     install_openapi_description(app)  # real error statuses, no phantom 422 (functions/api/openapi_description.py)
+    trace_server(app, spans)  # last: its trace-id middleware wraps every other, so every response carries the id
     return app

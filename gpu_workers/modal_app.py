@@ -190,14 +190,26 @@ def api_key_flags(accepted: frozenset[str]) -> list[str]:
     return ["--api-key", *sorted(accepted)] if accepted else []
 
 
+def tracing_flags(endpoint: str | None) -> tuple[list[str], dict[str, str]]:
+    """vLLM continues the gateway's trace (it reads `traceparent`) and exports its request spans over OTLP/HTTP to the
+    collector the gateway uses: flags and environment, none without an endpoint."""
+    if endpoint is None:
+        return [], {}
+    return ["--otlp-traces-endpoint", f"{endpoint.rstrip('/')}/v1/traces"], {
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+        "OTEL_SERVICE_NAME": "worker",
+    }
+
+
 def start_vllm(command: list[str]) -> subprocess.Popen[bytes]:
-    """Start `command` with the worker keys (from the `fleetchat-workers` secret) added; the printed command hides
-    them."""
-    from shared.settings import WorkerSettings
+    """Start `command` with the worker keys (from the `fleetchat-workers` secret) and the tracing endpoint
+    (FLEETCHAT_TRACING_OTLP_ENDPOINT, when set) added; the printed command hides the keys."""
+    from shared.settings import TracingSettings, WorkerSettings
 
     keys = api_key_flags(WorkerSettings().accepted_keys())
-    print(*command, *(["--api-key", "<hidden>"] if keys else []), flush=True)
-    return subprocess.Popen([*command, *keys])
+    tracing, tracing_env = tracing_flags(TracingSettings().otlp_endpoint)
+    print(*command, *tracing, *(["--api-key", "<hidden>"] if keys else []), flush=True)
+    return subprocess.Popen([*command, *tracing, *keys], env={**os.environ, **tracing_env})
 
 
 def tool_call_flags(parser: str | None) -> list[str]:

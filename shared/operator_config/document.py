@@ -20,7 +20,7 @@ from shared.fleet.tables import KEY_FIELDS, named
 from shared.fleet.tiers import Tier, TierPolicy
 from shared.operator_config.issues import Loc
 from shared.server_tool_settings import ServerToolSettings
-from shared.settings import GuardOptions, JudgeOptions
+from shared.settings import GuardOptions, JudgeOptions, TracingOptions
 
 ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -49,6 +49,7 @@ class OperatorConfig(BaseModel):
     judge: JudgeConfig | None = None
     capacity: Capacity | None = None  # places per pool at this gateway (FLEETCHAT_POOL_CAPACITY)
     server_tools: ServerToolSettings | None = None
+    tracing: TracingOptions | None = None  # OTLP export of the gateway's traces (FLEETCHAT_TRACING_*)
 
     @model_validator(mode="before")
     @classmethod

@@ -1,5 +1,6 @@
-"""The operator file's settings-level sections (guard, judge, capacity, server tools, which pools run locally) merged
-into `Settings`: a FLEETCHAT_* variable (or an explicit argument) still wins, so one secret can override the file."""
+"""The operator file's settings-level sections (guard, judge, capacity, server tools, tracing, which pools run
+locally) merged into `Settings`: a FLEETCHAT_* variable (or an explicit argument) still wins, so one secret can
+override the file."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ _FILE_PLACE: dict[Loc, Loc] = {
     ("guard", "api_key"): ("guard", "api_key_env"),
     ("pool", "capacity"): ("capacity",),
 }
-_IN_THE_FILE = ("guard", "judge", "server_tools", "pools")
+_IN_THE_FILE = ("guard", "judge", "server_tools", "pools", "tracing")
 
 
 def settings_values(config: OperatorConfig) -> dict[str, Any]:
@@ -33,6 +34,8 @@ def settings_values(config: OperatorConfig) -> dict[str, Any]:
         values["pool"] = {"capacity": config.capacity}
     if config.server_tools is not None:
         values["server_tools"] = config.server_tools
+    if config.tracing is not None:
+        values["tracing"] = config.tracing.model_dump(exclude_unset=True)
     # `fleetchat up` starts a worker for each chat pool the file defines (FLEETCHAT_POOLS still chooses, when set).
     values["pools"] = list(config.pools or {})
     return values

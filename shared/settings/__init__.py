@@ -33,6 +33,8 @@ from shared.settings.sections import (
     Section,
     ShadowJudgeSettings,
     StripeSettings,
+    TracingOptions,
+    TracingSettings,
     UpstreamSettings,
     WorkerSettings,
 )
@@ -58,6 +60,8 @@ __all__ = [
     "Settings",
     "ShadowJudgeSettings",
     "StripeSettings",
+    "TracingOptions",
+    "TracingSettings",
     "UpstreamSettings",
     "WorkerSettings",
     "setting_names",

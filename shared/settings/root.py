@@ -28,6 +28,7 @@ from shared.settings.sections import (
     RetrievalSettings,
     ShadowJudgeSettings,
     StripeSettings,
+    TracingSettings,
     UpstreamSettings,
     WorkerSettings,
 )
@@ -95,6 +96,7 @@ class Settings(BaseSettings):
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     resume: ResumeSettings = Field(default_factory=ResumeSettings)
     control_state: ControlStateSettings = Field(default_factory=ControlStateSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     result_cache: ResultCacheSettings = Field(default_factory=ResultCacheSettings)
     pool: PoolSettings = Field(default_factory=PoolSettings)
     queue: QueueSettings = Field(default_factory=QueueSettings)

@@ -85,6 +85,24 @@ class ResumeSettings(Section):
     total_max_bytes: int = Field(default=256 << 20, ge=1024)
 
 
+class TracingOptions(BaseModel):
+    """Distributed tracing (docs/observability.md, "Traces"), as the environment and the operator file's `tracing`
+    section share it: spans are exported over OTLP/HTTP to `otlp_endpoint` (a collector's base URL, e.g.
+    http://otel-collector:4318; None: spans are made and propagated, never exported), a `sample_ratio` of new traces
+    kept (a caller's sampled `traceparent` is always followed)."""
+
+    otlp_endpoint: str | None = Field(default=None, pattern=r"^https?://")
+    sample_ratio: float = Field(default=1.0, ge=0, le=1)
+    # OpenTelemetry's service.namespace; service.name says which part: gateway, worker.
+    service_namespace: str = Field(default="fleetchat", min_length=1, max_length=100)
+
+
+class TracingSettings(Section, TracingOptions):
+    """`FLEETCHAT_TRACING_*`."""
+
+    model_config = SettingsConfigDict(env_prefix="FLEETCHAT_TRACING_")
+
+
 class ControlStateSettings(Section):
     """The control state gateway replicas share (`FLEETCHAT_CONTROL_STATE_*`, docs/operations.md "Shared control
     state"): SQLite in the data dir (`control.db`, every local gateway process opens it) or Redis (deployed, `redis_url`

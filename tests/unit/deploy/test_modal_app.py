@@ -384,7 +384,7 @@ def test_vllm_requires_every_accepted_worker_key_and_its_printed_command_hides_t
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started: list[list[str]] = []
-    monkeypatch.setattr(modal_app.subprocess, "Popen", lambda command: started.append(command) or command)
+    monkeypatch.setattr(modal_app.subprocess, "Popen", lambda command, env: started.append(command) or command)
     monkeypatch.setenv("FLEETCHAT_WORKER_API_KEY", "k-new")
     monkeypatch.setenv("FLEETCHAT_WORKER_ACCEPTED_API_KEYS", "k-old")  # mid-rotation: both open the worker
     modal_app.start_vllm(["vllm", "serve", "m"])
@@ -395,3 +395,16 @@ def test_vllm_requires_every_accepted_worker_key_and_its_printed_command_hides_t
     monkeypatch.delenv("FLEETCHAT_WORKER_ACCEPTED_API_KEYS")
     modal_app.start_vllm(["vllm", "serve", "m"])
     assert started[-1] == ["vllm", "serve", "m"]  # no key configured: vLLM's own lock is off, the proxy's stays
+
+
+def test_vllm_exports_its_request_spans_where_the_gateway_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[tuple[list[str], dict[str, str]]] = []
+    monkeypatch.setattr(modal_app.subprocess, "Popen", lambda command, env: started.append((command, env)))
+    monkeypatch.setenv("FLEETCHAT_TRACING_OTLP_ENDPOINT", "http://collector:4318/")
+    modal_app.start_vllm(["vllm", "serve", "m"])
+    command, env = started[-1]
+    assert command == ["vllm", "serve", "m", "--otlp-traces-endpoint", "http://collector:4318/v1/traces"]
+    assert env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
+    monkeypatch.delenv("FLEETCHAT_TRACING_OTLP_ENDPOINT")
+    modal_app.start_vllm(["vllm", "serve", "m"])
+    assert started[-1][0] == ["vllm", "serve", "m"]  # no collector: vLLM traces nothing
