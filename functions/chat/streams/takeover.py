@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -33,7 +33,13 @@ from pydantic import BaseModel
 from functions.accounts.auth import Caller
 from functions.chat.conversation_turns import ConversationTurns, History, Turn
 from functions.chat.streams.capture import StreamCapture
-from functions.chat.streams.continuation import AnswerSoFar, ContinuingStream, Leg, continuation_body
+from functions.chat.streams.continuation import (
+    BROKE_MESSAGE,
+    AnswerSoFar,
+    ContinuingStream,
+    Leg,
+    continuation_body,
+)
 from functions.chat.streams.relay import StreamRelay
 from functions.chat.streams.resumable import ResumeMetrics
 from functions.chat.streams.shared_log import LIVE, SharedStreamLog, StreamWriter
@@ -42,7 +48,7 @@ from functions.control.request_accounting import Accounting, RequestAccount
 from functions.metrics.gateway import GatewayMetrics
 from functions.safety.pipeline import SafetyPipeline
 from functions.worker_client import WorkerClient
-from shared.errors import UpstreamError
+from shared.errors import FleetchatError, UpstreamError
 from shared.storage.accounts import ApiKeyRecord, Tenant
 from shared.storage.control_state import StreamOpen, StreamRecord
 from shared.storage.conversations import StoredMessage
@@ -230,22 +236,30 @@ class StreamTakeovers:
         guard = self.safety.guard(caller)
         if capture.text:
             guard.check(capture.text)  # the post-filter reads the new text after what was already sent
-        leg = Leg(spec.pool, spec.replicas, spec.body, spec.headers)
-        generated = capture.content_chunks
-        body = continuation_body(spec.body, answer.text, generated)
-        if body is None:
-            raise UpstreamError("The completion budget was spent when the gateway stopped.")
-        replicas = self.workers.breakers.order(spec.pool, spec.replicas)
-        first = await self.workers.open_stream(spec.pool, replicas, body, spec.headers)
-        answer.leg_completion = generated
-        answer.next_leg({"pool": spec.pool, "fallback": False, "gateway": True})
-        continuing = ContinuingStream(first, leg, self.workers)
-        continuing.answer = answer
         relay = StreamRelay(capture, account, self.turns, turn, self.metrics, self.safety, guard)
-        async for event in relay.run(continuing.events()):
+        async for event in relay.run(await self._rest(spec, answer, capture.content_chunks)):
             yield event
 
+    async def _rest(self, spec: TakeoverSpec, answer: _TakenOverAnswer, generated: int) -> AsyncGenerator[bytes, None]:
+        """The worker events that finish the answer; when no replica can continue it, an error event and [DONE], so
+        the relay still closes the books once (what was generated billed, the partial answer stored as failed)."""
+        body = continuation_body(spec.body, answer.text, generated)
+        if body is None:  # the completion budget was spent exactly when the gateway died: the answer ends by length
+            return _ended_by_length(answer, generated, spec.prompt_estimate)
+        replicas = self.workers.breakers.order(spec.pool, spec.replicas)
+        try:
+            first = await self.workers.open_stream(spec.pool, replicas, body, spec.headers)
+        except FleetchatError as exc:
+            log.warning("stream of request %s cannot be continued: %s", spec.request_id, type(exc).__name__)
+            return _failed()
+        answer.leg_completion = generated
+        answer.next_leg({"pool": spec.pool, "fallback": False, "gateway": True})
+        continuing = ContinuingStream(first, Leg(spec.pool, spec.replicas, spec.body, spec.headers), self.workers)
+        continuing.answer = answer
+        return continuing.events()
+
     async def _held(self, record: StreamRecord) -> list[bytes]:
+        """Every event the shared log holds for the stream (all of it: the caller checked it starts at 1)."""
         events: list[bytes] = []
         after = 0
         while True:
@@ -254,3 +268,19 @@ class StreamTakeovers:
                 return events
             events += [event.data for event in batch]
             after = batch[-1].seq
+
+
+async def _failed() -> AsyncGenerator[bytes, None]:
+    yield sse_error(UpstreamError(BROKE_MESSAGE))
+    yield DONE
+
+
+async def _ended_by_length(answer: AnswerSoFar, generated: int, prompt_estimate: int) -> AsyncGenerator[bytes, None]:
+    answer.leg_completion = generated
+    if answer.prompt_tokens is None:  # never reported to the client: the gateway's own estimate
+        answer.prompt_tokens = prompt_estimate
+    choice = {"index": 0, "delta": {}, "finish_reason": "length"}
+    chunk = {"id": answer.id, "object": "chat.completion.chunk", "created": answer.created, "model": answer.model}
+    yield b"data: " + json.dumps({**chunk, "choices": [choice]}).encode() + b"\n\n"
+    for tail in answer.tail(client_usage=True):
+        yield tail

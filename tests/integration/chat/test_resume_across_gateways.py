@@ -219,3 +219,30 @@ def test_an_answer_whose_gateway_died_is_finished_and_stored_even_if_nobody_come
             group.stop()
     assert stored["content"] == LONG and stored["finish_reason"] == "stop"
     assert [row["outcome"] for row in _ledger(a)] == ["completed"]
+
+
+def test_when_no_replica_can_continue_a_taken_over_answer_its_books_still_close_once(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _, key = _owner(data)
+    group = ProcessGroup(tmp_path / "logs")
+    env = {"FLEETCHAT_CONTROL_STATE_SYNC_S": "0.2", "FLEETCHAT_CONTROL_STATE_LIVENESS_S": "1.0"}
+    try:
+        with serve(continuing_worker(LONG, delay_s=0.12)) as url:
+            a = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+            owner = group.procs[-1]
+            b = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+            first, completion_id, conversation_id = _drop_on(a, 3)
+            owner.send_signal(signal.SIGKILL)
+            owner.wait(timeout=30)
+        # The worker is gone too: the survivor takes the stream over and cannot continue it.
+        _, rest = _resume_on(b, a, completion_id, first.ids[-1])
+        stored = _conversation(b, conversation_id)["messages"][-1]
+    finally:
+        group.stop()
+    assert rest.done and [kind for _, kind, _ in rest.events].count("error") == 1
+    assert rest.chunks()[-1]["conversation"]["stored"] is True
+    assert rest.ids == list(range(first.ids[-1] + 1, first.ids[-1] + 1 + len(rest.ids)))
+    text = first.text + rest.text
+    assert text and LONG.startswith(text)
+    assert stored["content"] == text and stored["finish_reason"] == "error"  # the partial answer its client saw
+    assert [row["outcome"] for row in _ledger(a)] == ["aborted"]  # billed once, for what was generated
