@@ -57,6 +57,10 @@ PEER_METRICS: dict[str, str] = {
     "fleetchat_gateway_stream_resumes": "counter",  # {outcome}
     "fleetchat_gateway_resume_buffer_bytes": "gauge",
     "fleetchat_gateway_canary_rollbacks": "counter",  # {pool}
+    "fleetchat_gateway_stream_takeovers": "counter",  # {outcome}: finished, failed
+    # the fleet: the shared control state (functions/control/fleet_sync.py)
+    "fleetchat_gateway_fleet_gateways": "gauge",
+    "fleetchat_gateway_fleet_sync_failures": "counter",  # {step}
 }
 
 
