@@ -107,6 +107,12 @@ class StreamWriter:
                 return
             await asyncio.sleep(self._shared.settings.retry_s)
 
+    async def flush(self) -> None:
+        """Write what is pending, the stream not ended (this gateway stops; another may go on with it)."""
+        self._closing = True
+        if self._task is not None:
+            await self._task
+
     async def finish(self) -> None:
         """The stream ended: write what is pending and mark it ended (its events kept for the TTL)."""
         self._closing = True

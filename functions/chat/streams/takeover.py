@@ -160,9 +160,13 @@ class StreamTakeovers:
         self.metrics = metrics
         self.resume_metrics = resume_metrics
         self._running: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     async def adopt_orphans(self) -> None:
-        """A fleet sync step: claim every live stream whose owner went silent, and finish it here."""
+        """A fleet sync step: claim every live stream whose owner went silent, and finish it here (not once this
+        gateway is shutting down: its HTTP client is about to close; another gateway takes them)."""
+        if self._closed:
+            return
         state, fleet = self.shared.state, self.shared.fleet
         for stream_id, live in (await state.records(LIVE)).items():
             owner, tenant = str(live.get("owner", "")), str(live.get("tenant", ""))
@@ -183,6 +187,7 @@ class StreamTakeovers:
             task.add_done_callback(self._running.discard)
 
     async def aclose(self) -> None:
+        self._closed = True
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*self._running, return_exceptions=True)
@@ -197,17 +202,19 @@ class StreamTakeovers:
             async for event in self._continued(record):
                 writer.add(seq, event)
                 seq += 1
+        except asyncio.CancelledError:  # this gateway is stopping: what was written stays, listed for another to finish
+            await writer.flush()
+            raise
         except Exception:
             log.exception("taking over stream %s failed", record.stream_id)
             outcome = "failed"
             for event in (sse_error(UpstreamError("This response could not be finished.")), DONE):
                 writer.add(seq, event)
                 seq += 1
-        finally:
-            await writer.finish()
-            self.resume_metrics.takeovers.labels(outcome).inc()
-            with contextlib.suppress(Exception):
-                await self.shared.state.delete(LIVE, record.stream_id)
+        await writer.finish()
+        self.resume_metrics.takeovers.labels(outcome).inc()
+        with contextlib.suppress(Exception):
+            await self.shared.state.delete(LIVE, record.stream_id)
 
     async def _continued(self, record: StreamRecord) -> AsyncIterator[bytes]:
         """The rest of the answer as the client gets it, the books closed once at its end."""
