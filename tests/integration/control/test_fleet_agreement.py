@@ -12,6 +12,7 @@ import httpx
 
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.integration.control.test_canary import CANARY_VERSION, STABLE_VERSION, _admin, _ask, failing_worker
+from tests.integration.control.test_failover import _session_owned_by
 from tests.support.processes import free_port
 from tests.support.prom import labelled
 from tests.support.servers import serve
@@ -50,8 +51,9 @@ def test_a_worker_one_gateway_found_dead_is_held_back_by_the_other(gateway_for: 
     dead = f"http://127.0.0.1:{free_port()}"
     with serve(scripted_worker("Alive.")) as alive:
         a, b = _pair(gateway_for, {"mini": [dead, alive]}, breaker={"failure_threshold": 2, "cooldown_s": 30})
-        for i in range(6):  # sessions spread over both replicas: a's breaker for the dead one opens
-            assert _ask(a, f"s{i}").status_code == 200
+        owned_by_dead = _session_owned_by([dead, alive], dead)  # its requests try the dead replica first
+        for _ in range(3):  # each fails over to the live one; a's breaker for the dead one opens
+            assert _ask(a, owned_by_dead).status_code == 200
         assert labelled(a.url, "fleetchat_gateway_breaker_state", pool="mini", replica="0") == 2
         _within(2.0, lambda: labelled(b.url, "fleetchat_gateway_breaker_state", pool="mini", replica="0") == 2)
         assert labelled(b.url, "fleetchat_gateway_breaker_state", pool="mini", replica="1") == 0
