@@ -82,18 +82,24 @@ class FleetSync:
         """Gateway replicas alive as of the last round, this one included."""
         return len(self._alive)
 
+    def seen_alive(self, instance_id: str) -> bool:
+        """Whether that gateway was alive as of the last round (this one always is)."""
+        return instance_id in self._alive
+
+    async def members(self) -> set[str]:
+        """The gateways alive now, read from the store, this one included."""
+        return set(await self.state.records(GATEWAYS)) | {self.instance_id}
+
     async def is_alive(self, instance_id: str) -> bool:
         """Whether that gateway beat within `liveness_s`: as of the last round, or read now for one this round has not
         seen (a gateway that started since)."""
-        if instance_id in self._alive:
-            return True
-        return instance_id in await self.state.records(GATEWAYS)
+        return self.seen_alive(instance_id) or instance_id in await self.members()
 
     async def _beat(self) -> None:
         await self.state.put(
             GATEWAYS, self.instance_id, {"at": self.clock(), "pid": os.getpid()}, ttl_s=self.settings.liveness_s
         )
-        self._alive = set(await self.state.records(GATEWAYS)) | {self.instance_id}
+        self._alive = await self.members()
         self.metrics.gateways.set(len(self._alive))
 
     async def round(self) -> None:

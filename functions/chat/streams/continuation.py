@@ -86,6 +86,9 @@ class AnswerSoFar:
     leg_completion: int = 0
     legs: int = 1
     announce: dict[str, Any] | None = None  # put on the next chunk sent (a continuing leg's first)
+    # Tokens the first leg that reports usage repeats in its prompt, counted as completion already (a gateway's
+    # takeover: its first leg continues a partial answer nobody reported usage for).
+    repeated_in_prompt: int = 0
 
     @property
     def text(self) -> str:
@@ -137,7 +140,8 @@ class AnswerSoFar:
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             if self.prompt_tokens is None:
-                self.prompt_tokens = usage.get("prompt_tokens")
+                prompt = usage.get("prompt_tokens")
+                self.prompt_tokens = None if prompt is None else max(0, int(prompt) - self.repeated_in_prompt)
                 self.cached_tokens = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
             self.leg_completion = int(usage.get("completion_tokens") or 0)
         if self.legs == 1:

@@ -163,7 +163,6 @@ class StreamWriter:
             return True
         except Exception:
             log.warning("a stream's events could not reach the shared control state; retried", exc_info=True)
-            self._shared.write_failures += 1
             self._pending = events + self._pending
             self._pending_bytes = sum(len(e.data) for e in self._pending)
             self._names = names + self._names
@@ -189,7 +188,6 @@ class SharedStreamLog:
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
         self.clock = clock
-        self.write_failures = 0
 
     def writer(
         self,

@@ -123,20 +123,7 @@ def takeover_spec(account: RequestAccount, turn: Turn | None, leg: Leg, *, clien
         client_usage=client_usage,
         turn=turn_spec,
     )
-    return json.loads(spec.model_dump_json())
-
-
-class _TakenOverAnswer(AnswerSoFar):
-    """The answer so far, read back from the shared events; the continuing leg's prompt repeats the partial answer,
-    counted once (as completion)."""
-
-    def observe(self, event: bytes) -> tuple[bytes | None, bool]:
-        if self.legs > 1 and self.prompt_tokens is None and b'"usage"' in event and event.startswith(b"data: {"):
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
-                usage = json.loads(event[len(b"data: ") :]).get("usage") or {}
-                if usage.get("prompt_tokens") is not None:
-                    self.prompt_tokens = max(0, int(usage["prompt_tokens"]) - self.earlier_completion)
-        return super().observe(event)
+    return spec.model_dump(mode="json")
 
 
 class StreamTakeovers:
@@ -168,9 +155,14 @@ class StreamTakeovers:
         if self._closed:
             return
         state, fleet = self.shared.state, self.shared.fleet
+        fresh: set[str] | None = None
         for stream_id, live in (await state.records(LIVE)).items():
             owner, tenant = str(live.get("owner", "")), str(live.get("tenant", ""))
-            if owner == fleet.instance_id or await fleet.is_alive(owner):
+            if fleet.seen_alive(owner):
+                continue
+            if fresh is None:  # a gateway started since this round's heartbeat read: read once for every stream
+                fresh = await fleet.members()
+            if owner in fresh:
                 continue
             record = await state.find_stream(tenant, stream_id)
             if record is None or record.ended or record.takeover is None:
@@ -223,7 +215,7 @@ class StreamTakeovers:
             raise UpstreamError("The start of this answer is no longer held; it cannot be continued.")
         held = await self._held(record)
         capture = StreamCapture(client_wants_usage=spec.client_usage)
-        answer = _TakenOverAnswer()
+        answer = AnswerSoFar()
         for event in held:
             capture.relay(event)
             answer.observe(event)
@@ -247,7 +239,7 @@ class StreamTakeovers:
         async for event in relay.run(await self._rest(spec, answer, capture.content_chunks)):
             yield event
 
-    async def _rest(self, spec: TakeoverSpec, answer: _TakenOverAnswer, generated: int) -> AsyncGenerator[bytes, None]:
+    async def _rest(self, spec: TakeoverSpec, answer: AnswerSoFar, generated: int) -> AsyncGenerator[bytes, None]:
         """The worker events that finish the answer; when no replica can continue it, an error event and [DONE], so
         the relay still closes the books once (what was generated billed, the partial answer stored as failed)."""
         body = continuation_body(spec.body, answer.text, generated)
@@ -259,7 +251,7 @@ class StreamTakeovers:
         except FleetchatError as exc:
             log.warning("stream of request %s cannot be continued: %s", spec.request_id, type(exc).__name__)
             return _failed()
-        answer.leg_completion = generated
+        answer.leg_completion = answer.repeated_in_prompt = generated
         answer.next_leg({"pool": spec.pool, "fallback": False, "gateway": True})
         continuing = ContinuingStream(first, Leg(spec.pool, spec.replicas, spec.body, spec.headers), self.workers)
         continuing.answer = answer
