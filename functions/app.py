@@ -193,7 +193,7 @@ def create_app(
             classifier = shipped_classifier(settings.guard.sentence_reads)
             embedded = EmbeddedGuard(PreFilter(classifier))
             app.state.guard = open_guard(settings, embedded, client, app.state.metrics)
-            output = OutputClassifier.load()
+            output = OutputClassifier.load() if settings.guard.output_check else None
             app.state.safety = SafetyPipeline(app.state.guard, pii_detector(), audit, app.state.metrics, output)
             # Server-side tools (docs/server-tools.md): quotas in the shared limits store, runs audited.
             app.state.server_tools = server_tools_for(

@@ -270,6 +270,10 @@ class GuardOptions(BaseModel):
     # catch 51 % of harmful asks pasted into long texts (18 % off) and refuse more long news (2.0 -> 3.9 % of long
     # benign texts) and 3 of 64 synthetic benchmark prompts. Environment: FLEETCHAT_SAFETY_SENTENCE_READS.
     sentence_reads: bool = Field(default=False, validation_alias="fleetchat_safety_sentence_reads")
+    # The learned output check on streamed answers (the post-filter's third check, after PII and the output rules):
+    # about 2 ms per read, one read per ~120 characters. Off: the post-filter runs the rules and PII alone (`make
+    # bench` states the gateway's CPU per 1,000 relayed tokens either way). Environment: FLEETCHAT_SAFETY_OUTPUT_CHECK.
+    output_check: bool = Field(default=True, validation_alias="fleetchat_safety_output_check")
 
     @field_validator("ignored_codes", mode="before")
     @classmethod

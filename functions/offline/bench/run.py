@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from functions.local_stack.worker_key import WORKER_KEY_ENV
 from functions.offline.bench import prompts
 from functions.offline.bench.aiperf_check import find_aiperf
 from functions.offline.bench.engine.phase import engine_phase
@@ -28,6 +30,7 @@ from functions.offline.bench.phases.conversation_phase import multi_turn
 from functions.offline.bench.phases.embeddings_phase import embeddings_phase
 from functions.offline.bench.phases.goodput_phase import KEYS_FILE, GoodputPlan, goodput_phase
 from functions.offline.bench.phases.priority_phase import PriorityConfig, priority_phase
+from functions.offline.bench.phases.relay_cpu_phase import relay_cpu_phase
 from functions.offline.bench.phases.result_cache_phase import result_cache_phase
 from functions.offline.bench.phases.retrieval_phase import retrieval_phase
 from functions.offline.bench.phases.safety_phase import safety_phase
@@ -81,6 +84,11 @@ class BenchConfig(BaseModel):
     continuation: bool = True  # kill -9 a worker mid-stream (two extra local workers of the model's pool)
     continuation_runs: int = Field(default=6, ge=1)
     continuation_kill_after_chunks: int = Field(default=8, ge=1)
+    relay_cpu: bool = True  # the gateway's CPU per 1,000 relayed tokens, output check on and off (two gateways)
+    relay_cpu_streams: int = Field(default=12, ge=1)  # per round and gateway
+    relay_cpu_rounds: int = Field(default=3, ge=1)
+    relay_cpu_concurrency: int = Field(default=4, ge=1)
+    relay_cpu_max_tokens: int = Field(default=128, ge=1)
     temperature: float = 0.0
     request_timeout_s: float = 300.0
     goodput: bool = True  # goodput per tier (needs an admin key to create the bench tenants, or their keys file)
@@ -422,6 +430,16 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                     result.notes += notes
                 except Exception as exc:  # as above
                     result.notes.append(f"continuation phase failed: {type(exc).__name__}: {exc}")
+            if cfg.relay_cpu:
+                try:
+                    rounds = 1 if cfg.quick else cfg.relay_cpu_rounds
+                    result.relay_cpu, notes = await relay_cpu_phase(
+                        cfg.model, targets.worker_urls, progress, streams=cfg.relay_cpu_streams,
+                        concurrency=cfg.relay_cpu_concurrency, max_tokens=cfg.relay_cpu_max_tokens, rounds=rounds,
+                    )  # fmt: skip
+                    result.notes += notes
+                except Exception as exc:  # as above
+                    result.notes.append(f"relay CPU phase failed: {type(exc).__name__}: {exc}")
             try:
                 runs = min(cfg.safety_runs, 50) if cfg.quick else cfg.safety_runs
                 result.safety = await asyncio.to_thread(safety_phase, runs, progress)
@@ -554,6 +572,8 @@ def run_benchmark(cfg: BenchConfig) -> BenchResult:
         targets, stack = _resolve_targets(cfg, result)
         result.target_url = targets.url
         result.worker_url = targets.worker_urls[0] if targets.worker_urls else None
+        if targets.worker_key:  # the phases' own gateways (and workers) present the stack's key, as its gateway does
+            os.environ.setdefault(WORKER_KEY_ENV, targets.worker_key)
         console.print(f"benchmarking [bold]{targets.url}[/] (model {cfg.model}, max_tokens {plan.max_tokens})")
         asyncio.run(_measure(cfg, plan, targets, result))
     finally:

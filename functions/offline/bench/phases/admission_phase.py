@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from rich.progress import Progress
 
-from functions.offline.bench.phases.phase_gateway import BenchGateway, spawn_gateway, wait_ready
+from functions.offline.bench.phases.phase_gateway import BenchGateway, spawn_gateway, tier_for, wait_ready
 from functions.offline.bench.results.records import (
     AdmissionCostStats,
     AdmissionLimitStats,
@@ -22,8 +22,8 @@ from functions.offline.bench.results.records import (
     AdmissionStats,
 )
 from functions.offline.measure import stats
-from shared.fleet.tables import limits_for, policy_for
-from shared.fleet.tiers import LimitOverrides, Tier
+from shared.fleet.tables import limits_for
+from shared.fleet.tiers import LimitOverrides
 
 WINDOW_S = 60
 WINDOW_MARGIN_S = 25.0  # start the burst with at least this much of its one-minute window left
@@ -41,13 +41,6 @@ USER_TEXT = (
     "I have a cup of red lentils, an onion, two cloves of garlic and a tin of tomatoes. How long should the lentils "
     "simmer, and do I salt them at the start or near the end?"
 )
-
-
-def _tier_for(model: str) -> Tier:
-    """The first tier allowed to use `model` (Plus for the packaged pools)."""
-    return next(
-        (tier for tier in (Tier.PLUS, Tier.ENTERPRISE, Tier.FREE) if model in policy_for(tier).pools), Tier.PLUS
-    )
 
 
 def filesystem_of(path: Path) -> str | None:
@@ -81,7 +74,7 @@ def admission_cost_phase(requests: int, progress: Progress, model: str = "mini")
     from shared.wire.schemas import ChatMessage
 
     task = progress.add_task("admission + ledger write (sqlite, in-process)", total=requests)
-    tier = _tier_for(model)
+    tier = tier_for(model)
     big = LimitOverrides(key_rpm=UNLIMITED, key_tpm=UNLIMITED, tenant_rpm=UNLIMITED, tenant_tpm=UNLIMITED)
     limits = limits_for(tier, big)
     messages = [ChatMessage(role="system", content=SYSTEM_TEXT), ChatMessage(role="user", content=USER_TEXT)]
@@ -148,7 +141,7 @@ def _make_tenant(data_dir: Path, model: str, limit_rpm: int) -> str:
 
     store = open_tenant_store(Settings(environment="local", data_dir=data_dir, accounts_store="sqlite"))
     try:
-        tenant, minted = create_tenant_with_key(store, "bench-admission-limit", _tier_for(model), "bench")
+        tenant, minted = create_tenant_with_key(store, "bench-admission-limit", tier_for(model), "bench")
         store.update_tenant(tenant.id, TenantChanges(limits=LimitOverrides(key_rpm=limit_rpm, tenant_rpm=limit_rpm)))
     finally:
         store.close()

@@ -31,16 +31,19 @@ from rich.progress import Progress
 from functions.control.routing import HashRing
 from functions.metrics.failover import CONTINUATION_TTFT, CONTINUATIONS
 from functions.offline.bench import prompts
-from functions.offline.bench.phases.admission_phase import _tier_for
-from functions.offline.bench.phases.phase_gateway import BenchGateway, free_port, spawn_gateway, wait_ready
+from functions.offline.bench.phases.phase_gateway import (
+    BenchGateway,
+    free_port,
+    spawn_gateway,
+    unlimited_tenant,
+    wait_ready,
+)
 from functions.offline.bench.phases.priority_phase import admitted_prompts
 from functions.offline.bench.prom import sample_value
 from functions.offline.bench.results.continuation_results import ContinuationRun, ContinuationStats, summarize
 from functions.offline.measure import stats
 from gpu_workers.server.parent_death import SUPERVISOR_PID_ENV
-from shared.fleet.tiers import LimitOverrides
 
-UNLIMITED = 1_000_000_000
 WORKER_KV_CACHE_TOKENS = 4096  # two extra SmolLM2 workers beside the stack's: keep their memory small
 WORKER_START_TIMEOUT_S = 600.0
 REQUEST_TIMEOUT_S = 300.0
@@ -216,25 +219,6 @@ async def read_stream(
     return record, killed_at
 
 
-def _tenant(data_dir: Path, model: str) -> str:
-    """A tenant of the first tier allowed the model, without rate limits; returns its API key."""
-    from functions.accounts.operations import create_tenant_with_key
-    from shared.settings import Settings
-    from shared.storage.accounts import TenantChanges
-    from shared.storage.factory import open_tenant_store
-
-    big = LimitOverrides(
-        key_rpm=UNLIMITED, key_tpm=UNLIMITED, tenant_rpm=UNLIMITED, tenant_tpm=UNLIMITED, message_cap=UNLIMITED
-    )
-    store = open_tenant_store(Settings(environment="local", data_dir=data_dir, accounts_store="sqlite"))
-    try:
-        tenant, minted = create_tenant_with_key(store, "bench-continuation", _tier_for(model), "bench")
-        store.update_tenant(tenant.id, TenantChanges(limits=big))
-    finally:
-        store.close()
-    return minted.key
-
-
 @dataclass(frozen=True)
 class _Counters:
     ttft_sum: float
@@ -344,7 +328,7 @@ async def _drive(
                 await worker.wait_healthy(http)
                 await worker.warm_up(http, model)
                 progress.advance(start)
-            key = _tenant(data_dir, model)
+            key = unlimited_tenant(data_dir, model, "bench-continuation")
             gateway = spawn_gateway(data_dir, model, [w.url for w in workers])
             await wait_ready(http, gateway)
             progress.advance(start)

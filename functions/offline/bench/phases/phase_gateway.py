@@ -16,8 +16,12 @@ from pathlib import Path
 
 import httpx
 
+from shared.fleet.tables import policy_for
+from shared.fleet.tiers import LimitOverrides, Tier
+
 GATEWAY_START_TIMEOUT_S = 60.0
 GATEWAY_STOP_TIMEOUT_S = 20.0
+UNLIMITED = 1_000_000_000
 
 
 def free_port() -> int:
@@ -102,3 +106,29 @@ async def wait_ready(http: httpx.AsyncClient, gateway: BenchGateway) -> None:
                 f"gateway {gateway.url} not ready in {GATEWAY_START_TIMEOUT_S:.0f} s: {gateway.log_tail()}"
             )
         await asyncio.sleep(0.3)
+
+
+def tier_for(model: str) -> Tier:
+    """The first tier allowed to use `model` (Plus for the packaged pools)."""
+    return next(
+        (tier for tier in (Tier.PLUS, Tier.ENTERPRISE, Tier.FREE) if model in policy_for(tier).pools), Tier.PLUS
+    )
+
+
+def unlimited_tenant(data_dir: Path, model: str, name: str) -> str:
+    """A tenant of the first tier allowed the model, without rate limits, in a phase's SQLite data dir; its API key."""
+    from functions.accounts.operations import create_tenant_with_key
+    from shared.settings import Settings
+    from shared.storage.accounts import TenantChanges
+    from shared.storage.factory import open_tenant_store
+
+    big = LimitOverrides(
+        key_rpm=UNLIMITED, key_tpm=UNLIMITED, tenant_rpm=UNLIMITED, tenant_tpm=UNLIMITED, message_cap=UNLIMITED
+    )
+    store = open_tenant_store(Settings(environment="local", data_dir=data_dir, accounts_store="sqlite"))
+    try:
+        tenant, minted = create_tenant_with_key(store, name, tier_for(model), "bench")
+        store.update_tenant(tenant.id, TenantChanges(limits=big))
+    finally:
+        store.close()
+    return minted.key

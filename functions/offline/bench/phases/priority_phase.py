@@ -53,9 +53,9 @@ class _Observed:
     off_at: float | None = None
 
 
-def admitted_prompts(count: int) -> list[int]:
-    """Indexes of `prompts.generation_messages` the shipped safety pre-filter lets through: the phase measures
-    capacity, not the safety gate (its classifier refuses a few of the benign prompts)."""
+def admitted_prompts(count: int, tag: str = "prio-0-0") -> list[int]:
+    """Indexes of `prompts.generation_messages` (with `tag`) the shipped safety pre-filter lets through: the phase
+    measures capacity, not the safety gate (its classifier refuses a few of the benign prompts)."""
     from functions.safety.classifier.cascade import shipped_classifier
     from functions.safety.prefilter import PreFilter
     from shared.wire.schemas import ChatMessage
@@ -64,7 +64,7 @@ def admitted_prompts(count: int) -> list[int]:
     screened = (
         i
         for i in range(count * 4)
-        if gate.check([ChatMessage.model_validate(m) for m in prompts.generation_messages(i, "prio-0-0")]) is None
+        if gate.check([ChatMessage.model_validate(m) for m in prompts.generation_messages(i, tag)]) is None
     )
     return [i for _, i in zip(range(count), screened, strict=False)]
 

@@ -9,6 +9,7 @@ from functions.offline.bench.results.continuation_results import continuation_li
 from functions.offline.bench.results.embeddings_results import embeddings_lines
 from functions.offline.bench.results.priority_results import priority_lines
 from functions.offline.bench.results.records import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
+from functions.offline.bench.results.relay_cpu_results import relay_cpu_lines
 from functions.offline.bench.results.result_cache_results import result_cache_lines
 from functions.offline.bench.results.retrieval_results import retrieval_lines
 
@@ -229,6 +230,8 @@ def render_markdown(result: BenchResult) -> str:
         lines += priority_lines(result.priority)
     if result.continuation is not None:
         lines += continuation_lines(result.continuation)
+    if result.relay_cpu is not None:
+        lines += relay_cpu_lines(result.relay_cpu)
     if result.goodput is not None:
         lines += _goodput_lines(result.goodput)
     if result.result_cache is not None:
