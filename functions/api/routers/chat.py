@@ -13,7 +13,7 @@ from functions.api.deps import ChatPipelineDep
 from functions.api.openapi_description import error_responses
 from functions.chat.delivery import StreamAnswer
 from functions.chat.pipeline import ChatCall
-from functions.chat.streams.resumable import RESUMABLE_HEADER
+from functions.chat.streams.resumable import RESUMABLE_HEADER, asks_resumable
 from functions.judging.client import JUDGE_CALL_HEADER
 from shared.wire.schemas import ChatCompletionRequest
 
@@ -48,7 +48,7 @@ async def chat_completions(
         session_header=x_session_id,
         conversation_id=x_conversation_id,
         cache_control=request.headers.get("cache-control"),
-        resumable=request.headers.get(RESUMABLE_HEADER, "").lower() == "true",
+        resumable=asks_resumable(request.headers.get(RESUMABLE_HEADER)),
         judge_call=JUDGE_CALL_HEADER in request.headers,
     )
     result = await pipeline.run(call)

@@ -111,6 +111,15 @@ class ResumeMetrics:
 
 # The request header by which a client asks that a dropped connection not stop its answer (the web chat sends it).
 RESUMABLE_HEADER = "x-fleetchat-resumable"
+# Its values that ask: `true` as documented, and the other usual spellings of yes (aiperf's --header turns a bare
+# `true` into a boolean and refuses it; `yes` reaches the server as written).
+RESUMABLE_YES = frozenset({"true", "1", "yes", "on"})
+
+
+def asks_resumable(value: str | None) -> bool:
+    """Whether a request's RESUMABLE_HEADER value asks for a resumable answer."""
+    return (value or "").strip().lower() in RESUMABLE_YES
+
 
 # A new stream's first client attaches as its response starts; a stream nobody attached to by then is abandoned.
 FIRST_ATTACH_S = 10.0

@@ -17,6 +17,7 @@ from functions.chat.streams.resumable import (
     ResumeMetrics,
     StreamEventsGoneError,
     StreamNotFoundError,
+    asks_resumable,
     parse_last_event_id,
 )
 from shared.errors import InvalidRequestError
@@ -213,3 +214,9 @@ async def test_an_attached_client_that_falls_behind_the_bounds_is_told_never_cut
     rest = [event async for event in reader]
     assert rest[0].startswith(b"id: 12\nevent: error\n") and b"stream_events_expired" in rest[0]
     assert rest[1] == b"id: 13\n" + DONE
+
+
+@pytest.mark.parametrize(("value", "asks"), [("true", True), ("True", True), ("yes", True), ("1", True), ("on", True),
+                                             ("false", False), ("no", False), ("", False), (None, False)])  # fmt: skip
+def test_the_resumable_header_takes_the_usual_spellings_of_yes(value: str | None, asks: bool) -> None:
+    assert asks_resumable(value) is asks
