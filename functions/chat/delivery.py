@@ -142,14 +142,16 @@ class Delivery:
     @staticmethod
     def _takeover(answered: AnsweredRequest, client_usage: bool) -> dict[str, Any] | None:
         """What another gateway needs to finish this answer if this one dies (functions/chat/streams/takeover.py):
-        only for a client that resumes (any other stops at a drop) and a plain text answer (no tools, no output
-        contract, no citations to annotate)."""
+        continued for a client that resumes and a plain text answer (no tools, no output contract, no citations to
+        annotate); any other generated answer has its books closed there as for a Stop."""
         answer, body = answered.answer, answered.body
-        if not answered.resumable or not isinstance(answer, ContinuingStream):
+        if not isinstance(answer, ContinuingStream):
             return None
-        if body.tools or answered.contract is not None or answered.retrieved.citations:
-            return None
-        return takeover_spec(answered.account, answered.turn, answer.leg, client_usage=client_usage)
+        plain = not (body.tools or answered.contract is not None or answered.retrieved.citations)
+        continues = answered.resumable and plain
+        return takeover_spec(
+            answered.account, answered.turn, answer.leg, client_usage=client_usage, continues=continues
+        )
 
     async def json(self, answered: AnsweredRequest) -> JsonAnswer:
         """The whole completion, its tool calls checked and its text judged as the stream filter would, billed for what

@@ -96,6 +96,12 @@ class StreamRelay:
             if not self.finished:
                 await self._client_left()
 
+    async def close_as_stopped(self) -> None:
+        """Close the books of an answer that goes no further, as for a Stop (a dead gateway's answer whose client
+        does not resume: functions/chat/streams/takeover.py)."""
+        self.finished = True
+        await self._client_left()
+
     async def _client_left(self) -> None:
         """The client went away before the end (Stop): bill what was generated and keep the answer it saw, marked
         as stopped, or with its own finish reason if it had in fact ended (a halt, or a finish before [DONE])."""

@@ -99,11 +99,13 @@ class ResumeMetrics:
         self.takeovers = Counter(
             STREAM_TAKEOVERS,
             "Streams this gateway took over from a gateway that went silent mid-answer, by outcome: finished (the "
-            "answer continued to its end here), failed (it could not be continued: the client got an error event).",
+            "answer continued to its end here), closed (not continued: its books closed as for a Stop; the client "
+            "does not resume or the answer is not plain text), failed (it could not be continued: the client got an "
+            "error event).",
             ["outcome"],
             registry=registry,
         )
-        for outcome in ("finished", "failed"):
+        for outcome in ("finished", "closed", "failed"):
             self.takeovers.labels(outcome)
         for outcome in ("resumed", "resumed_elsewhere", "not_found", "gone"):
             self.resumes.labels(outcome)

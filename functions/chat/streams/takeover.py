@@ -11,8 +11,11 @@ as a replica's death, functions/chat/streams/continuation.py), and the new event
 and the relay, which closes the books once: the ledger entry under the original request id, the reservation
 settled, the turn stored. Clients attached anywhere read the continuation from the shared log.
 
-What is not taken over (no spec is written): answers with tool calls, a structured-output contract, retrieval
-citations, or served from the result cache. Their resume ends with a `response_failed` error, as before.
+What is continued: resumable plain-text answers. Any other streamed answer of a dead gateway (a client that does not
+resume, as the `openai` SDK; tool calls, a structured-output contract, retrieval citations) has its books closed as for
+a Stop, which is what its client's closed connection means: what was generated billed (aborted), the partial answer
+stored as stopped, and a `response_stopped` error event and `[DONE]` for any reader. Answers served from the result
+cache are not listed (nothing generated, nothing to bill).
 Usage of a taken-over answer: the continuing leg's prompt (the original prompt and the partial answer) and
 completion tokens are exact; the split of the partial answer between them counts one token per content chunk.
 """
@@ -41,7 +44,7 @@ from functions.chat.streams.continuation import (
     continuation_body,
 )
 from functions.chat.streams.relay import StreamRelay
-from functions.chat.streams.resumable import ResumeMetrics
+from functions.chat.streams.resumable import ResponseStoppedError, ResumeMetrics
 from functions.chat.streams.shared_log import LIVE, SharedStreamLog, StreamWriter
 from functions.control.admission import Reservation
 from functions.control.request_accounting import Accounting, RequestAccount
@@ -88,9 +91,12 @@ class TakeoverSpec(BaseModel):
     prompt_estimate: int
     client_usage: bool
     turn: TurnSpec | None = None
+    continues: bool = True  # continue the answer (a resumable plain-text one); False: close its books as a Stop
 
 
-def takeover_spec(account: RequestAccount, turn: Turn | None, leg: Leg, *, client_usage: bool) -> dict[str, Any]:
+def takeover_spec(
+    account: RequestAccount, turn: Turn | None, leg: Leg, *, client_usage: bool, continues: bool
+) -> dict[str, Any]:
     """The spec of a streamed answer about to be relayed (JSON-ready)."""
     reservation = asdict(account.reservation)
     if reservation.get("message_at") is not None:
@@ -122,6 +128,7 @@ def takeover_spec(account: RequestAccount, turn: Turn | None, leg: Leg, *, clien
         prompt_estimate=account.prompt_estimate,
         client_usage=client_usage,
         turn=turn_spec,
+        continues=continues,
     )
     return spec.model_dump(mode="json")
 
@@ -189,9 +196,10 @@ class StreamTakeovers:
             stream_id=record.stream_id, tenant_id=record.tenant_id, owner=record.owner, headers=record.headers
         )
         writer = StreamWriter(self.shared, opened, [], opened_already=True)
-        seq, outcome = record.next_seq, "finished"
+        spec = TakeoverSpec.model_validate(record.takeover)
+        seq, outcome = record.next_seq, "finished" if spec.continues else "closed"
         try:
-            async for event in self._continued(record):
+            async for event in self._continued(record, spec):
                 writer.add(seq, event)
                 seq += 1
         except asyncio.CancelledError:  # this gateway is stopping: what was written stays, listed for another to finish
@@ -208,9 +216,9 @@ class StreamTakeovers:
         with contextlib.suppress(Exception):
             await self.shared.state.delete(LIVE, record.stream_id)
 
-    async def _continued(self, record: StreamRecord) -> AsyncIterator[bytes]:
-        """The rest of the answer as the client gets it, the books closed once at its end."""
-        spec = TakeoverSpec.model_validate(record.takeover)
+    async def _continued(self, record: StreamRecord, spec: TakeoverSpec) -> AsyncIterator[bytes]:
+        """The rest of the answer as the client gets it, the books closed once at its end (or at once, as for a Stop,
+        for an answer that is not continued)."""
         if record.first_seq != 1:
             raise UpstreamError("The start of this answer is no longer held; it cannot be continued.")
         held = await self._held(record)
@@ -236,6 +244,11 @@ class StreamTakeovers:
         if capture.text:
             guard.check(capture.text)  # the post-filter reads the new text after what was already sent
         relay = StreamRelay(capture, account, self.turns, turn, self.metrics, self.safety, guard)
+        if not spec.continues:  # its client's connection closed with the gateway: a Stop
+            await relay.close_as_stopped()
+            yield sse_error(ResponseStoppedError("The gateway generating this response stopped; so did the answer."))
+            yield DONE
+            return
         async for event in relay.run(await self._rest(spec, answer, capture.content_chunks)):
             yield event
 

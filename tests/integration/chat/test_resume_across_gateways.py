@@ -246,3 +246,41 @@ def test_when_no_replica_can_continue_a_taken_over_answer_its_books_still_close_
     assert text and LONG.startswith(text)
     assert stored["content"] == text and stored["finish_reason"] == "error"  # the partial answer its client saw
     assert [row["outcome"] for row in _ledger(a)] == ["aborted"]  # billed once, for what was generated
+
+
+def test_a_dead_gateways_answer_to_a_client_that_does_not_resume_is_billed_and_stored_as_stopped(
+    tmp_path: Path,
+) -> None:
+    """The `openai` SDK does not resume: its connection closed with the killed gateway, which is a Stop. The survivor
+    closes the books the dead one left open: billed once for what was generated, the partial answer stored."""
+    data = tmp_path / "data"
+    _, key = _owner(data)
+    group = ProcessGroup(tmp_path / "logs")
+    env = {"FLEETCHAT_CONTROL_STATE_SYNC_S": "0.2", "FLEETCHAT_CONTROL_STATE_LIVENESS_S": "1.0"}
+    with serve(continuing_worker(LONG, delay_s=0.12)) as url:
+        try:
+            a = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+            owner = group.procs[-1]
+            b = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+            with (
+                httpx.Client(timeout=30) as http,
+                http.stream("POST", f"{a.url}/v1/chat/completions", json=_body(store=True), headers=a.headers()) as r,
+            ):
+                first = _read(r, stop_after_content=3)  # still connected: the answer goes on for this client
+                conversation_id = r.headers["x-conversation-id"]
+                owner.send_signal(signal.SIGKILL)
+                owner.wait(timeout=30)
+            deadline = time.monotonic() + 30
+            while _stored_messages(b, conversation_id) < 2:
+                assert time.monotonic() < deadline, "the dead gateway's books were never closed"
+                time.sleep(0.2)
+            stored = _conversation(b, conversation_id)["messages"][-1]
+            closed = labelled(b.url, "fleetchat_gateway_stream_takeovers_total", outcome="closed")
+        finally:
+            group.stop()
+    assert closed == 1
+    assert stored["finish_reason"] == "stopped" and first.text and stored["content"].startswith(first.text)
+    assert LONG.startswith(stored["content"])  # what was generated before the gateway died, nothing more
+    ledger = _ledger(a)
+    assert [row["outcome"] for row in ledger] == ["aborted"]
+    assert ledger[0]["completion_tokens"] == len(tokens(stored["content"]))
