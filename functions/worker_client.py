@@ -116,11 +116,16 @@ class WorkerClient:
         breakers: ReplicaBreakers | None = None,
         policy: UpstreamPolicy | None = None,
         metrics: FailoverMetrics | None = None,
+        *,
+        balanced: bool = False,
     ) -> None:
         self._client = client
         self.breakers = breakers if breakers is not None else ReplicaBreakers({})
         self.policy = policy or UpstreamPolicy.defaults()
         self._metrics = metrics
+        # Each replica URL is a load balancer over many containers (a deployed Modal Server): a broken stream marks
+        # one container gone, not the URL (functions/chat/streams/continuation.py).
+        self.balanced = balanced
 
     async def complete(
         self,

@@ -437,6 +437,12 @@ def resolve_embedding_worker_urls() -> dict[str, list[str]]:
 DEPLOYED_STORES: dict[str, str] = {"conversation_store": "aws", "accounts_store": "aws"}
 
 
+# The gateway's view of its pools: each URL is a Modal Server in front of many containers, so a container dying
+# mid-answer does not take the pool with it; the answer continues on the same URL under a new Modal-Session-ID, which
+# Modal's proxy routes to another live container (functions/chat/streams/continuation.py).
+GATEWAY_ENVIRON = {"FLEETCHAT_WORKER_BALANCED": "true"}
+
+
 def resolve_worker_urls() -> dict[str, list[str]]:
     """Pool -> [its GPU Server's URL], looked up in the deployed app. One URL per pool: Modal's proxy picks the
     replica, by the request's Modal-Session-ID where it has one."""
@@ -480,6 +486,8 @@ def gateway() -> FastAPI:
     from shared.storage.aws.identity import use_modal_identity_token
 
     use_modal_identity_token(os.environ)  # AWS: the service role, through this container's OIDC token
+    for name, value in GATEWAY_ENVIRON.items():
+        os.environ.setdefault(name, value)
 
     settings = Settings(
         environment="deployed",

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from functions.chat.streams.continuation import ContinuingStream, Leg
+from functions.chat.streams.continuation import MODAL_SESSION_HEADER, ContinuingStream, Leg
 from functions.control.admission import prompt_messages, prompt_token_bound
 from functions.control.replica_breakers import ReplicaBreakers
 from functions.control.routing import PoolRouter, pools_for_tier, resolve_pool
@@ -22,7 +22,6 @@ from shared.storage.accounts import Tenant
 from shared.wire.schemas import ChatCompletionRequest
 
 # The design's deployed sticky-replica hint, forwarded as-is (workers that do not know it ignore it).
-MODAL_SESSION_HEADER = "Modal-Session-ID"
 
 # Extension fields the gateway reads itself; workers (and vLLM) never see them.
 GATEWAY_ONLY_FIELDS = frozenset(
@@ -129,6 +128,7 @@ def chat_service_for(
         cooldown_s=settings.breaker.cooldown_s,
         metrics=failover,
     )
-    workers = WorkerClient(client, breakers, UpstreamPolicy.of(settings.worker, settings.upstream), failover)
+    policy = UpstreamPolicy.of(settings.worker, settings.upstream)
+    workers = WorkerClient(client, breakers, policy, failover, balanced=settings.worker.balanced)
     router = PoolRouter(worker_urls, breakers)
     return ChatService(router, workers, metrics, failover=failover, max_continuations=settings.max_continuations)

@@ -51,6 +51,11 @@ class WorkerSettings(Section):
     # (`Modal-Key` / `Modal-Secret`); they are deployed requiring proxy auth (`unauthenticated=False`).
     proxy_token_id: str | None = None
     proxy_token_secret: SecretStr | None = None
+    # Each worker URL is a load balancer in front of the pool's replicas (deployed: a Modal Server, whose proxy picks a
+    # container by the request's Modal-Session-ID). A replica dying mid-answer then does not take the URL with it: the
+    # answer continues on the same URL under a new session id, which Modal routes to another live container
+    # (docs/reliability.md, "Continuation in a deployed pool"). The Modal app sets it for its gateway.
+    balanced: bool = False
 
     @field_validator("accepted_api_keys", mode="before")
     @classmethod

@@ -3,6 +3,13 @@ first byte, the same answer continues on another healthy replica of the pool (or
 pool, announced in-band) from the partial answer, sent as an open final assistant message (vLLM's
 `continue_final_message: true, add_generation_prompt: false`). docs/reliability.md describes what the client sees.
 
+Deployed, a pool is one URL in front of many containers (a Modal Server; `FLEETCHAT_WORKER_BALANCED`). A broken
+stream there is one container gone, not the pool: the continuing leg goes to the same URL under a new
+`Modal-Session-ID` (the answer's own, numbered by leg), which Modal's rendezvous hashing routes to another live
+container, so a free-tier answer, whose tier has no fallback pool, continues too. Modal drops a dead container from
+its routing; until it does, a new session id lands on it only as often as on any other container, and the leg
+after that tries again.
+
 It sits upstream of functions/chat/streams/relay.py, so the relay (safety post-filter, capture, books) sees one event
 stream. Every chunk keeps the first leg's `id`, `created` and `model`; the continuing leg's role chunk is dropped;
 usage is the first leg's prompt tokens plus the completion tokens of every leg (the continuing leg's prompt repeats
@@ -164,6 +171,16 @@ class AnswerSoFar:
         return [*usage, DONE]
 
 
+MODAL_SESSION_HEADER = "Modal-Session-ID"
+
+
+def rerouted(headers: dict[str, str], answer_id: str, leg: int) -> dict[str, str]:
+    """`headers` for leg `leg` of an answer on a balanced pool URL: a session id of its own (the first leg's, or the
+    answer's id, numbered by leg), so Modal's proxy routes it afresh instead of to the container that just broke."""
+    session = headers.get(MODAL_SESSION_HEADER) or answer_id
+    return {**headers, MODAL_SESSION_HEADER: f"{session.split('~leg')[0]}~leg{leg + 1}"}
+
+
 class ContinuingStream:
     """The event stream the relay sees for one streamed answer, continued across replicas when one fails."""
 
@@ -213,7 +230,8 @@ class ContinuingStream:
                     yield tail
                 return
             broke_at = self.clock()
-            self.dead.add(stream.replica)
+            if not self.workers.balanced:  # a balanced URL lost one container, not its replicas
+                self.dead.add(stream.replica)
             found = await self._continue(pool, answer.legs - 1)
             if found is None:
                 if self.metrics is not None:
@@ -253,8 +271,11 @@ class ContinuingStream:
             replicas = self.workers.breakers.order(leg.pool, [r for r in leg.replicas if r not in self.dead])
             if not replicas:
                 continue
+            headers = leg.headers
+            if self.workers.balanced and not is_fallback:
+                headers = rerouted(leg.headers, answer.id, answer.legs)
             try:
-                stream = await self.workers.open_stream(leg.pool, replicas, body, leg.headers)
+                stream = await self.workers.open_stream(leg.pool, replicas, body, headers)
             except FleetchatError as exc:  # unreachable, or refused the continuation (4xx): try the next target
                 log.warning("continuation on %s failed: %s", leg.pool, type(exc).__name__)
                 continue

@@ -408,3 +408,16 @@ def test_vllm_exports_its_request_spans_where_the_gateway_does(monkeypatch: pyte
     monkeypatch.delenv("FLEETCHAT_TRACING_OTLP_ENDPOINT")
     modal_app.start_vllm(["vllm", "serve", "m"])
     assert started[-1][0] == ["vllm", "serve", "m"]  # no collector: vLLM traces nothing
+
+
+def test_the_deployed_gateway_treats_each_pool_url_as_a_balancer_over_its_containers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A container dying mid-answer does not take its pool's one URL with it: the answer continues on that URL under a
+    new session id (functions/chat/streams/continuation.py); the free tier, with no fallback pool, too."""
+    from shared.settings import Settings
+
+    assert Settings().worker.balanced is False  # locally each URL is one worker process
+    for name, value in modal_app.GATEWAY_ENVIRON.items():
+        monkeypatch.setenv(name, value)
+    assert Settings().worker.balanced is True
