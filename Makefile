@@ -7,7 +7,7 @@ WEB_STAMP := web/dist/.built
 WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) web/index.html web/package.json \
 	web/package-lock.json web/vite.config.ts web/tsconfig.json
 
-.PHONY: up test bench eval lint install web clean scan-infra lock test-latest
+.PHONY: up test bench chaos eval lint install web clean scan-infra lock test-latest
 
 # Every Python version comes from the lock (requirements/lock.txt: exact versions with hashes, Linux x86_64, CPython
 # 3.11). `make lock` refreshes it from pyproject.toml's ranges; `make test-latest` tries the newest versions first.
@@ -40,6 +40,21 @@ test: $(STAMP) $(WEB_STAMP)
 
 bench: $(STAMP) $(WEB_STAMP)
 	$(BIN)/fleetchat bench
+
+# Chaos under load (docs/chaos.md): a local fleet of its own (2 gateways behind HAProxy, 2 replicas, redis-server),
+# aiperf through the balancer while a gateway and a worker are killed and the stores paused; report in
+# bench-results/chaos. aiperf runs from a venv of its own, its versions from requirements/aiperf.txt (`make lock`).
+AIPERF_VENV := .venv-aiperf
+AIPERF_LOCK := requirements/aiperf.txt
+AIPERF_STAMP := $(AIPERF_VENV)/.installed
+
+$(AIPERF_STAMP): $(AIPERF_LOCK)
+	test -x $(AIPERF_VENV)/bin/python || $(PY) -m venv $(AIPERF_VENV)
+	$(AIPERF_VENV)/bin/pip install -q --require-hashes --no-deps -r $(AIPERF_LOCK)
+	touch $(AIPERF_STAMP)
+
+chaos: $(STAMP) $(WEB_STAMP) $(AIPERF_STAMP)
+	$(BIN)/fleetchat chaos --aiperf $(AIPERF_VENV)/bin/aiperf
 
 # The eval suites against the running local stack (`make up` in another shell); reports in .fleetchat/evals.
 eval: $(STAMP)
@@ -86,6 +101,7 @@ lock: $(STAMP)
 	$(UV_COMPILE) $(UPGRADE_FLAG) --python-version 3.12 --python-platform x86_64-manylinux_2_28 requirements/vllm.in \
 		-o requirements/vllm.txt
 	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/checkov.in -o $(CHECKOV_LOCK)
+	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/aiperf.in -o $(AIPERF_LOCK)
 
 # Drift, before it bites: the newest versions pyproject.toml's ranges admit, in a scratch venv, through the whole suite.
 # Prints which versions moved against the lock; the lock and .venv stay as they are.

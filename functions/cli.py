@@ -249,6 +249,23 @@ def bench(
     )
 
 
+@app.command()
+def chaos(
+    out_dir: Annotated[Path, typer.Option(help="Where the report goes.")] = Path("bench-results/chaos"),
+    aiperf: Annotated[str | None, typer.Option(help="aiperf executable; default: $FLEETCHAT_AIPERF.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Streams aiperf keeps in flight.")] = 8,
+    requests: Annotated[int, typer.Option(help="Requests aiperf sends.")] = 32,
+    max_tokens: Annotated[int, typer.Option(help="Completion tokens per request.")] = 64,
+) -> None:
+    """Kill a gateway and a worker and pause the stores under aiperf's load through a local fleet; audit the books."""
+    from functions.offline.chaos.plan import ChaosConfig
+    from functions.offline.chaos.run import run_chaos
+
+    cfg = ChaosConfig(out_dir=out_dir, aiperf=aiperf, concurrency=concurrency, requests=requests, max_tokens=max_tokens)
+    if not run_chaos(cfg).passed:
+        raise typer.Exit(code=1)
+
+
 def _register_subcommands() -> None:
     from functions.feedback.commands import register as register_feedback
     from functions.local_stack.admin_cli import register

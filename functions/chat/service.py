@@ -21,8 +21,6 @@ from shared.settings import Settings
 from shared.storage.accounts import Tenant
 from shared.wire.schemas import ChatCompletionRequest
 
-# The design's deployed sticky-replica hint, forwarded as-is (workers that do not know it ignore it).
-
 # Extension fields the gateway reads itself; workers (and vLLM) never see them.
 GATEWAY_ONLY_FIELDS = frozenset(
     {"conversation_id", "store", "replace_from", "prompt_cache_key", "safety_identifier", "server_tools"}

@@ -171,6 +171,7 @@ class AnswerSoFar:
         return [*usage, DONE]
 
 
+# The design's deployed sticky-replica hint, forwarded as-is (workers that do not know it ignore it).
 MODAL_SESSION_HEADER = "Modal-Session-ID"
 
 

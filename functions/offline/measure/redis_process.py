@@ -3,11 +3,13 @@ control state's deployed engine where a benchmark or a test needs a real one."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -17,9 +19,23 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class RedisServer:
+    url: str
+    process: subprocess.Popen[bytes]  # for a fault injection's SIGSTOP / SIGCONT
+
+
 @contextmanager
 def redis_process(binary: str, directory: Path, *, start_timeout_s: float = 10.0) -> Iterator[str]:
     """Start `binary` (redis-server) and yield its URL once it accepts connections; stopped on exit."""
+    with redis_server_process(binary, directory, start_timeout_s=start_timeout_s) as server:
+        yield server.url
+
+
+@contextmanager
+def redis_server_process(binary: str, directory: Path, *, start_timeout_s: float = 10.0) -> Iterator[RedisServer]:
+    """Start `binary` (redis-server) and yield it once it accepts connections; stopped on exit (resumed first, should
+    it have been left paused)."""
     port = _free_port()
     args = [
         binary,
@@ -45,7 +61,9 @@ def redis_process(binary: str, directory: Path, *, start_timeout_s: float = 10.0
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("redis-server did not start") from None
                 time.sleep(0.05)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield RedisServer(f"redis://127.0.0.1:{port}/0", process)
     finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
         process.terminate()
         process.wait(timeout=10)

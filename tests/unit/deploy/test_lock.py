@@ -65,7 +65,7 @@ def test_the_lock_meets_every_range_the_project_asks_for(requirement: Requiremen
     )
 
 
-@pytest.mark.parametrize("name", ["lock.txt", "gateway.txt", "vllm.txt", "checkov.txt"])
+@pytest.mark.parametrize("name", ["lock.txt", "gateway.txt", "vllm.txt", "checkov.txt", "aiperf.txt"])
 def test_every_pin_carries_hashes_and_nothing_is_left_unpinned(name: str) -> None:
     text = (REQUIREMENTS / name).read_text()
     entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2])  # one entry per requirement, after the header
@@ -105,6 +105,14 @@ def test_the_terraform_scanner_installs_from_its_lock() -> None:
     [checkov_range] = _requirements_in(REQUIREMENTS / "checkov.in")
     assert checkov_range.specifier.contains(read_pins(REQUIREMENTS / "checkov.txt")["checkov"])
     assert "-r $(CHECKOV_LOCK)" in (REPO_ROOT / "Makefile").read_text()
+
+
+def test_the_chaos_load_generator_installs_from_its_lock() -> None:
+    [aiperf_range] = _requirements_in(REQUIREMENTS / "aiperf.in")
+    pins = read_pins(REQUIREMENTS / "aiperf.txt")
+    assert aiperf_range.specifier.contains(pins["aiperf"])
+    assert "torch" not in pins  # a load generator: the tokenizer only, no model runtime
+    assert "-r $(AIPERF_LOCK)" in (REPO_ROOT / "Makefile").read_text()
 
 
 def test_drift_lists_moved_added_and_dropped_packages() -> None:
