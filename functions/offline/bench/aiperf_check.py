@@ -63,6 +63,31 @@ def write_dataset(path: Path, prompts: list[list[ChatCompletionMessageParam]]) -
     return path
 
 
+def streaming_profile(
+    aiperf: str,
+    *,
+    url: str,
+    api_key: str,
+    model: str,
+    dataset: Path,
+    tokenizer: Path,
+    concurrency: int,
+    requests: int,
+    max_tokens: int,
+    artifact_dir: Path,
+) -> list[str]:
+    """`aiperf profile` of streamed chat completions: the custom single-turn dataset, `max_tokens`, usage from the
+    server, a closed loop at `concurrency` for `requests`, no UI and no server or GPU telemetry."""
+    return [
+        aiperf, "profile", "--model", model, "--url", url.rstrip("/").removesuffix("/v1"),
+        "--endpoint-type", "chat", "--streaming", "--api-key", api_key, "--tokenizer", str(tokenizer),
+        "--input-file", str(dataset), "--custom-dataset-type", "single_turn",
+        "--extra-inputs", f"max_tokens:{max_tokens}", "--use-server-token-count",
+        "--concurrency", str(concurrency), "--request-count", str(requests),
+        "--artifact-dir", str(artifact_dir), "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry",
+    ]  # fmt: skip
+
+
 def command(
     aiperf: str,
     *,
@@ -77,41 +102,13 @@ def command(
     slo: TierSlo,
     artifact_dir: Path,
 ) -> list[str]:
+    """The goodput check: the streaming profile judged against the tier's SLO by aiperf's own goodput rule."""
     goodput = f"time_to_first_token:{slo.ttft_p95_s * 1000:g} inter_token_latency:{slo.inter_token_p95_s * 1000:g}"
-    return [
-        aiperf,
-        "profile",
-        "--model",
-        model,
-        "--url",
-        url.rstrip("/").removesuffix("/v1"),
-        "--endpoint-type",
-        "chat",
-        "--streaming",
-        "--api-key",
-        api_key,
-        "--tokenizer",
-        str(tokenizer),
-        "--input-file",
-        str(dataset),
-        "--custom-dataset-type",
-        "single_turn",
-        "--extra-inputs",
-        f"max_tokens:{max_tokens}",
-        "--use-server-token-count",
-        "--concurrency",
-        str(concurrency),
-        "--request-count",
-        str(requests),
-        "--goodput",
-        goodput,
-        "--artifact-dir",
-        str(artifact_dir),
-        "--ui-type",
-        "none",
-        "--no-server-metrics",
-        "--no-gpu-telemetry",
-    ]
+    profile = streaming_profile(
+        aiperf, url=url, api_key=api_key, model=model, dataset=dataset, tokenizer=tokenizer, concurrency=concurrency,
+        requests=requests, max_tokens=max_tokens, artifact_dir=artifact_dir,
+    )  # fmt: skip
+    return [*profile, "--goodput", goodput]
 
 
 def _stat(export: dict[str, Any], name: str, key: str = "avg") -> float | None:

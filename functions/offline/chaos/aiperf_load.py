@@ -12,35 +12,20 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from functions.offline.bench.aiperf_check import streaming_profile
+
 RAW_EXPORT = "profile_export_raw.jsonl"
 
 
-def command(
-    aiperf: str,
-    *,
-    url: str,
-    api_key: str,
-    model: str,
-    dataset: Path,
-    tokenizer: Path,
-    concurrency: int,
-    requests: int,
-    max_tokens: int,
-    artifact_dir: Path,
-) -> list[str]:
-    """aiperf's own options only. Stored answers (`store: true`) so the audit can compare what was kept; resumable
-    answers (`yes`: aiperf's --header refuses a bare `true` as a boolean); one aiperf worker and record processor (on
+def command(aiperf: str, **profile: Any) -> list[str]:
+    """aiperf's streaming profile (functions/offline/bench/aiperf_check.py) with its own options only: stored answers
+    (`store: true`) so the audit can compare what was kept; resumable answers (`yes`: aiperf's --header refuses a bare
+    `true` as a boolean); every event each request got in its raw export; one aiperf worker and record processor (on
     a small machine its processes would otherwise take the cores the fleet runs on)."""
     return [
-        aiperf, "profile", "--model", model, "--url", url, "--endpoint-type", "chat", "--streaming",
-        "--api-key", api_key, "--tokenizer", str(tokenizer),
-        "--input-file", str(dataset), "--custom-dataset-type", "single_turn",
-        "--extra-inputs", f"max_tokens:{max_tokens}", "--extra-inputs", "store:true",
-        "--header", "X-Fleetchat-Resumable:yes", "--use-server-token-count",
-        "--concurrency", str(concurrency), "--request-count", str(requests),
+        *streaming_profile(aiperf, **profile),
+        "--extra-inputs", "store:true", "--header", "X-Fleetchat-Resumable:yes", "--export-level", "raw",
         "--workers-max", "1", "--record-processors", "1",
-        "--export-level", "raw", "--artifact-dir", str(artifact_dir),
-        "--ui-type", "none", "--no-server-metrics", "--no-gpu-telemetry",
     ]  # fmt: skip
 
 

@@ -7,9 +7,11 @@ resume there gets the rest of the answer, billed and stored once."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -164,26 +166,46 @@ LONG = (
 )
 
 
-def test_when_the_generating_gateway_is_killed_another_finishes_the_answer_exactly_once(tmp_path: Path) -> None:
+@contextmanager
+def _gateway_processes(tmp_path: Path, url: str) -> Iterator[tuple[Gateway, Callable[[], None], Gateway]]:
+    """Two gateway processes on one data dir over the worker at `url`, quick to notice a silent gateway; yields the
+    first, a `kill -9` of the first (returns once it is dead), and the second."""
     data = tmp_path / "data"
     _, key = _owner(data)
     group = ProcessGroup(tmp_path / "logs")
     env = {"FLEETCHAT_CONTROL_STATE_SYNC_S": "0.2", "FLEETCHAT_CONTROL_STATE_LIVENESS_S": "1.0"}
-    worker = continuing_worker(LONG, delay_s=0.12)  # about 4 s of answer, continued from any partial answer
-    with serve(worker) as url:
-        try:
-            a = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
-            owner = group.procs[-1]
-            b = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
-            first, completion_id, conversation_id = _drop_on(a, 3)
-            time.sleep(0.3)  # the answer goes on unattended on a, then a is killed mid-answer
+    try:
+        a = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+        owner = group.procs[-1]
+        b = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+
+        def kill_a() -> None:
             owner.send_signal(signal.SIGKILL)
             owner.wait(timeout=30)
-            _, rest = _resume_on(b, a, completion_id, first.ids[-1])
-            stored = _conversation(b, conversation_id)["messages"][-1]
-            took_over = labelled(b.url, "fleetchat_gateway_stream_takeovers_total", outcome="finished")
-        finally:
-            group.stop()
+
+        yield a, kill_a, b
+    finally:
+        group.stop()
+
+
+def _stored_eventually(gateway: Gateway, conversation_id: str, why: str) -> dict:
+    """The conversation's last message once its first turn is stored (a new conversation exists only then)."""
+    deadline = time.monotonic() + 30
+    while _stored_messages(gateway, conversation_id) < 2:
+        assert time.monotonic() < deadline, why
+        time.sleep(0.2)
+    return _conversation(gateway, conversation_id)["messages"][-1]
+
+
+def test_when_the_generating_gateway_is_killed_another_finishes_the_answer_exactly_once(tmp_path: Path) -> None:
+    worker = continuing_worker(LONG, delay_s=0.12)  # about 4 s of answer, continued from any partial answer
+    with serve(worker) as url, _gateway_processes(tmp_path, url) as (a, kill_a, b):
+        first, completion_id, conversation_id = _drop_on(a, 3)
+        time.sleep(0.3)  # the answer goes on unattended on a, then a is killed mid-answer
+        kill_a()
+        _, rest = _resume_on(b, a, completion_id, first.ids[-1])
+        stored = _conversation(b, conversation_id)["messages"][-1]
+        took_over = labelled(b.url, "fleetchat_gateway_stream_takeovers_total", outcome="finished")
     assert took_over == 1
     assert rest.done and rest.ids == list(range(first.ids[-1] + 1, first.ids[-1] + 1 + len(rest.ids)))
     assert first.text + rest.text == LONG  # no token missing, none repeated
@@ -198,47 +220,23 @@ def test_when_the_generating_gateway_is_killed_another_finishes_the_answer_exact
 
 
 def test_an_answer_whose_gateway_died_is_finished_and_stored_even_if_nobody_comes_back(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    _, key = _owner(data)
-    group = ProcessGroup(tmp_path / "logs")
-    env = {"FLEETCHAT_CONTROL_STATE_SYNC_S": "0.2", "FLEETCHAT_CONTROL_STATE_LIVENESS_S": "1.0"}
-    with serve(continuing_worker(LONG, delay_s=0.12)) as url:
-        try:
-            a = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
-            owner = group.procs[-1]
-            b = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
-            _, _, conversation_id = _drop_on(a, 3)
-            owner.send_signal(signal.SIGKILL)
-            owner.wait(timeout=30)
-            deadline = time.monotonic() + 30
-            while _stored_messages(b, conversation_id) < 2:  # a new conversation exists once its turn is stored
-                assert time.monotonic() < deadline, "the answer was never finished"
-                time.sleep(0.2)
-            stored = _conversation(b, conversation_id)["messages"][-1]
-        finally:
-            group.stop()
+    with serve(continuing_worker(LONG, delay_s=0.12)) as url, _gateway_processes(tmp_path, url) as (a, kill_a, b):
+        _, _, conversation_id = _drop_on(a, 3)
+        kill_a()
+        stored = _stored_eventually(b, conversation_id, "the answer was never finished")
     assert stored["content"] == LONG and stored["finish_reason"] == "stop"
     assert [row["outcome"] for row in _ledger(a)] == ["completed"]
 
 
 def test_when_no_replica_can_continue_a_taken_over_answer_its_books_still_close_once(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    _, key = _owner(data)
-    group = ProcessGroup(tmp_path / "logs")
-    env = {"FLEETCHAT_CONTROL_STATE_SYNC_S": "0.2", "FLEETCHAT_CONTROL_STATE_LIVENESS_S": "1.0"}
-    try:
+    with contextlib.ExitStack() as gateways:
         with serve(continuing_worker(LONG, delay_s=0.12)) as url:
-            a = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
-            owner = group.procs[-1]
-            b = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
+            a, kill_a, b = gateways.enter_context(_gateway_processes(tmp_path, url))
             first, completion_id, conversation_id = _drop_on(a, 3)
-            owner.send_signal(signal.SIGKILL)
-            owner.wait(timeout=30)
+            kill_a()
         # The worker is gone too: the survivor takes the stream over and cannot continue it.
         _, rest = _resume_on(b, a, completion_id, first.ids[-1])
         stored = _conversation(b, conversation_id)["messages"][-1]
-    finally:
-        group.stop()
     assert rest.done and [kind for _, kind, _ in rest.events].count("error") == 1
     assert rest.chunks()[-1]["conversation"]["stored"] is True
     assert rest.ids == list(range(first.ids[-1] + 1, first.ids[-1] + 1 + len(rest.ids)))
@@ -253,31 +251,16 @@ def test_a_dead_gateways_answer_to_a_client_that_does_not_resume_is_billed_and_s
 ) -> None:
     """The `openai` SDK does not resume: its connection closed with the killed gateway, which is a Stop. The survivor
     closes the books the dead one left open: billed once for what was generated, the partial answer stored."""
-    data = tmp_path / "data"
-    _, key = _owner(data)
-    group = ProcessGroup(tmp_path / "logs")
-    env = {"FLEETCHAT_CONTROL_STATE_SYNC_S": "0.2", "FLEETCHAT_CONTROL_STATE_LIVENESS_S": "1.0"}
-    with serve(continuing_worker(LONG, delay_s=0.12)) as url:
-        try:
-            a = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
-            owner = group.procs[-1]
-            b = Gateway(start_gateway(group, data, {"mini": [url]}, free_port(), env), key, key, data)
-            with (
-                httpx.Client(timeout=30) as http,
-                http.stream("POST", f"{a.url}/v1/chat/completions", json=_body(store=True), headers=a.headers()) as r,
-            ):
-                first = _read(r, stop_after_content=3)  # still connected: the answer goes on for this client
-                conversation_id = r.headers["x-conversation-id"]
-                owner.send_signal(signal.SIGKILL)
-                owner.wait(timeout=30)
-            deadline = time.monotonic() + 30
-            while _stored_messages(b, conversation_id) < 2:
-                assert time.monotonic() < deadline, "the dead gateway's books were never closed"
-                time.sleep(0.2)
-            stored = _conversation(b, conversation_id)["messages"][-1]
-            closed = labelled(b.url, "fleetchat_gateway_stream_takeovers_total", outcome="closed")
-        finally:
-            group.stop()
+    with serve(continuing_worker(LONG, delay_s=0.12)) as url, _gateway_processes(tmp_path, url) as (a, kill_a, b):
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", f"{a.url}/v1/chat/completions", json=_body(store=True), headers=a.headers()) as r,
+        ):
+            first = _read(r, stop_after_content=3)  # still connected: the answer goes on for this client
+            conversation_id = r.headers["x-conversation-id"]
+            kill_a()
+        stored = _stored_eventually(b, conversation_id, "the dead gateway's books were never closed")
+        closed = labelled(b.url, "fleetchat_gateway_stream_takeovers_total", outcome="closed")
     assert closed == 1
     assert stored["finish_reason"] == "stopped" and first.text and stored["content"].startswith(first.text)
     assert LONG.startswith(stored["content"])  # what was generated before the gateway died, nothing more

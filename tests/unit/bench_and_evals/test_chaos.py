@@ -4,6 +4,7 @@ the faults on real processes and a real SQLite file, and the report with its plo
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import sqlite3
@@ -216,3 +217,15 @@ def test_the_report_says_pass_only_when_nothing_was_lost_and_draws_the_timeline(
     assert (tmp_path / "timeline.png").stat().st_size > 10_000 and "![timeline](timeline.png)" in text
     audits[1].verdict = "lost"
     assert not result.passed and "**FAIL**" in write(result, tmp_path / "again").read_text()
+
+
+def test_aiperf_is_asked_for_stored_resumable_answers_and_every_event_it_got() -> None:
+    from functions.offline.chaos.aiperf_load import command
+
+    where = {"dataset": Path("d.jsonl"), "tokenizer": Path("tok"), "artifact_dir": Path("out")}
+    cmd = command("/x/aiperf", url="http://127.0.0.1:9/v1", api_key="k", model="mini", concurrency=8, requests=32,
+                  max_tokens=64, **where)  # fmt: skip
+    pairs = set(itertools.pairwise(cmd))
+    assert cmd[:2] == ["/x/aiperf", "profile"] and ("--url", "http://127.0.0.1:9") in pairs
+    assert {("--extra-inputs", "store:true"), ("--extra-inputs", "max_tokens:64"), ("--export-level", "raw")} <= pairs
+    assert ("--header", "X-Fleetchat-Resumable:yes") in pairs and ("--concurrency", "8") in pairs
