@@ -88,27 +88,11 @@ def streaming_profile(
     ]  # fmt: skip
 
 
-def command(
-    aiperf: str,
-    *,
-    url: str,
-    api_key: str,
-    model: str,
-    dataset: Path,
-    tokenizer: Path,
-    concurrency: int,
-    requests: int,
-    max_tokens: int,
-    slo: TierSlo,
-    artifact_dir: Path,
-) -> list[str]:
-    """The goodput check: the streaming profile judged against the tier's SLO by aiperf's own goodput rule."""
+def command(aiperf: str, *, slo: TierSlo, **profile: Any) -> list[str]:
+    """The goodput check: the streaming profile (`profile`: its keywords) judged against the tier's SLO by aiperf's own
+    goodput rule."""
     goodput = f"time_to_first_token:{slo.ttft_p95_s * 1000:g} inter_token_latency:{slo.inter_token_p95_s * 1000:g}"
-    profile = streaming_profile(
-        aiperf, url=url, api_key=api_key, model=model, dataset=dataset, tokenizer=tokenizer, concurrency=concurrency,
-        requests=requests, max_tokens=max_tokens, artifact_dir=artifact_dir,
-    )  # fmt: skip
-    return [*profile, "--goodput", goodput]
+    return [*streaming_profile(aiperf, **profile), "--goodput", goodput]
 
 
 def _stat(export: dict[str, Any], name: str, key: str = "avg") -> float | None:
