@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,9 +94,16 @@ class ChaosFleet:
 
 @contextmanager
 def local_fleet(
-    work: Path, *, model: str, gateways: int, replicas: int, redis_binary: str = "redis-server"
+    work: Path,
+    *,
+    model: str,
+    gateways: int,
+    replicas: int,
+    redis_binary: str = "redis-server",
+    extra_env: Mapping[str, str] | None = None,
 ) -> Iterator[ChaosFleet]:
-    """Start the fleet in `work` and yield it once every gateway is healthy behind the balancer; stopped on exit."""
+    """Start the fleet in `work` and yield it once every gateway is healthy behind the balancer; stopped on exit.
+    `extra_env`: further settings for every process of the fleet."""
     data_dir = work / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     (work / "redis").mkdir(exist_ok=True)
@@ -112,6 +119,7 @@ def local_fleet(
             "FLEETCHAT_SHADOW_JUDGE_SHARE": "0",
             # Every answer's events kept for the whole run: the audit reads each one back after the load.
             "FLEETCHAT_RESUME_BUFFER_TTL_S": "3600",
+            **(extra_env or {}),
         }
         env.pop("FLEETCHAT_WORKER_API_KEY", None)  # the fleet's own key, made in its data dir
         log_path = work / "up.log"

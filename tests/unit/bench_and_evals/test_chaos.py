@@ -4,6 +4,7 @@ the faults on real processes and a real SQLite file, and the report with its plo
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import signal
@@ -229,3 +230,22 @@ def test_aiperf_is_asked_for_stored_resumable_answers_and_every_event_it_got() -
     assert cmd[:2] == ["/x/aiperf", "profile"] and ("--url", "http://127.0.0.1:9") in pairs
     assert {("--extra-inputs", "store:true"), ("--extra-inputs", "max_tokens:64"), ("--export-level", "raw")} <= pairs
     assert ("--header", "X-Fleetchat-Resumable:yes") in pairs and ("--concurrency", "8") in pairs
+
+
+def test_the_brownout_watch_times_each_gateways_switch_and_the_spread_between_them() -> None:
+    from functions.offline.chaos.brownout_agreement import Switch, _watch
+
+    def gateway(switch_after_s: float) -> Starlette:
+        started = time.monotonic()
+
+        async def metrics(request: Request) -> Response:
+            value = 1 if time.monotonic() - started >= switch_after_s else 0
+            return Response(f'fleetchat_gateway_brownout_pool_active{{pool="mini"}} {value}\n')
+
+        return Starlette(routes=[Route("/metrics", metrics)])
+
+    with serve(gateway(0.0)) as first, serve(gateway(0.6)) as second:
+        seen = asyncio.run(_watch([first, second], 1.0, time.monotonic(), 0.05))
+    assert set(seen) == {first, second} and seen[second] - seen[first] == pytest.approx(0.6, abs=0.3)
+    assert Switch(to="on", at_s=seen).spread_s == pytest.approx(seen[second] - seen[first])
+    assert Switch(to="off", at_s={first: 1.0}).spread_s is None
