@@ -233,7 +233,7 @@ def test_aiperf_is_asked_for_stored_resumable_answers_and_every_event_it_got() -
 
 
 def test_the_brownout_watch_times_each_gateways_switch_and_the_spread_between_them() -> None:
-    from functions.offline.chaos.brownout_agreement import Switch, _watch
+    from functions.offline.chaos.agreement import Switch, _watch
 
     def gateway(switch_after_s: float) -> Starlette:
         started = time.monotonic()
