@@ -24,6 +24,7 @@ class ChaosResult(BaseModel):
     aiperf_exit: int
     load_s: float
     faults: list[FaultEvent]
+    planned_faults: int = 0  # faults in the plan: one the load ended before was never tested
     fault_errors: list[str] = Field(default_factory=list)
     requests: list[ClientRequest]
     audits: list[RequestAudit]
@@ -39,7 +40,8 @@ class ChaosResult(BaseModel):
     @property
     def passed(self) -> bool:
         counts = self.verdicts()
-        return bool(self.audits) and counts["lost"] == 0 and counts["not accepted"] == 0 and not self.fault_errors
+        every_fault = len(self.faults) >= self.planned_faults and not self.fault_errors
+        return bool(self.audits) and counts["lost"] == 0 and counts["not accepted"] == 0 and every_fault
 
 
 def plot_timeline(result: ChaosResult, path: Path) -> Path:

@@ -135,6 +135,7 @@ def run_chaos(cfg: ChaosConfig) -> ChaosResult:
         aiperf_exit=exit_code,
         load_s=load_s,
         faults=schedule.events,
+        planned_faults=len(faults),
         fault_errors=schedule.errors,
         requests=requests,
         audits=audits,

@@ -216,6 +216,9 @@ def test_the_report_says_pass_only_when_nothing_was_lost_and_draws_the_timeline(
     text = path.read_text()
     assert "**PASS**" in text and "| 0.5 | 0.5 | gateway kill -9 | gateway-0 |" in text
     assert (tmp_path / "timeline.png").stat().st_size > 10_000 and "![timeline](timeline.png)" in text
+    result.planned_faults = 2  # a fault the load ended before: that fault was never tested
+    assert not result.passed
+    result.planned_faults = 1
     audits[1].verdict = "lost"
     assert not result.passed and "**FAIL**" in write(result, tmp_path / "again").read_text()
 
