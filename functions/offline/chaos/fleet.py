@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from functions.local_stack.stack_lock import StackLock
 from functions.offline.measure.redis_process import RedisServer, redis_server_process
 
 START_TIMEOUT_S = 900.0  # model loads on shared cores
@@ -59,11 +60,12 @@ class ChaosFleet:
 
     def pid(self, name: str) -> int:
         """The live pid of the fleet's process `name` (gateway-0, mini-1, balancer-0), as `fleetchat up` records it."""
-        state = json.loads((self.data_dir / "up.json").read_text())
-        for record in state["workers"]:
-            if record["name"] == name and record.get("pid"):
-                return int(record["pid"])
-        raise KeyError(f"no process {name!r} in the fleet (up.json names {[r['name'] for r in state['workers']]})")
+        state = StackLock(self.data_dir).read_state()
+        workers = state.workers if state is not None else []
+        found = next((w.pid for w in workers if w.name == name and w.pid), None)
+        if found is None:
+            raise KeyError(f"no process {name!r} in the fleet (up.json names {[w.name for w in workers]})")
+        return found
 
     def healthy(self) -> bool:
         try:

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from functions.local_stack.stack_lock import StackState, WorkerRecord
 from functions.offline.chaos.aiperf_load import ClientRequest, parse_record
 from functions.offline.chaos.audit import BooksAuditor, RequestAudit
 from functions.offline.chaos.faults import FaultEvent, FaultSchedule, inject, lock_database
@@ -139,7 +141,9 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def fleet_of(tmp_path: Path, process: subprocess.Popen[bytes]) -> ChaosFleet:
-    (tmp_path / "up.json").write_text(json.dumps({"workers": [{"name": "gateway-0", "pid": process.pid}]}))
+    worker = WorkerRecord(name="gateway-0", pool="gateway", port=1, pid=process.pid, command=["sleep"])
+    state = StackState(supervisor_pid=process.pid, started_at=datetime.now(UTC), gateway_port=1, workers=[worker])
+    (tmp_path / "up.json").write_text(state.model_dump_json())
     return ChaosFleet(url="", gateway_urls=[], data_dir=tmp_path, api_key="", redis=RedisServer("", process),
                       up=process, log_path=tmp_path / "up.log")  # fmt: skip
 
