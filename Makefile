@@ -38,9 +38,6 @@ test: $(STAMP) $(WEB_STAMP)
 	cd web && npm test
 	$(BIN)/pytest -q
 
-bench: $(STAMP) $(WEB_STAMP)
-	$(BIN)/fleetchat bench
-
 # Chaos under load (docs/chaos.md): a local fleet of its own (2 gateways behind HAProxy, 2 replicas, redis-server),
 # aiperf through the balancer while a gateway and a worker are killed and the stores paused; report in
 # bench-results/chaos. aiperf runs from a venv of its own, its versions from requirements/aiperf.txt (`make lock`).
@@ -53,8 +50,23 @@ $(AIPERF_STAMP): $(AIPERF_LOCK)
 	$(AIPERF_VENV)/bin/pip install -q --require-hashes --no-deps -r $(AIPERF_LOCK)
 	touch $(AIPERF_STAMP)
 
+# guidellm, vLLM's load generator (`make bench`), from its own lock; it requires torch: the CPU build, as in the lock.
+GUIDELLM_VENV := .venv-guidellm
+GUIDELLM_LOCK := requirements/guidellm.txt
+GUIDELLM_STAMP := $(GUIDELLM_VENV)/.installed
+
+$(GUIDELLM_STAMP): $(GUIDELLM_LOCK)
+	test -x $(GUIDELLM_VENV)/bin/python || $(PY) -m venv $(GUIDELLM_VENV)
+	$(GUIDELLM_VENV)/bin/pip install -q --require-hashes --no-deps -r $(GUIDELLM_LOCK)
+	touch $(GUIDELLM_STAMP)
+
 chaos: $(STAMP) $(WEB_STAMP) $(AIPERF_STAMP)
 	$(BIN)/fleetchat chaos --aiperf $(AIPERF_VENV)/bin/aiperf
+
+# The benchmark report (docs/benchmarks.md); the field's load generators run beside our client, unmodified: aiperf
+# (goodput) and guidellm (its own default request), each from a venv of its own.
+bench: $(STAMP) $(WEB_STAMP) $(AIPERF_STAMP) $(GUIDELLM_STAMP)
+	$(BIN)/fleetchat bench --aiperf $(AIPERF_VENV)/bin/aiperf --guidellm $(GUIDELLM_VENV)/bin/guidellm
 
 # The eval suites against the running local stack (`make up` in another shell); reports in .fleetchat/evals.
 eval: $(STAMP)
@@ -102,6 +114,8 @@ lock: $(STAMP)
 		-o requirements/vllm.txt
 	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/checkov.in -o $(CHECKOV_LOCK)
 	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/aiperf.in -o $(AIPERF_LOCK)
+	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/guidellm.in -c requirements/constraints.txt \
+		--find-links $(TORCH_CPU_WHEELS) -o $(GUIDELLM_LOCK)
 
 # Drift, before it bites: the newest versions pyproject.toml's ranges admit, in a scratch venv, through the whole suite.
 # Prints which versions moved against the lock; the lock and .venv stay as they are.

@@ -231,9 +231,13 @@ def bench(
     aiperf: Annotated[
         str | None, typer.Option(help="aiperf executable (independent goodput check); default: $FLEETCHAT_AIPERF.")
     ] = None,
+    guidellm: Annotated[
+        str | None, typer.Option(help="guidellm executable (its default request); default: $FLEETCHAT_GUIDELLM.")
+    ] = None,
 ) -> None:
     """Drive the running service with the openai async client; write a JSON + markdown report."""
-    from functions.offline.bench.run import BenchConfig, run_benchmark
+    from functions.offline.bench.config import BenchConfig
+    from functions.offline.bench.run import run_benchmark
 
     run_benchmark(
         BenchConfig(
@@ -245,6 +249,7 @@ def bench(
             quick=quick,
             admin_key=admin_key,
             aiperf=aiperf,
+            guidellm=guidellm,
         )
     )
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 from typing import Any
+
+# SentencePiece's byte-fallback pieces (`<0xE2>`) and its word-start marker.
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+_SPIECE_SPACE = "\u2581"
 
 
 def chat_prompt_ids(
@@ -33,3 +39,26 @@ class ChatTokenizing:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(token_ids), skip_special_tokens=True)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """A token's own bytes: a byte-level BPE piece mapped back through GPT-2's byte alphabet (so half of a UTF-8
+        character stays half), a SentencePiece byte piece as its byte, anything else (special tokens) as UTF-8."""
+        piece = self._tokenizer.convert_ids_to_tokens(int(token_id))
+        if piece is None:
+            return b""
+        if int(token_id) in self._tokenizer.all_special_ids:
+            return piece.encode()
+        if (byte := _BYTE_PIECE.fullmatch(piece)) is not None:
+            return bytes([int(byte.group(1), 16)])
+        alphabet = _byte_level_alphabet()
+        if all(ch in alphabet for ch in piece):
+            return bytes(alphabet[ch] for ch in piece)
+        return piece.replace(_SPIECE_SPACE, " ").encode()
+
+
+@functools.cache
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's printable stand-in for each byte, reversed (the table byte-level BPE vocabularies are written in)."""
+    from gguf.vocab import bytes_to_unicode
+
+    return {char: byte for byte, char in bytes_to_unicode().items()}

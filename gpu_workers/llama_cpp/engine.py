@@ -19,7 +19,7 @@ from typing import Any
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from gpu_workers.chat_template import ChatTokenizing
-from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
+from gpu_workers.engine import EXTENDED_SAMPLING, EngineError, EngineOutput, EngineStats, SamplingParams
 from gpu_workers.llama_cpp.core_share import CoreShare, host_cores
 from gpu_workers.llama_cpp.gguf_tokenizer import load_tokenizer
 from gpu_workers.llama_cpp.runtime import LlamaRuntime
@@ -28,6 +28,9 @@ from gpu_workers.llama_cpp.scheduler import Job, Scheduler
 
 
 class LlamaEngine(ChatTokenizing):
+    # Every sampling parameter vLLM honours (gpu_workers/llama_cpp/sampling.py).
+    honours = EXTENDED_SAMPLING
+
     def __init__(
         self,
         gguf: Path,
@@ -67,6 +70,7 @@ class LlamaEngine(ChatTokenizing):
                     max_batch_tokens=max(32, max_running),  # it decodes one token a sequence a step
                     max_sequences=max_running,
                 )
+            self.vocab_size = self._runtime.n_vocab
             context = min(self._runtime.n_ctx_train, self._runtime.kv_cache_tokens)
             self.max_model_len = min(context, max_model_len) if max_model_len else context
             eos = {self._tokenizer.eos_token_id, self._runtime.eos_id}

@@ -23,7 +23,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
+from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams, TokenLogprobs
 from gpu_workers.llama_cpp.core_share import CoreShare
 from gpu_workers.llama_cpp.decode_lane import DecodeLane
 from gpu_workers.llama_cpp.kv_blocks import KvBlocks
@@ -191,12 +191,10 @@ class Scheduler:
                     self._prefix_queries += job.prompt_len
                     self._prefix_hits += job.n_past
             if job.sampler is None:
-                p = job.params
                 job.sampler = RequestSampler(
                     self._rt,
-                    temperature=p.temperature,
-                    top_p=p.top_p,
-                    seed=p.seed,
+                    job.params,
+                    prompt=job.tokens[: job.prompt_len],
                     matcher=job.matcher,  # type: ignore[arg-type]
                     eos_ids=self._eos_ids,
                 )
@@ -298,7 +296,7 @@ class Scheduler:
                 self._blocks.extend(job.seq, job.tokens[job.n_past : job.n_past + take])
                 job.n_past += take
                 if want:
-                    self._sampled(job, job.sampler.pick(self._rt, next(outputs)))  # type: ignore[union-attr]
+                    self._sampled(job, *job.sampler.pick(self._rt, next(outputs)))  # type: ignore[union-attr]
 
     def _enter_lane(self) -> None:
         """Hand each running job whose prompt is done (oldest first) to the decode lane, while it has room."""
@@ -342,13 +340,14 @@ class Scheduler:
         with self._lock:
             for job, index in decoded:
                 if job.seq >= 0:  # (a cancel is only read between steps, on this thread)
-                    self._sampled(job, job.sampler.pick(lane.runtime, index))  # type: ignore[attr-defined]
+                    self._sampled(job, *job.sampler.pick(lane.runtime, index))  # type: ignore[attr-defined]
 
-    def _sampled(self, job: Job, token: int) -> None:
+    def _sampled(self, job: Job, token: int, logprobs: TokenLogprobs | None = None) -> None:
         job.tokens.append(token)
         generated = len(job.tokens) - job.prompt_len
-        stop = token in self._eos_ids
-        failure = job.sampler.failure if job.sampler is not None else None
+        sampler = job.sampler
+        stop = token in sampler.stop_ids if sampler is not None else token in self._eos_ids
+        failure = sampler.failure if sampler is not None else None
         finished = stop or failure is not None or generated >= job.params.max_tokens
         finished = finished or len(job.tokens) >= self._max_model_len
         if failure is not None and finished:
@@ -365,6 +364,7 @@ class Scheduler:
                 finish_reason=("stop" if stop else "length") if finished else None,
                 cached_tokens=job.cached_tokens,
                 generated_total=generated,
+                logprobs=None if logprobs is None or stop else [logprobs],
             ),
         )
 

@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_workers.engine import Engine, EngineError, SamplingParams
+from gpu_workers.engine import Engine, EngineError, SamplingParams, TokenLogprobs
 from gpu_workers.server.metrics import WorkerMetrics
 from gpu_workers.server.text_output import TextAssembler
 from gpu_workers.server.tool_calls import ToolPlan, ToolStreamParser, parse_output, plan_for, render_messages
 from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
 from shared.wire.output_schemas import OutputContract
-from shared.wire.request_parameters import refuse_unhonoured_by_local_engine
+from shared.wire.sampling_api import ChoiceLogprobs, TokenLogprob, TopLogprob
 from shared.wire.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -41,6 +41,10 @@ class PreparedRequest:
     tools: ToolPlan | None = None  # function calling (gpu_workers/server/tool_calls.py)
 
 
+# (text delta, finish reason, generated tokens so far, cached tokens, log-probabilities of the tokens since the last)
+RunStep = tuple[str, str | None, int, int, list[TokenLogprobs]]
+
+
 class ChatServing:
     def __init__(self, engine: Engine, metrics: WorkerMetrics) -> None:
         self.engine = engine
@@ -50,7 +54,6 @@ class ChatServing:
         """Everything that can fail with a 4xx fails here, before the engine sees the request."""
         if request.model != self.engine.model_name:
             raise ModelNotFoundError(f"The model `{request.model}` does not exist.", param="model")
-        refuse_unhonoured_by_local_engine(request)
         check_tool_request(request.tools, request.tool_choice, request.parallel_tool_calls, request.messages)
         contract = OutputContract.of(request.response_format)  # a bad schema is a 400 before any token is spent
         plan = plan_for(request)
@@ -83,11 +86,10 @@ class ChatServing:
                 "Please reduce the length of the messages or completion.",
                 param="max_tokens",
             )
-        params = SamplingParams(
+        params = sampling_params(
+            request,
+            self.engine,
             max_tokens=wanted if wanted is not None else limit - len(prompt_ids),
-            temperature=1.0 if request.temperature is None else request.temperature,
-            top_p=1.0 if request.top_p is None else request.top_p,
-            seed=request.seed,
             # A continuation (another replica's half answer in the prompt) is not constrained: a grammar restarted
             # mid-value would force a second value; the gateway validates the joined answer at its end instead. A
             # forced tool call's arguments schema wins over `response_format`, as in vLLM.
@@ -95,13 +97,30 @@ class ChatServing:
         )
         return PreparedRequest(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences(), plan)
 
-    async def _run(self, prepared: PreparedRequest) -> AsyncIterator[tuple[str, str | None, int, int]]:
-        """Yield (text delta, finish_reason, generated tokens so far, cached tokens); record latency metrics."""
+    def logprob_entries(self, entries: list[TokenLogprobs]) -> list[TokenLogprob]:
+        """Engine log-probabilities as OpenAI's entries: each token's text and its own bytes."""
+        return [
+            TokenLogprob(
+                **self._token(entry.token_id, entry.logprob),
+                top_logprobs=[TopLogprob(**self._token(token, logprob)) for token, logprob in entry.top],
+            )
+            for entry in entries
+        ]
+
+    def _token(self, token_id: int, logprob: float) -> dict[str, Any]:
+        raw = self.engine.token_bytes(token_id)
+        # A token that holds part of a UTF-8 character reads as U+FFFD, as in vLLM; its bytes are exact.
+        return {"token": raw.decode("utf-8", errors="replace"), "logprob": max(logprob, -9999.0), "bytes": list(raw)}
+
+    async def _run(self, prepared: PreparedRequest) -> AsyncIterator[RunStep]:
+        """Yield (text delta, finish_reason, generated tokens so far, cached tokens, log-probabilities of the tokens
+        since the last yield); record latency metrics."""
         labels = {"model_name": self.engine.model_name}
         assembler = TextAssembler(self.engine.decode, prepared.stop)
         start = last = time.perf_counter()
         generated = cached = 0
         finish: str | None = None
+        pending: list[TokenLogprobs] = []  # entries of tokens whose text is held back (a stop string may follow)
         stream = self.engine.generate(prepared.request_id, prepared.prompt_ids, prepared.params)
         try:
             async for out in stream:
@@ -112,13 +131,15 @@ class ChatServing:
                     self.metrics.itl.labels(**labels).observe(now - last)
                 last, generated, cached = now, out.generated_total, out.cached_tokens
                 text = assembler.feed(out.new_token_ids)
+                pending += out.logprobs or []
                 if assembler.stopped:
                     finish = "stop"
                 elif out.finished:
                     text += assembler.flush()
                     finish = out.finish_reason
                 if text or finish:
-                    yield text, finish, generated, cached
+                    yield text, finish, generated, cached, pending
+                    pending = []
                 if finish:
                     return
         finally:
@@ -142,13 +163,16 @@ class ChatServing:
     ) -> ChatCompletion | None:
         """Non-streaming: collect the whole answer; if the client goes away meanwhile, abort and return None."""
 
+        entries: list[TokenLogprobs] = []
+
         async def collect() -> tuple[str, str | None, int, int]:
             parts: list[str] = []
             last: tuple[str | None, int, int] = (None, 0, 0)
             async with contextlib.aclosing(self._run(prepared)) as run:
-                async for text, *progress in run:
+                async for text, finish, generated, cached, logprobs in run:
                     parts.append(text)
-                    last = (progress[0], progress[1], progress[2])
+                    entries.extend(logprobs)
+                    last = (finish, generated, cached)
             return "".join(parts), *last
 
         task = asyncio.create_task(collect())
@@ -169,10 +193,13 @@ class ChatServing:
             if calls:
                 message = AssistantMessage(content=content, tool_calls=calls)
                 finish = "tool_calls" if finish == "stop" else finish
+        logprobs = None
+        if prepared.params.logprobs is not None:
+            logprobs = ChoiceLogprobs(content=self.logprob_entries(entries))
         return ChatCompletion(
             id=prepared.request_id,
             model=self.engine.model_name,
-            choices=[Choice(message=message, finish_reason=finish)],
+            choices=[Choice(message=message, finish_reason=finish, logprobs=logprobs)],
             usage=self._usage(prepared, generated, cached),
         )
 
@@ -190,25 +217,32 @@ class ChatServing:
 
         generated = cached = 0
 
-        def chunk(delta: DeltaMessage, finish: str | None = None) -> bytes:
+        wants_logprobs = prepared.params.logprobs is not None
+
+        def chunk(delta: DeltaMessage, finish: str | None = None, entries: list[TokenLogprobs] | None = None) -> bytes:
+            logprobs = ChoiceLogprobs(content=self.logprob_entries(entries or [])) if entries else None
             return sse_data(
                 ChatCompletionChunk(
                     id=rid,
                     created=created,
                     model=model,
-                    choices=[ChunkChoice(delta=delta, finish_reason=finish)],
+                    choices=[ChunkChoice(delta=delta, finish_reason=finish, logprobs=logprobs)],
                     usage=self._usage(prepared, generated, cached) if continuous_usage else None,
                 )
             )
 
         yield chunk(DeltaMessage(role="assistant", content=""))
         parser = ToolStreamParser(prepared.tools) if prepared.tools is not None else None
+        held: list[TokenLogprobs] = []  # log-probabilities of text the tool-call parser has not released yet
         try:
             async with contextlib.aclosing(self._run(prepared)) as run:
-                async for text, finish, generated_so_far, cached_so_far in run:
+                async for text, finish, generated_so_far, cached_so_far, entries in run:
                     generated, cached = generated_so_far, cached_so_far
+                    held += entries if wants_logprobs else []
                     if parser is None:
-                        yield chunk(DeltaMessage(content=text) if text else DeltaMessage(), finish)
+                        delta = DeltaMessage(content=text) if text else DeltaMessage()
+                        yield chunk(delta, finish, held)
+                        held = []
                         continue
                     content, calls = parser.feed(text)
                     if finish:
@@ -216,7 +250,8 @@ class ChatServing:
                         content += tail
                         finish = "tool_calls" if calls and finish == "stop" else finish
                     if content or calls or finish:
-                        yield chunk(DeltaMessage(content=content or None, tool_calls=calls or None), finish)
+                        yield chunk(DeltaMessage(content=content or None, tool_calls=calls or None), finish, held)
+                        held = []
         except EngineError as exc:
             yield sse_error(UpstreamError(f"generation failed: {exc}"))
             yield DONE
@@ -225,6 +260,45 @@ class ChatServing:
             usage = self._usage(prepared, generated, cached)
             yield sse_data(ChatCompletionChunk(id=rid, created=created, model=model, choices=[], usage=usage))
         yield DONE
+
+
+def sampling_params(
+    request: ChatCompletionRequest, engine: Engine, *, max_tokens: int, json_schema: dict[str, Any] | None
+) -> SamplingParams:
+    """The request's sampling as the engine takes it; a 400 for a parameter this engine cannot honour or a token id
+    outside its vocabulary."""
+    params = SamplingParams(
+        max_tokens=max_tokens,
+        temperature=1.0 if request.temperature is None else request.temperature,
+        top_p=1.0 if request.top_p is None else request.top_p,
+        seed=request.seed,
+        json_schema=json_schema,
+        top_k=-1 if request.top_k in (None, 0) else request.top_k,
+        min_p=request.min_p or 0.0,
+        frequency_penalty=request.frequency_penalty or 0.0,
+        presence_penalty=request.presence_penalty or 0.0,
+        repetition_penalty=1.0 if request.repetition_penalty is None else request.repetition_penalty,
+        logit_bias=request.bias_by_token(),
+        min_tokens=min(request.min_tokens or 0, max_tokens),
+        ignore_eos=bool(request.ignore_eos),
+        stop_token_ids=list(request.stop_token_ids or []),
+        logprobs=request.logprobs_wanted(),
+    )
+    unhonoured = sorted(params.extended() - engine.honours)
+    if unhonoured:
+        raise InvalidRequestError(
+            f"'{unhonoured[0]}' is not supported by this pool's engine; leave it unset.",
+            param=unhonoured[0],
+            code="unsupported_parameter",
+        )
+    vocab = engine.vocab_size
+    for name, tokens in (("logit_bias", params.logit_bias), ("stop_token_ids", params.stop_token_ids)):
+        outside = sorted(t for t in tokens if t >= vocab)
+        if outside:
+            raise InvalidRequestError(
+                f"token id {outside[0]} in {name} is out of vocabulary (the model has {vocab} tokens)", param=name
+            )
+    return params
 
 
 def completion_body(completion: ChatCompletion) -> dict[str, object]:

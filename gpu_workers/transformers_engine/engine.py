@@ -23,7 +23,13 @@ class TransformersEngine(ChatTokenizing):
     """Owns a `ContinuousBatchingManager` running in its background thread.
 
     Outputs come back on the engine thread; `register_result_handler` hops them onto our event loop.
+
+    Its continuous-batching sampler takes temperature and top-p per request and nothing else, so it honours no
+    extended sampling parameter: the worker refuses them with a 400 when this engine serves (the bench's and the hub's
+    alternative; the local pools run llama.cpp).
     """
+
+    honours: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -46,6 +52,7 @@ class TransformersEngine(ChatTokenizing):
         self._tokenizer = tokenizer
         context = int(getattr(model.config, "max_position_embeddings", 2048))
         self.max_model_len = min(context, max_model_len) if max_model_len else context
+        self.vocab_size = int(model.config.vocab_size)
         eos = {tokenizer.eos_token_id} | set(_as_list(getattr(model.generation_config, "eos_token_id", None)))
         self._eos_ids = {e for e in eos if e is not None}
         generation_config = GenerationConfig(

@@ -1,12 +1,13 @@
-"""Chat-completions parameters beyond the declared fields: which are known, and which the service or an engine cannot
-honour. A parameter that cannot be honoured is refused with a 400 naming it, never dropped (docs/api-parameters.md).
+"""Chat-completions parameters beyond the declared fields: which are known, and which no pool can honour. A parameter
+that cannot be honoured is refused with a 400 naming it, never dropped (docs/api-parameters.md).
 
-Three kinds of undeclared parameter:
-- honoured by every pool's engine only at a value that changes nothing (`frequency_penalty: 0`): deployed pools run
-  vLLM, which honours the rest, so the local engine refuses other values (`refuse_unhonoured_by_local_engine`);
+Two kinds of undeclared parameter:
 - honoured by no pool (the legacy `functions`, audio output, predicted outputs, ...): the gateway refuses them at any
   value other than their no-op one (`refuse_unknown_or_unhonoured`);
 - unknown names: refused as OpenAI refuses them ("Unrecognized request argument supplied").
+
+The sampling parameters every pool honours (`logprobs`, penalties, `logit_bias`, vLLM's `top_k`, `min_p`, ...) are
+declared fields (shared/wire/sampling_api.py), validated like the rest.
 """
 
 from __future__ import annotations
@@ -18,25 +19,7 @@ from pydantic import BaseModel
 from shared.errors import InvalidRequestError
 
 # Value sets that change nothing: a parameter set to one of these is accepted anywhere.
-_OFF: tuple[Any, ...] = (None, False)
-_ZERO: tuple[Any, ...] = (None, 0, 0.0)
 _EMPTY: tuple[Any, ...] = (None, {}, [])
-
-# OpenAI's and vLLM's sampling parameters that vLLM (the deployed engine) honours and the local engine does not.
-VLLM_ONLY: dict[str, tuple[Any, ...]] = {
-    "logprobs": _OFF,
-    "top_logprobs": _ZERO,
-    "frequency_penalty": _ZERO,
-    "presence_penalty": _ZERO,
-    "logit_bias": _EMPTY,
-    # vLLM's extra sampling parameters (its ChatCompletionRequest), at their defaults.
-    "top_k": (None, 0, -1),
-    "min_p": _ZERO,
-    "repetition_penalty": (None, 1, 1.0),
-    "min_tokens": _ZERO,
-    "ignore_eos": _OFF,
-    "stop_token_ids": _EMPTY,
-}
 
 # OpenAI parameters no fleetchat pool honours (text chat models only; tools replace the legacy `functions`).
 UNHONOURED: dict[str, tuple[Any, ...]] = {
@@ -59,7 +42,7 @@ HINTS = frozenset({"safety_identifier", "prompt_cache_key"})
 # Extension fields read from a request's extra fields by the gateway's own layers.
 FLEETCHAT_EXTENSIONS = frozenset({"server_tools"})
 
-_KNOWN_EXTRA = frozenset(VLLM_ONLY) | frozenset(UNHONOURED) | HINTS | FLEETCHAT_EXTENSIONS
+_KNOWN_EXTRA = frozenset(UNHONOURED) | HINTS | FLEETCHAT_EXTENSIONS
 
 
 def _extra(request: BaseModel) -> dict[str, Any]:
@@ -80,19 +63,6 @@ def refuse_unknown_or_unhonoured(request: BaseModel) -> None:
         if name in UNHONOURED and not _is_no_op(value, UNHONOURED[name]):
             raise InvalidRequestError(
                 f"'{name}' is not supported by fleetchat's models: {_why_unhonoured(name)}",
-                param=name,
-                code="unsupported_parameter",
-            )
-
-
-def refuse_unhonoured_by_local_engine(request: BaseModel) -> None:
-    """The local worker's check: a vLLM-only sampling parameter set to a value that would change the answer is a 400
-    (the deployed pools honour it)."""
-    for name, value in _extra(request).items():
-        if name in VLLM_ONLY and not _is_no_op(value, VLLM_ONLY[name]):
-            raise InvalidRequestError(
-                f"'{name}' is not supported by the local engine (deployed pools, served by vLLM, honour it). "
-                "Leave it unset or at its default.",
                 param=name,
                 code="unsupported_parameter",
             )

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from shared.wire.retrieval_api import MAX_VECTOR_STORES, FileSearchTool
+from shared.wire.sampling_api import ChoiceLogprobs, SamplingFields
 from shared.wire.tools_api import ToolCall, ToolCallDelta, ToolChoice, ToolDefinition
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -70,8 +71,9 @@ class ResponseFormat(BaseModel):
         return self
 
 
-class ChatCompletionRequest(BaseModel):
-    """A chat-completions request. Unknown fields are kept so later layers (conversations) can read them."""
+class ChatCompletionRequest(SamplingFields):
+    """A chat-completions request. Unknown fields are kept so later layers (conversations) can read them; the sampling
+    parameters beyond temperature and top-p are declared in shared/wire/sampling_api.py."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -154,6 +156,11 @@ class ChatCompletionRequest(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _min_tokens_within_budget(self) -> ChatCompletionRequest:
+        self.check_min_tokens(self.output_limit())
+        return self
+
+    @model_validator(mode="after")
     def _stream_options_need_stream(self) -> ChatCompletionRequest:
         if self.stream_options is not None and not self.stream:
             raise ValueError("stream_options is only allowed when stream is true")
@@ -193,7 +200,7 @@ class Choice(BaseModel):
     index: int = 0
     message: AssistantMessage
     finish_reason: FinishReason | None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletion(BaseModel):
@@ -215,7 +222,7 @@ class ChunkChoice(BaseModel):
     index: int = 0
     delta: DeltaMessage
     finish_reason: FinishReason | None = None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatCompletionChunk(BaseModel):

@@ -43,7 +43,18 @@ _DEFAULTS: dict[str, Any] = {
     "continue_final_message": False,
     "parallel_tool_calls": True,
     "response_format": {"type": "text"},
+    # shared/wire/sampling_api.py's parameters at their no-op values
+    "frequency_penalty": 0.0,
+    "presence_penalty": 0.0,
+    "repetition_penalty": 1.0,
+    "top_k": -1,
+    "min_p": 0.0,
+    "min_tokens": 0,
+    "ignore_eos": False,
+    "logit_bias": {},
+    "stop_token_ids": [],
 }
+_FLOAT_FIELDS = ("temperature", "top_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "min_p")
 
 
 def uncacheable_reason(request: ChatCompletionRequest, *, seeds_honoured: bool) -> str | None:
@@ -103,12 +114,18 @@ def normalised(request: ChatCompletionRequest, pool: str) -> dict[str, Any]:
     shaped.pop("stop", None)
     if stops:
         shaped["stop"] = stops
-    shaped["temperature"] = float(shaped["temperature"])
-    shaped["top_p"] = float(shaped["top_p"])
+    for name in _FLOAT_FIELDS:  # 1 and 1.0 ask for the same answer
+        shaped[name] = float(shaped[name])
+    if shaped["top_k"] == 0:  # 0 and -1 both turn top-k off
+        shaped["top_k"] = -1
+    shaped["logit_bias"] = {token: float(bias) for token, bias in sorted(shaped["logit_bias"].items())}
+    shaped["stop_token_ids"] = sorted(set(shaped["stop_token_ids"]))
+    shaped.pop("logprobs", None)  # set to anything but false, the request is not cached at all
+    shaped.pop("top_logprobs", None)
     if shaped["temperature"] == 0:
-        # Greedy decoding never draws: the seed and the nucleus cannot change the answer.
-        shaped.pop("seed", None)
-        shaped.pop("top_p", None)
+        # Greedy decoding never draws: the seed and the cuts of the distribution cannot change the answer.
+        for name in ("seed", "top_p", "top_k", "min_p"):
+            shaped.pop(name, None)
     if not shaped.get("tools"):
         shaped.pop("tools", None)
         shaped.pop("parallel_tool_calls", None)

@@ -58,6 +58,8 @@ def continuation_body(body: dict[str, Any], partial: str, generated: int) -> dic
             out[key] -= generated
             if out[key] <= 0:
                 return None
+    if isinstance(out.get("min_tokens"), int):  # the floor counts the whole answer, as the budget does
+        out["min_tokens"] = max(0, out["min_tokens"] - generated)
     if not partial:
         return out
     messages = list(out["messages"])

@@ -150,9 +150,12 @@ def test_parameters_that_cannot_be_honoured_are_refused_not_dropped(stack: Stack
     functions = [{"name": "f", "parameters": {"type": "object"}}]
     error = assert_error(post(stack, plus_key, json_body={**base, "functions": functions}), 400, param="functions")
     assert "tools" in error["message"]
-    # vLLM honours these deployed; the local engine cannot, so its 400 reaches the client through the gateway.
-    assert_error(post(stack, plus_key, json_body={**base, "logprobs": True}), 400, param="logprobs")
-    assert_error(post(stack, plus_key, json_body={**base, "presence_penalty": 0.5}), 400, param="presence_penalty")
+    # Sampling parameters every pool honours: out of range is the gateway's 400, a token id outside the vocabulary the
+    # worker's, passed through unchanged.
+    assert_error(post(stack, plus_key, json_body={**base, "presence_penalty": 2.5}), 400, param="presence_penalty")
+    outside = {**base, "logit_bias": {"9999999": 1}}
+    error = assert_error(post(stack, plus_key, json_body=outside), 400, param="logit_bias")
+    assert "out of vocabulary" in error["message"]
     # At values that change nothing they are accepted, as are the hints fleetchat honours.
     accepted = {**base, "logprobs": False, "frequency_penalty": 0, "prompt_cache_key": "k-1", "safety_identifier": "u"}
     assert post(stack, plus_key, json_body=accepted).status_code == 200

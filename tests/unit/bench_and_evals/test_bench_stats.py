@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from functions.offline.bench import prompts
+from functions.offline.bench.config import BenchConfig, make_plan
 from functions.offline.bench.prom import PrefixCounters, hit_rate, prefix_counters, sample_value, sum_counters
 from functions.offline.bench.results.records import BenchResult, LevelStats, OverheadStats, PrefixStats
 from functions.offline.bench.results.report import render_markdown, write_reports
 from functions.offline.bench.results.targets import evaluate
-from functions.offline.bench.run import BenchConfig, make_plan, scaling
+from functions.offline.bench.run import scaling
 from functions.offline.measure.stats import (
     RequestResult,
     aggregate_level,

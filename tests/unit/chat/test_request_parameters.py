@@ -1,13 +1,15 @@
-"""Undeclared chat parameters: unknown ones and unhonoured values are 400s naming the parameter; no-op values pass."""
+"""Chat parameters: unknown ones and unhonoured values are 400s naming the parameter, no-op values pass; the sampling
+parameters every pool honours are declared and validated."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from shared.errors import InvalidRequestError
-from shared.wire.request_parameters import refuse_unhonoured_by_local_engine, refuse_unknown_or_unhonoured
+from shared.wire.request_parameters import refuse_unknown_or_unhonoured
 from shared.wire.schemas import ChatCompletionRequest
 
 
@@ -38,7 +40,6 @@ def test_the_gateway_refuses_unknown_and_unhonoured(extra: dict[str, Any], param
     "extra",
     [
         {"modalities": ["text"], "service_tier": "auto", "metadata": {}, "functions": []},
-        {"logprobs": True, "top_k": 40},  # vLLM's to honour deployed: not the gateway's to refuse
         {"prompt_cache_key": "k", "safety_identifier": "u", "server_tools": ["calculator"]},
     ],
 )
@@ -47,28 +48,30 @@ def test_the_gateway_accepts_known_values(extra: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("extra", "param"),
+    ("fields", "param"),
     [
-        ({"logprobs": True}, "logprobs"),
-        ({"top_logprobs": 3}, "top_logprobs"),
-        ({"frequency_penalty": 0.2}, "frequency_penalty"),
-        ({"logit_bias": {"50256": -100}}, "logit_bias"),
-        ({"top_k": 40}, "top_k"),
-        ({"repetition_penalty": 1.1}, "repetition_penalty"),
-        ({"ignore_eos": True}, "ignore_eos"),
-        ({"min_tokens": 1}, "min_tokens"),
+        ({"top_logprobs": 3}, None),  # needs logprobs: true
+        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+        ({"logprobs": True, "top_logprobs": True}, "top_logprobs"),  # a count, not a boolean
+        ({"frequency_penalty": 2.5}, "frequency_penalty"),
+        ({"logit_bias": {"the": 1}}, "logit_bias"),
+        ({"logit_bias": {"50256": -101}}, "logit_bias"),
+        ({"top_k": -2}, "top_k"),
+        ({"repetition_penalty": 0}, "repetition_penalty"),
+        ({"min_tokens": 9, "max_tokens": 8}, None),
+        ({"stop_token_ids": [-1]}, "stop_token_ids"),
     ],
 )
-def test_the_local_engine_refuses_what_only_vllm_honours(extra: dict[str, Any], param: str) -> None:
-    with pytest.raises(InvalidRequestError) as refused:
-        refuse_unhonoured_by_local_engine(request(**extra))
-    assert refused.value.param == param
-    assert refused.value.status_code == 400
+def test_sampling_parameters_are_validated_as_vllm_and_openai_do(fields: dict[str, Any], param: str | None) -> None:
+    with pytest.raises(ValidationError) as refused:
+        request(**fields)
+    locations = {str(error["loc"][0]) if error["loc"] else None for error in refused.value.errors()}
+    assert param in locations
 
 
-def test_defaults_pass_the_local_engine_and_a_bool_is_not_a_number() -> None:
-    refuse_unhonoured_by_local_engine(
-        request(logprobs=False, top_logprobs=0, frequency_penalty=0.0, logit_bias={}, top_k=-1, repetition_penalty=1)
-    )
-    with pytest.raises(InvalidRequestError):
-        refuse_unhonoured_by_local_engine(request(top_logprobs=False))  # 0 is the no-op, `False` is not a count
+def test_sampling_parameters_are_declared_not_extra() -> None:
+    sent = request(logprobs=True, top_logprobs=2, logit_bias={"42": 3}, top_k=40, ignore_eos=True, min_tokens=2)
+    assert not sent.model_extra
+    assert sent.logprobs_wanted() == 2 and sent.bias_by_token() == {42: 3.0}
+    assert request(logprobs=False, top_logprobs=0).logprobs_wanted() is None
+    refuse_unknown_or_unhonoured(sent)

@@ -35,6 +35,12 @@ def test_the_partial_answer_becomes_an_open_final_assistant_message() -> None:
     assert BODY["messages"] == [{"role": "user", "content": "hi"}] and BODY["max_tokens"] == 50  # not mutated
 
 
+def test_a_floor_of_min_tokens_counts_what_was_generated() -> None:
+    body = continuation_body({**BODY, "min_tokens": 10}, "Hello, wor", 4)
+    assert body is not None and body["min_tokens"] == 6
+    assert continuation_body({**BODY, "min_tokens": 3}, "Hello, wor", 4)["min_tokens"] == 0  # type: ignore[index]
+
+
 def test_a_clients_own_prefill_is_extended_not_repeated() -> None:
     prefilled = {
         **BODY,

@@ -65,7 +65,7 @@ def test_the_lock_meets_every_range_the_project_asks_for(requirement: Requiremen
     )
 
 
-@pytest.mark.parametrize("name", ["lock.txt", "gateway.txt", "vllm.txt", "checkov.txt", "aiperf.txt"])
+@pytest.mark.parametrize("name", ["lock.txt", "gateway.txt", "vllm.txt", "checkov.txt", "aiperf.txt", "guidellm.txt"])
 def test_every_pin_carries_hashes_and_nothing_is_left_unpinned(name: str) -> None:
     text = (REQUIREMENTS / name).read_text()
     entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2])  # one entry per requirement, after the header
@@ -113,6 +113,15 @@ def test_the_chaos_load_generator_installs_from_its_lock() -> None:
     assert aiperf_range.specifier.contains(pins["aiperf"])
     assert "torch" not in pins  # a load generator: the tokenizer only, no model runtime
     assert "-r $(AIPERF_LOCK)" in (REPO_ROOT / "Makefile").read_text()
+
+
+def test_the_bench_load_generator_installs_from_its_lock_with_the_cpu_torch() -> None:
+    [guidellm_range] = _requirements_in(REQUIREMENTS / "guidellm.in")
+    pins = read_pins(REQUIREMENTS / "guidellm.txt")
+    assert guidellm_range.specifier.contains(pins["guidellm"])
+    assert pins["torch"] == LOCK["torch"]  # guidellm requires torch: the same CPU build, no CUDA wheels
+    assert not any(name.startswith("nvidia-") for name in pins)
+    assert "-r $(GUIDELLM_LOCK)" in (REPO_ROOT / "Makefile").read_text()
 
 
 def test_drift_lists_moved_added_and_dropped_packages() -> None:

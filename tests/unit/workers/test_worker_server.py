@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams
+from gpu_workers.engine import EngineError, EngineOutput, EngineStats, SamplingParams, TokenLogprobs
 from gpu_workers.server.app import create_worker_app
 from tests.support.servers import serve
 
@@ -18,11 +18,13 @@ class ScriptedEngine:
 
     model_name = "mini"
     max_model_len = 64
+    vocab_size = 0x110000  # every code point
 
-    def __init__(self, script: str, fail_after: int | None = None) -> None:
+    def __init__(self, script: str, fail_after: int | None = None, honours: frozenset[str] = frozenset()) -> None:
         self.script = script
         self.fail_after = fail_after
         self.aborted: list[str] = []
+        self.honours = honours
 
     def tokenize_chat(
         self, messages: Sequence[dict[str, str]], *, add_generation_prompt: bool = True, continue_final: bool = False
@@ -31,6 +33,9 @@ class ScriptedEngine:
 
     def decode(self, token_ids: Sequence[int]) -> str:
         return "".join(chr(t) for t in token_ids)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return chr(token_id).encode()
 
     async def generate(
         self, request_id: str, prompt_ids: list[int], params: SamplingParams
@@ -43,7 +48,10 @@ class ScriptedEngine:
                     raise EngineError("device lost")
                 finished = i == len(tokens)
                 reason = ("length" if len(tokens) == params.max_tokens else "stop") if finished else None
-                yield EngineOutput([token], finished, reason, cached_tokens=0, generated_total=i)
+                logprobs = None
+                if params.logprobs is not None:  # the scripted token is certain; "?" is the runner-up
+                    logprobs = [TokenLogprobs(token, -0.5, [(token, -0.5), (ord("?"), -2.0)][: params.logprobs])]
+                yield EngineOutput([token], finished, reason, cached_tokens=0, generated_total=i, logprobs=logprobs)
         finally:
             if not finished:
                 self.aborted.append(request_id)
@@ -107,3 +115,39 @@ def test_prompt_plus_max_tokens_over_context_is_400() -> None:
         )
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_a_parameter_the_engine_cannot_honour_or_a_token_outside_its_vocabulary_is_400() -> None:
+    with serve(create_worker_app(ScriptedEngine("ab"))) as url:
+        base = {"model": "mini", "messages": [{"role": "user", "content": "x"}]}
+        refused = httpx.post(f"{url}/v1/chat/completions", json={**base, "top_k": 4}, timeout=10)
+        assert refused.status_code == 400
+        assert refused.json()["error"]["param"] == "top_k"
+        assert refused.json()["error"]["code"] == "unsupported_parameter"
+    with serve(create_worker_app(ScriptedEngine("ab", honours=frozenset({"logit_bias"})))) as url:
+        outside = httpx.post(f"{url}/v1/chat/completions", json={**base, "logit_bias": {"1114112": 1}}, timeout=10)
+        assert outside.status_code == 400
+        assert outside.json()["error"]["param"] == "logit_bias"
+        assert "out of vocabulary" in outside.json()["error"]["message"]
+
+
+def test_log_probabilities_follow_the_text_they_belong_to_streamed_and_whole() -> None:
+    engine = ScriptedEngine("Hi. Bye", honours=frozenset({"logprobs"}))
+    with serve(create_worker_app(engine)) as url:
+        api = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+        messages = [{"role": "user", "content": "x"}]
+        whole = api.chat.completions.create(model="mini", messages=messages, logprobs=True, top_logprobs=2, stop=[" B"])
+        chunks = list(
+            api.chat.completions.create(model="mini", messages=messages, logprobs=True, top_logprobs=1, stream=True)
+        )
+    assert whole.choices[0].message.content == "Hi."
+    content = whole.choices[0].logprobs.content  # type: ignore[union-attr]
+    assert [entry.token for entry in content][:3] == ["H", "i", "."]
+    assert content[0].top_logprobs[1].token == "?" and content[0].bytes == [ord("H")]
+    streamed = [
+        entry.token
+        for c in chunks
+        if c.choices and c.choices[0].logprobs
+        for entry in c.choices[0].logprobs.content or []
+    ]
+    assert "".join(streamed) == "Hi. Bye" == "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)

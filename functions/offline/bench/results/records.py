@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from functions.offline.bench.results.continuation_results import ContinuationStats
 from functions.offline.bench.results.control_state_results import ControlStateStats
 from functions.offline.bench.results.embeddings_results import EmbeddingStats
+from functions.offline.bench.results.guidellm_results import GuidellmStats
 from functions.offline.bench.results.priority_results import PriorityStats
 from functions.offline.bench.results.relay_cpu_results import RelayCpuStats
 from functions.offline.bench.results.result_cache_results import ResultCacheStats
@@ -220,5 +221,6 @@ class BenchResult(BaseModel):
     embeddings: EmbeddingStats | None = None  # issue 22: /v1/embeddings throughput
     control_state: list[ControlStateStats] = Field(default_factory=list)  # issue 47: shared stream state
     relay_cpu: RelayCpuStats | None = None  # issue 47: the gateway's CPU per 1,000 relayed tokens
+    guidellm: GuidellmStats | None = None  # issue 48: guidellm's default request, its own figures
     retrieval: RetrievalStats | None = None  # issue 23: ingestion pages/s, search latency
     checks: list[Check] = Field(default_factory=list)

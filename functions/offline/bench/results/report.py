@@ -7,6 +7,7 @@ from typing import Any
 
 from functions.offline.bench.results.continuation_results import continuation_lines
 from functions.offline.bench.results.embeddings_results import embeddings_lines
+from functions.offline.bench.results.guidellm_results import guidellm_lines
 from functions.offline.bench.results.priority_results import priority_lines
 from functions.offline.bench.results.records import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
 from functions.offline.bench.results.relay_cpu_results import relay_cpu_lines
@@ -232,6 +233,8 @@ def render_markdown(result: BenchResult) -> str:
         lines += continuation_lines(result.continuation)
     if result.relay_cpu is not None:
         lines += relay_cpu_lines(result.relay_cpu)
+    if result.guidellm is not None:
+        lines += guidellm_lines(result.guidellm)
     if result.goodput is not None:
         lines += _goodput_lines(result.goodput)
     if result.result_cache is not None:
