@@ -7,7 +7,7 @@ WEB_STAMP := web/dist/.built
 WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) web/index.html web/package.json \
 	web/package-lock.json web/vite.config.ts web/tsconfig.json
 
-.PHONY: up test bench chaos eval lint install web clean scan-infra lock test-latest
+.PHONY: up test bench chaos eval lint install web clean scan-infra lock test-latest lm-eval
 
 # Every Python version comes from the lock (requirements/lock.txt: exact versions with hashes, Linux x86_64, CPython
 # 3.11). `make lock` refreshes it from pyproject.toml's ranges; `make test-latest` tries the newest versions first.
@@ -63,6 +63,20 @@ $(GUIDELLM_STAMP): $(GUIDELLM_LOCK)
 chaos: $(STAMP) $(WEB_STAMP) $(AIPERF_STAMP)
 	$(BIN)/fleetchat chaos --aiperf $(AIPERF_VENV)/bin/aiperf
 
+# lm-evaluation-harness against the local stack (docs/lm-eval.md): log-likelihoods through /v1/completions, generation
+# through chat completions, on public data read from files; from its own venv and lock. CI runs tiny versions.
+LM_EVAL_VENV := .venv-lmeval
+LM_EVAL_LOCK := requirements/lm-eval.txt
+LM_EVAL_STAMP := $(LM_EVAL_VENV)/.installed
+
+$(LM_EVAL_STAMP): $(LM_EVAL_LOCK)
+	test -x $(LM_EVAL_VENV)/bin/python || $(PY) -m venv $(LM_EVAL_VENV)
+	$(LM_EVAL_VENV)/bin/pip install -q --require-hashes --no-deps -r $(LM_EVAL_LOCK)
+	touch $(LM_EVAL_STAMP)
+
+lm-eval: $(STAMP) $(WEB_STAMP) $(LM_EVAL_STAMP)
+	$(BIN)/fleetchat lm-eval --lm-eval $(LM_EVAL_VENV)/bin/lm_eval
+
 # The benchmark report (docs/benchmarks.md); the field's load generators run beside our client, unmodified: aiperf
 # (goodput) and guidellm (its own default request), each from a venv of its own.
 bench: $(STAMP) $(WEB_STAMP) $(AIPERF_STAMP) $(GUIDELLM_STAMP)
@@ -114,6 +128,7 @@ lock: $(STAMP)
 		-o requirements/vllm.txt
 	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/checkov.in -o $(CHECKOV_LOCK)
 	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/aiperf.in -o $(AIPERF_LOCK)
+	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/lm-eval.in -o $(LM_EVAL_LOCK)
 	$(UV_COMPILE) $(UPGRADE_FLAG) $(LOCK_TARGET) requirements/guidellm.in -c requirements/constraints.txt \
 		--find-links $(TORCH_CPU_WHEELS) -o $(GUIDELLM_LOCK)
 

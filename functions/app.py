@@ -20,6 +20,7 @@ from functions.api.routers import (
     admin,
     canary_admin,  # issue 21: canary status and reset
     chat,
+    completions,  # issue 48: /v1/completions
     embeddings,  # issue 22: /v1/embeddings
     feedback,
     files,  # issue 23: /v1/files
@@ -28,6 +29,7 @@ from functions.api.routers import (
     moderations,
     session,
     streams,  # issue 21: resume and cancel a stream
+    tokenizer,  # issue 48: vLLM's /tokenize, /detokenize, /tokenizer_info
     usage,
     vector_stores,  # issue 23: /v1/vector_stores
 )
@@ -45,6 +47,7 @@ from functions.chat.streams.shared_log import SharedStreamLog
 from functions.chat.streams.takeover import StreamTakeovers
 from functions.chat.structured_output import StructuredOutputs
 from functions.chat.tool_arguments import ToolArguments
+from functions.completions.service import CompletionsService
 from functions.control.admission import Admission
 from functions.control.canary import Canaries, CanaryMetrics, stable_versions
 from functions.control.config_watch import watching
@@ -258,6 +261,9 @@ def create_app(
             await install_files(app.state, settings, app.state.store, app.state.embeddings, owned)
             app.state.retrieval = retrieval_for(app.state)  # chat's retrieval over the stores just installed
             app.state.chat_pipeline = chat_pipeline_for(app.state)
+            app.state.completions = CompletionsService(
+                app.state.chat, app.state.accounting, app.state.safety, app.state.pool_control
+            )
             # Streams whose gateway died are finished by another (functions/chat/streams/takeover.py).
             takeovers = StreamTakeovers(
                 shared_streams,
@@ -299,7 +305,7 @@ def create_app(
     app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
     routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
-    for module in (*routers, canary_admin, embeddings, files, vector_stores, health):
+    for module in (*routers, completions, tokenizer, canary_admin, embeddings, files, vector_stores, health):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     install_method_not_allowed(app)

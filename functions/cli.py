@@ -254,6 +254,41 @@ def bench(
     )
 
 
+@app.command(name="lm-eval")
+def lm_eval(
+    lm_eval: Annotated[
+        str, typer.Option("--lm-eval", help="The lm_eval executable (`make lm-eval` installs .venv-lmeval).")
+    ] = ".venv-lmeval/bin/lm_eval",
+    base_url: Annotated[str, typer.Option(help="Gateway base URL; a local stack is started if none answers.")] = (
+        "http://127.0.0.1:8000"
+    ),
+    model: Annotated[str, typer.Option(help="Model (pool) to evaluate.")] = "mini",
+    api_key: Annotated[str | None, typer.Option(help="API key; default: the local key file.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Documents per task (default: all 50).")] = None,
+    out_dir: Annotated[Path, typer.Option(help="Where lm-eval's results and lm-eval.md go.")] = Path(
+        "bench-results/lm-eval"
+    ),
+) -> None:
+    """lm-evaluation-harness's log-likelihood (/v1/completions) and generation (chat) tasks against the gateway."""
+    from rich.console import Console
+
+    from functions.offline.bench.run import read_local_key
+    from functions.offline.bench.stack import gateway_reachable, start_local_stack
+    from functions.offline.lm_eval.run import LmEvalConfig, report_lines, run_all
+
+    console = Console(stderr=True)
+    stack = None if gateway_reachable(base_url) else start_local_stack(base_url, console)
+    try:
+        key = api_key or read_local_key(stack.key_path if stack is not None else None)
+        cfg = LmEvalConfig(lm_eval=lm_eval, base_url=base_url, api_key=key, model=model, limit=limit, out_dir=out_dir)
+        with console.status("lm-eval: log-likelihoods through /v1/completions, then generation through chat"):
+            results = run_all(cfg)
+        Console().print("\n".join(report_lines(cfg, results)))
+    finally:
+        if stack is not None:
+            stack.stop()
+
+
 @app.command()
 def chaos(
     out_dir: Annotated[Path, typer.Option(help="Where the report goes.")] = Path("bench-results/chaos"),

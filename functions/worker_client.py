@@ -134,8 +134,9 @@ class WorkerClient:
         body: dict[str, Any],
         headers: dict[str, str],
         path: str = "/v1/chat/completions",  # or /v1/embeddings (an embedding pool)
+        method: str = "POST",  # GET: `body` is not sent (vLLM's /tokenizer_info)
     ) -> dict[str, Any]:
-        _, response = await self._first_answer(pool, replicas, body, headers, stream=False, path=path)
+        _, response = await self._first_answer(pool, replicas, body, headers, stream=False, path=path, method=method)
         try:
             await response.aread()
             payload = response.json()
@@ -146,9 +147,14 @@ class WorkerClient:
         return payload
 
     async def open_stream(
-        self, pool: str, replicas: list[str], body: dict[str, Any], headers: dict[str, str]
+        self,
+        pool: str,
+        replicas: list[str],
+        body: dict[str, Any],
+        headers: dict[str, str],
+        path: str = "/v1/chat/completions",  # or /v1/completions
     ) -> UpstreamStream:
-        replica, response = await self._first_answer(pool, replicas, body, headers, stream=True)
+        replica, response = await self._first_answer(pool, replicas, body, headers, stream=True, path=path)
         return UpstreamStream(replica, response, self.breakers.breaker(pool, replica))
 
     async def _first_answer(
@@ -160,6 +166,7 @@ class WorkerClient:
         *,
         stream: bool,
         path: str = "/v1/chat/completions",
+        method: str = "POST",
     ) -> tuple[str, httpx.Response]:
         """The first replica's answer (status and headers), trying the next candidate on a failure before the first
         byte, at most `policy.attempts` failures, with full-jitter exponential backoff between tries."""
@@ -192,7 +199,8 @@ class WorkerClient:
                 with attempt:
                     replica = next(pending)
                     try:
-                        return replica, await self._try(pool, replica, body, headers, stream=stream, path=path)
+                        answer = await self._try(pool, replica, body, headers, stream=stream, path=path, method=method)
+                        return replica, answer
                     except _ReplicaFailedError:
                         failures += 1
                         raise
@@ -211,6 +219,7 @@ class WorkerClient:
         *,
         stream: bool,
         path: str = "/v1/chat/completions",
+        method: str = "POST",
     ) -> httpx.Response:
         """One replica's answer; tells its breaker how it did (or frees its probe if there is no verdict)."""
         breaker = self.breakers.breaker(pool, replica)
@@ -221,7 +230,8 @@ class WorkerClient:
         read = policy.inter_chunk_timeout_s if stream else policy.timeout_s
         timeout = httpx.Timeout(policy.timeout_s, connect=policy.connect_timeout_s, read=read)
         url, body, headers = upstream_request(pool, replica, path, body, headers)  # an external pool: its URL, key
-        request = self._client.build_request("POST", url, json=body, headers=headers, timeout=timeout)
+        sent = body if method == "POST" else None
+        request = self._client.build_request(method, url, json=sent, headers=headers, timeout=timeout)
         try:
             try:
                 # A worker that accepts and never answers must not hang the client: headers within the limit.

@@ -40,6 +40,21 @@ class ChatTokenizing:
     def decode(self, token_ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
+    def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        """Plain text to token ids, with the special tokens the tokenizer adds itself (as vLLM's completions do)."""
+        return [int(t) for t in self._tokenizer.encode(text, add_special_tokens=add_special_tokens)]
+
+    def tokenizer_info(self) -> dict[str, Any]:
+        """vLLM's `/tokenizer_info` fields: the tokenizer's class, special tokens and chat template."""
+        t = self._tokenizer
+        return {
+            "tokenizer_class": type(t).__name__,
+            "eos_token": t.eos_token,
+            "bos_token": t.bos_token,
+            "pad_token": t.pad_token,
+            "chat_template": t.chat_template if isinstance(t.chat_template, str) else None,
+        }
+
     def token_bytes(self, token_id: int) -> bytes:
         """A token's own bytes: a byte-level BPE piece mapped back through GPT-2's byte alphabet (so half of a UTF-8
         character stays half), a SentencePiece byte piece as its byte, anything else (special tokens) as UTF-8."""

@@ -45,6 +45,8 @@ class SamplingParams(BaseModel):
     # Log-probabilities of each chosen token (from the model's raw logits, as vLLM reports them) with this many of
     # the likeliest alternatives; None: none.
     logprobs: int | None = Field(default=None, ge=0, le=20)
+    # The same for every prompt token but the first (completions' `echo` with `logprobs`; vLLM's `prompt_logprobs`).
+    prompt_logprobs: int | None = Field(default=None, ge=0, le=20)
 
     def extended(self) -> set[str]:
         """The parameters set away from their no-op value beyond max_tokens, temperature, top-p, seed and schema
@@ -78,6 +80,8 @@ class EngineOutput:
     generated_total: int
     # One entry per token of `new_token_ids` when the request asked for log-probabilities.
     logprobs: list[TokenLogprobs] | None = None
+    # With the first output of a request that asked for them: one per prompt token, None for the first.
+    prompt_logprobs: list[TokenLogprobs | None] | None = None
 
 
 @dataclass(slots=True)
@@ -110,6 +114,14 @@ class Engine(Protocol):
 
     def decode(self, token_ids: Sequence[int]) -> str:
         """Token ids to text, special tokens skipped."""
+        ...
+
+    def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        """Plain text (a completions prompt) to token ids."""
+        ...
+
+    def tokenizer_info(self) -> dict[str, Any]:
+        """`tokenizer_class`, `eos_token`, `bos_token`, `pad_token` and `chat_template` (vLLM's `/tokenizer_info`)."""
         ...
 
     def token_bytes(self, token_id: int) -> bytes:

@@ -14,6 +14,7 @@ from functions.accounts.sessions import SessionSigner
 from functions.chat.pipeline import ChatPipeline
 from functions.chat.service import ChatService
 from functions.chat.streams.resumable import ResumableStreams
+from functions.completions.service import CompletionsService
 from functions.control.canary import Canaries
 from functions.control.pool_overflow import PoolControl
 from functions.embedding_service import EmbeddingService
@@ -49,6 +50,7 @@ WorkerUrlsDep = Annotated[dict[str, list[str]], Depends(_state("worker_urls"))]
 ChatPipelineDep = Annotated[ChatPipeline, Depends(_state("chat_pipeline"))]
 ChatServiceDep = Annotated[ChatService, Depends(_state("chat"))]
 ResumableStreamsDep = Annotated[ResumableStreams, Depends(_state("resumable"))]
+CompletionsServiceDep = Annotated[CompletionsService, Depends(_state("completions"))]
 # control
 PoolControlDep = Annotated[PoolControl, Depends(_state("pool_control"))]
 CanariesDep = Annotated[Canaries, Depends(_state("canaries"))]

@@ -93,18 +93,21 @@ class LlamaRuntime:
         self._batch = L.LlamaBatch(n_tokens=max_batch_tokens, embd=0, n_seq_max=1)
         self.max_batch_tokens = max_batch_tokens
 
-    def decode(self, rows: Sequence[Row]) -> list[int]:
-        """Run one llama_decode over every row; returns, per row that wants logits, its batch index (for `sample`)."""
+    def decode(self, rows: Sequence[Row], every_logit: frozenset[int] = frozenset()) -> list[int]:
+        """Run one llama_decode over every row; returns, per row that wants logits, its last token's batch index (for
+        `sample`). Rows whose position in `rows` is in `every_logit` get logits for every token (prompt
+        log-probabilities): their first token's index is `last - len(tokens) + 1`."""
         batch = self._batch
         batch.clear()
         outputs: list[int] = []
         index = 0
-        for seq, pos0, tokens, want in rows:
+        for position, (seq, pos0, tokens, want) in enumerate(rows):
             last = len(tokens) - 1
+            every = position in every_logit
             for j, token in enumerate(tokens):
-                logits = want and j == last
+                logits = every or (want and j == last)
                 batch.add(int(token), pos0 + j, [seq], logits)
-                if logits:
+                if logits and j == last and want:
                     outputs.append(index)
                 index += 1
         try:

@@ -28,7 +28,7 @@ from gpu_workers.llama_cpp.core_share import CoreShare
 from gpu_workers.llama_cpp.decode_lane import DecodeLane
 from gpu_workers.llama_cpp.kv_blocks import KvBlocks
 from gpu_workers.llama_cpp.runtime import KvCacheFullError, LlamaRuntime, Row
-from gpu_workers.llama_cpp.sampling import RequestSampler
+from gpu_workers.llama_cpp.sampling import RequestSampler, logprobs_of
 
 Emit = Callable[[EngineOutput | BaseException], None]
 _order = itertools.count()
@@ -47,6 +47,9 @@ class Job:
     cached_tokens: int = 0
     admitted: int = -1
     sampler: RequestSampler | None = field(default=None, repr=False)
+    # Prompt log-probabilities (`params.prompt_logprobs`): one entry per prompt token, None for the first.
+    prompt_entries: list[TokenLogprobs | None] | None = field(default=None, repr=False)
+    prompt_entries_sent: bool = False
 
     def __post_init__(self) -> None:
         self.prompt_len = self.prompt_len or len(self.tokens)
@@ -178,7 +181,8 @@ class Scheduler:
             job.seq, job.n_past = seq, 0
             first = job.admitted < 0
             job.admitted = next(_order)
-            if self._prefix_caching:
+            # A cached prefix has no logits: prompt log-probabilities are computed over the whole prompt (as vLLM).
+            if self._prefix_caching and job.params.prompt_logprobs is None:
                 src, n = self._blocks.match(job.tokens)
                 if src is not None and n:
                     self._rt.copy_prefix(src, seq, n)
@@ -284,19 +288,38 @@ class Scheduler:
 
     def _main_step(self, plan: list[tuple[Job, int, bool]]) -> None:
         rows: list[Row] = [(j.seq, j.n_past, j.tokens[j.n_past : j.n_past + take], want) for j, take, want in plan]
+        every = frozenset(i for i, (job, _, _) in enumerate(plan) if _scores_prompt(job))
         try:
-            outputs = iter(self._rt.decode(rows))
+            outputs = iter(self._rt.decode(rows, every))
         except KvCacheFullError:
             with self._lock:
                 while self._cached:  # our count and llama.cpp's disagree (fragmentation): empty the cache, retry
                     self._evict_one()
-            outputs = iter(self._rt.decode(rows))
+            outputs = iter(self._rt.decode(rows, every))
         with self._lock:
-            for job, take, want in plan:
+            start = 0
+            for position, (job, take, want) in enumerate(plan):
+                if position in every:
+                    self._score_prompt(job, start, take)
+                start += take
                 self._blocks.extend(job.seq, job.tokens[job.n_past : job.n_past + take])
                 job.n_past += take
                 if want:
                     self._sampled(job, *job.sampler.pick(self._rt, next(outputs)))  # type: ignore[union-attr]
+
+    def _score_prompt(self, job: Job, start: int, take: int) -> None:
+        """Log-probabilities of the prompt tokens this chunk's logits predict (each position's logits score the next
+        prompt token; the last prompt position's score the first answer token, which the sampler reports)."""
+        entries = job.prompt_entries
+        if entries is None:
+            entries = job.prompt_entries = [None]
+        top = job.params.prompt_logprobs or 0
+        for j in range(take):
+            predicted = job.n_past + j + 1
+            if predicted >= job.prompt_len or predicted < len(entries):  # past the prompt, or scored before a preempt
+                continue
+            raw = self._rt.logits(start + j)
+            entries.append(logprobs_of(raw, job.tokens[predicted], top))
 
     def _enter_lane(self) -> None:
         """Hand each running job whose prompt is done (oldest first) to the decode lane, while it has room."""
@@ -365,6 +388,7 @@ class Scheduler:
                 cached_tokens=job.cached_tokens,
                 generated_total=generated,
                 logprobs=None if logprobs is None or stop else [logprobs],
+                prompt_logprobs=_take_prompt_entries(job),
             ),
         )
 
@@ -396,6 +420,20 @@ class Scheduler:
             self._waiting.clear()
         for job in jobs:
             _emit(job, error)
+
+
+def _scores_prompt(job: Job) -> bool:
+    """Whether this step's chunk of `job` needs logits for every token (prompt log-probabilities not yet all had)."""
+    scored = len(job.prompt_entries) if job.prompt_entries is not None else 0
+    return job.params.prompt_logprobs is not None and job.n_past < job.prompt_len and scored < job.prompt_len
+
+
+def _take_prompt_entries(job: Job) -> list[TokenLogprobs | None] | None:
+    """The prompt's entries, handed out once (with the first output)."""
+    if job.prompt_entries_sent or job.prompt_entries is None:
+        return None
+    job.prompt_entries_sent = True
+    return job.prompt_entries
 
 
 def _emit(job: Job, item: EngineOutput | BaseException) -> None:

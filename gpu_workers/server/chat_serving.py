@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpu_workers.engine import Engine, EngineError, SamplingParams, TokenLogprobs
+from gpu_workers.engine import Engine, EngineError, TokenLogprobs
+from gpu_workers.server.generation import Generation, PreparedRequest, sampling_params, usage_of
 from gpu_workers.server.metrics import WorkerMetrics
-from gpu_workers.server.text_output import TextAssembler
 from gpu_workers.server.tool_calls import ToolPlan, ToolStreamParser, parse_output, plan_for, render_messages
 from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
 from shared.wire.output_schemas import OutputContract
@@ -25,7 +25,6 @@ from shared.wire.schemas import (
     Choice,
     ChunkChoice,
     DeltaMessage,
-    PromptTokensDetails,
     Usage,
 )
 from shared.wire.sse import DONE, sse_data, sse_error
@@ -33,22 +32,15 @@ from shared.wire.tools_api import check_tool_request
 
 
 @dataclass
-class PreparedRequest:
-    request_id: str
-    prompt_ids: list[int]
-    params: SamplingParams
-    stop: list[str]
+class PreparedChat(PreparedRequest):
     tools: ToolPlan | None = None  # function calling (gpu_workers/server/tool_calls.py)
-
-
-# (text delta, finish reason, generated tokens so far, cached tokens, log-probabilities of the tokens since the last)
-RunStep = tuple[str, str | None, int, int, list[TokenLogprobs]]
 
 
 class ChatServing:
     def __init__(self, engine: Engine, metrics: WorkerMetrics) -> None:
         self.engine = engine
         self.metrics = metrics
+        self.generation = Generation(engine, metrics)
 
     def prepare(self, request: ChatCompletionRequest) -> PreparedRequest:
         """Everything that can fail with a 4xx fails here, before the engine sees the request."""
@@ -90,76 +82,33 @@ class ChatServing:
             request,
             self.engine,
             max_tokens=wanted if wanted is not None else limit - len(prompt_ids),
+            temperature=request.temperature,
+            top_p=request.top_p,
+            seed=request.seed,
             # A continuation (another replica's half answer in the prompt) is not constrained: a grammar restarted
             # mid-value would force a second value; the gateway validates the joined answer at its end instead. A
             # forced tool call's arguments schema wins over `response_format`, as in vLLM.
             json_schema=None if continuing else _constraint(plan, contract),
+            logprobs=request.logprobs_wanted(),
         )
-        return PreparedRequest(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences(), plan)
+        return PreparedChat(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences(), plan)
 
     def logprob_entries(self, entries: list[TokenLogprobs]) -> list[TokenLogprob]:
         """Engine log-probabilities as OpenAI's entries: each token's text and its own bytes."""
+        token = self.generation.token
         return [
             TokenLogprob(
-                **self._token(entry.token_id, entry.logprob),
-                top_logprobs=[TopLogprob(**self._token(token, logprob)) for token, logprob in entry.top],
+                **token(entry.token_id, entry.logprob),
+                top_logprobs=[TopLogprob(**token(t, logprob)) for t, logprob in entry.top],
             )
             for entry in entries
         ]
 
-    def _token(self, token_id: int, logprob: float) -> dict[str, Any]:
-        raw = self.engine.token_bytes(token_id)
-        # A token that holds part of a UTF-8 character reads as U+FFFD, as in vLLM; its bytes are exact.
-        return {"token": raw.decode("utf-8", errors="replace"), "logprob": max(logprob, -9999.0), "bytes": list(raw)}
-
-    async def _run(self, prepared: PreparedRequest) -> AsyncIterator[RunStep]:
-        """Yield (text delta, finish_reason, generated tokens so far, cached tokens, log-probabilities of the tokens
-        since the last yield); record latency metrics."""
-        labels = {"model_name": self.engine.model_name}
-        assembler = TextAssembler(self.engine.decode, prepared.stop)
-        start = last = time.perf_counter()
-        generated = cached = 0
-        finish: str | None = None
-        pending: list[TokenLogprobs] = []  # entries of tokens whose text is held back (a stop string may follow)
-        stream = self.engine.generate(prepared.request_id, prepared.prompt_ids, prepared.params)
-        try:
-            async for out in stream:
-                now = time.perf_counter()
-                if out.generated_total and generated == 0:
-                    self.metrics.ttft.labels(**labels).observe(now - start)
-                elif out.generated_total > generated:
-                    self.metrics.itl.labels(**labels).observe(now - last)
-                last, generated, cached = now, out.generated_total, out.cached_tokens
-                text = assembler.feed(out.new_token_ids)
-                pending += out.logprobs or []
-                if assembler.stopped:
-                    finish = "stop"
-                elif out.finished:
-                    text += assembler.flush()
-                    finish = out.finish_reason
-                if text or finish:
-                    yield text, finish, generated, cached, pending
-                    pending = []
-                if finish:
-                    return
-        finally:
-            await stream.aclose()  # aborts the engine request (frees its KV blocks) if it is still running
-            self.metrics.prompt_tokens.labels(**labels).inc(len(prepared.prompt_ids))
-            self.metrics.generation_tokens.labels(**labels).inc(generated)
-            self.metrics.e2e.labels(**labels).observe(time.perf_counter() - start)
-            self.metrics.request_success.labels(finished_reason=finish or "abort", **labels).inc()
-
-    def _usage(self, prepared: PreparedRequest, generated: int, cached: int) -> Usage:
-        prompt = len(prepared.prompt_ids)
-        return Usage(
-            prompt_tokens=prompt,
-            completion_tokens=generated,
-            total_tokens=prompt + generated,
-            prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
-        )
+    def _usage(self, prepared: PreparedChat, generated: int, cached: int) -> Usage:
+        return usage_of(len(prepared.prompt_ids), generated, cached)
 
     async def complete(
-        self, prepared: PreparedRequest, is_disconnected: Callable[[], Awaitable[bool]]
+        self, prepared: PreparedChat, is_disconnected: Callable[[], Awaitable[bool]]
     ) -> ChatCompletion | None:
         """Non-streaming: collect the whole answer; if the client goes away meanwhile, abort and return None."""
 
@@ -168,11 +117,11 @@ class ChatServing:
         async def collect() -> tuple[str, str | None, int, int]:
             parts: list[str] = []
             last: tuple[str | None, int, int] = (None, 0, 0)
-            async with contextlib.aclosing(self._run(prepared)) as run:
-                async for text, finish, generated, cached, logprobs in run:
-                    parts.append(text)
-                    entries.extend(logprobs)
-                    last = (finish, generated, cached)
+            async with contextlib.aclosing(self.generation.run(prepared)) as run:
+                async for step in run:
+                    parts.append(step.text)
+                    entries.extend(step.logprobs)
+                    last = (step.finish, step.generated, step.cached)
             return "".join(parts), *last
 
         task = asyncio.create_task(collect())
@@ -204,7 +153,7 @@ class ChatServing:
         )
 
     async def stream(
-        self, prepared: PreparedRequest, include_usage: bool, *, continuous_usage: bool = False
+        self, prepared: PreparedChat, include_usage: bool, *, continuous_usage: bool = False
     ) -> AsyncIterator[bytes]:
         """SSE chunks: a role chunk, content chunks, the finish chunk, then usage (if asked) and [DONE].
 
@@ -235,10 +184,10 @@ class ChatServing:
         parser = ToolStreamParser(prepared.tools) if prepared.tools is not None else None
         held: list[TokenLogprobs] = []  # log-probabilities of text the tool-call parser has not released yet
         try:
-            async with contextlib.aclosing(self._run(prepared)) as run:
-                async for text, finish, generated_so_far, cached_so_far, entries in run:
-                    generated, cached = generated_so_far, cached_so_far
-                    held += entries if wants_logprobs else []
+            async with contextlib.aclosing(self.generation.run(prepared)) as run:
+                async for step in run:
+                    text, finish, generated, cached = step.text, step.finish, step.generated, step.cached
+                    held += step.logprobs if wants_logprobs else []
                     if parser is None:
                         delta = DeltaMessage(content=text) if text else DeltaMessage()
                         yield chunk(delta, finish, held)
@@ -260,45 +209,6 @@ class ChatServing:
             usage = self._usage(prepared, generated, cached)
             yield sse_data(ChatCompletionChunk(id=rid, created=created, model=model, choices=[], usage=usage))
         yield DONE
-
-
-def sampling_params(
-    request: ChatCompletionRequest, engine: Engine, *, max_tokens: int, json_schema: dict[str, Any] | None
-) -> SamplingParams:
-    """The request's sampling as the engine takes it; a 400 for a parameter this engine cannot honour or a token id
-    outside its vocabulary."""
-    params = SamplingParams(
-        max_tokens=max_tokens,
-        temperature=1.0 if request.temperature is None else request.temperature,
-        top_p=1.0 if request.top_p is None else request.top_p,
-        seed=request.seed,
-        json_schema=json_schema,
-        top_k=-1 if request.top_k in (None, 0) else request.top_k,
-        min_p=request.min_p or 0.0,
-        frequency_penalty=request.frequency_penalty or 0.0,
-        presence_penalty=request.presence_penalty or 0.0,
-        repetition_penalty=1.0 if request.repetition_penalty is None else request.repetition_penalty,
-        logit_bias=request.bias_by_token(),
-        min_tokens=min(request.min_tokens or 0, max_tokens),
-        ignore_eos=bool(request.ignore_eos),
-        stop_token_ids=list(request.stop_token_ids or []),
-        logprobs=request.logprobs_wanted(),
-    )
-    unhonoured = sorted(params.extended() - engine.honours)
-    if unhonoured:
-        raise InvalidRequestError(
-            f"'{unhonoured[0]}' is not supported by this pool's engine; leave it unset.",
-            param=unhonoured[0],
-            code="unsupported_parameter",
-        )
-    vocab = engine.vocab_size
-    for name, tokens in (("logit_bias", params.logit_bias), ("stop_token_ids", params.stop_token_ids)):
-        outside = sorted(t for t in tokens if t >= vocab)
-        if outside:
-            raise InvalidRequestError(
-                f"token id {outside[0]} in {name} is out of vocabulary (the model has {vocab} tokens)", param=name
-            )
-    return params
 
 
 def completion_body(completion: ChatCompletion) -> dict[str, object]:

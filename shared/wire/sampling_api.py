@@ -18,12 +18,10 @@ MAX_LOGIT_BIAS = 300  # entries; OpenAI documents the bias range, vLLM the count
 Bias = Annotated[float, Field(ge=-100.0, le=100.0)]
 
 
-class SamplingFields(BaseModel):
-    """Mixed into a request model: OpenAI's `logprobs`, `top_logprobs`, penalties and `logit_bias`, and vLLM's extra
-    sampling parameters, each at the value that changes nothing when unset."""
+class SamplingControls(BaseModel):
+    """Mixed into a request model: OpenAI's penalties and `logit_bias`, and vLLM's extra sampling parameters, each at
+    the value that changes nothing when unset (chat and completions alike; they differ on `logprobs`)."""
 
-    logprobs: bool | None = None
-    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     # Token id (a JSON object's keys are strings) to a bias added to its logit before sampling.
@@ -44,12 +42,30 @@ class SamplingFields(BaseModel):
                 raise ValueError(f"logit_bias keys must be token ids (non-negative integers as strings), got {key!r}")
         return bias
 
-    @field_validator("top_logprobs", "top_k", "min_tokens", mode="before")
+    @field_validator("top_k", "min_tokens", mode="before")
     @classmethod
     def _a_count_is_not_a_bool(cls, value: Any) -> Any:
-        if isinstance(value, bool):  # Python reads `true` as 1: a count must be a number
-            raise ValueError("must be an integer, not a boolean")
-        return value
+        return not_a_bool(value)
+
+    def bias_by_token(self) -> dict[int, float]:
+        return {int(token): float(bias) for token, bias in (self.logit_bias or {}).items()}
+
+    def check_min_tokens(self, max_tokens: int | None) -> None:
+        """vLLM's rule: `min_tokens` cannot exceed the output budget."""
+        if self.min_tokens and max_tokens is not None and self.min_tokens > max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) must be at most max_tokens ({max_tokens})")
+
+
+class SamplingFields(SamplingControls):
+    """Chat's sampling fields: the controls, and `logprobs` (a switch) with `top_logprobs` (how many alternatives)."""
+
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
+
+    @field_validator("top_logprobs", mode="before")
+    @classmethod
+    def _top_logprobs_is_a_count(cls, value: Any) -> Any:
+        return not_a_bool(value)
 
     @model_validator(mode="after")
     def _top_logprobs_need_logprobs(self) -> SamplingFields:
@@ -61,13 +77,11 @@ class SamplingFields(BaseModel):
         """How many alternatives each token's entry lists (0: only the chosen token); None: no log-probabilities."""
         return (self.top_logprobs or 0) if self.logprobs else None
 
-    def bias_by_token(self) -> dict[int, float]:
-        return {int(token): float(bias) for token, bias in (self.logit_bias or {}).items()}
 
-    def check_min_tokens(self, max_tokens: int | None) -> None:
-        """vLLM's rule: `min_tokens` cannot exceed the output budget."""
-        if self.min_tokens and max_tokens is not None and self.min_tokens > max_tokens:
-            raise ValueError(f"min_tokens ({self.min_tokens}) must be at most max_tokens ({max_tokens})")
+def not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # Python reads `true` as 1: a count must be a number
+        raise ValueError("must be an integer, not a boolean")
+    return value
 
 
 class TopLogprob(BaseModel):

@@ -78,6 +78,32 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
         "integration/safety/test_safety_guards.py",
         "test_fail_closed_refuses_with_503_and_retry_after",
     ),
+    ("POST /v1/completions", 429): (
+        "integration/control/test_rate_limits.py",
+        "test_completions_count_against_the_same_limits",
+    ),
+    ("POST /v1/completions", 502): (
+        "integration/control/test_gateway_faults.py",
+        "test_completions_and_the_tokenizer_routes_map_a_worker_error_to_502",
+    ),
+    ("POST /v1/completions", 503): (
+        "integration/control/test_gateway_faults.py",
+        "test_completions_and_the_tokenizer_routes_are_503_without_a_worker",
+    ),
+    **{
+        (operation, status): (
+            "integration/control/test_gateway_faults.py",
+            "test_completions_and_the_tokenizer_routes_map_a_worker_error_to_502"
+            if status == 502
+            else "test_completions_and_the_tokenizer_routes_are_503_without_a_worker",
+        )
+        for operation in ("POST /tokenize", "POST /detokenize", "GET /tokenizer_info")
+        for status in (502, 503)
+    },
+    **{
+        (operation, 400): ("integration/chat/test_completions_api.py", "test_the_tokenizer_endpoints_refuse_bad_input")
+        for operation in ("POST /tokenize", "POST /detokenize", "GET /tokenizer_info")
+    },
     ("POST /v1/embeddings", 429): ("integration/files/test_embeddings_api.py", "test_the_tenants_token_limit_applies"),
     ("POST /v1/embeddings", 502): (
         "integration/files/test_embeddings_api.py",
@@ -119,6 +145,9 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
 VALID_BODIES: dict[str, dict[str, object]] = {
     "/v1/chat/completions": {"model": "no-such-model", "messages": [{"role": "user", "content": "Hi"}]},
     "/v1/embeddings": {"model": "no-such-model", "input": "Hi"},
+    "/v1/completions": {"model": "no-such-model", "prompt": "Hi"},
+    "/tokenize": {"model": "no-such-model", "prompt": "Hi"},
+    "/detokenize": {"model": "no-such-model", "tokens": [1]},
     "/admin/v1/tenants/{tenant_id}": {"name": "renamed"},
     "/admin/v1/tenants/{tenant_id}/users": {"email": "someone@example.com"},
     "/admin/v1/tenants/{tenant_id}/keys": {"label": "another key"},

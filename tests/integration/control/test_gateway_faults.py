@@ -80,3 +80,34 @@ def test_worker_error_is_final_not_retried_and_maps_to_502(gateway_for) -> None:
         )
         assert statuses == [200, 502]
         assert broken.state.calls == 1 and other.state.calls == 1, "a 5xx answer must not be replayed elsewhere"
+
+
+# The completions path and vLLM's tokenizer endpoints, on the same worker faults as chat.
+ROUTES = [
+    ("POST", "/v1/completions", {"model": "mini", "prompt": "hi", "max_tokens": 2}),
+    ("POST", "/tokenize", {"prompt": "hi"}),
+    ("POST", "/detokenize", {"tokens": [1, 2]}),
+    ("GET", "/tokenizer_info", None),
+]
+
+
+def test_completions_and_the_tokenizer_routes_are_503_without_a_worker(gateway_for) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    gw = gateway_for({"mini": [dead], "flagship": [dead]})
+    for method, path, body in ROUTES:
+        response = httpx.request(
+            method, f"{gw.url}{path}", json=body, headers={"authorization": f"Bearer {gw.key}"}, timeout=30
+        )
+        assert response.status_code == 503, (path, response.text)
+        assert response.json()["error"]["code"] == "service_unavailable"
+
+
+def test_completions_and_the_tokenizer_routes_map_a_worker_error_to_502(gateway_for) -> None:
+    broken = stand_in_worker("broken", status=500)
+    with serve(broken) as url:
+        gw = gateway_for({"mini": [url], "flagship": [url]})
+        for method, path, body in ROUTES:
+            response = httpx.request(
+                method, f"{gw.url}{path}", json=body, headers={"authorization": f"Bearer {gw.key}"}, timeout=30
+            )
+            assert response.status_code == 502, (path, response.text)

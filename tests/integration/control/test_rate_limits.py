@@ -156,6 +156,26 @@ def test_a_refused_request_changes_nothing(replicas: Replicas) -> None:
     assert again.headers["x-ratelimit-remaining-requests"] == before.headers["x-ratelimit-remaining-requests"] == "49"
 
 
+def test_completions_count_against_the_same_limits(tmp_path: Path) -> None:
+    worker_app = stand_in_worker("ok")
+    group = ProcessGroup(tmp_path / "logs")
+    with serve(worker_app) as worker:
+        try:
+            url = start_gateway(group, tmp_path / "data", {"mini": [worker], "flagship": [worker]}, free_port())
+            [key] = Replicas([url], tmp_path / "data").tenant(Tier.PLUS, LimitOverrides(key_rpm=1))
+            early_in_a_window()
+            headers = {"authorization": f"Bearer {key}"}
+            first = _post(url, key)
+            refused = httpx.post(
+                f"{url}/v1/completions", json={"model": "mini", "prompt": "hi"}, headers=headers, timeout=30
+            )
+        finally:
+            group.stop()
+    assert first.status_code == 200 and refused.status_code == 429
+    assert refused.headers.get("retry-after")
+    assert worker_app.state.calls == 1  # the refused completion never reached it
+
+
 def test_the_worker_never_sees_a_refused_request(tmp_path: Path) -> None:
     worker_app = stand_in_worker("ok")
     group = ProcessGroup(tmp_path / "logs")

@@ -161,3 +161,34 @@ def test_a_constrained_answer_takes_the_same_parameters_in_numpy(engine: LlamaEn
     assert isinstance(json.loads(engine.decode(tokens))["city"], str)
     entries = [entry for out in outs for entry in out.logprobs or []]
     assert [e.token_id for e in entries] == tokens and all(len(e.top) == 2 for e in entries)
+
+
+def test_prompt_log_probabilities_match_a_chunked_decode_by_hand(runtime: LlamaRuntime) -> None:
+    """A 300-token prompt prefilled in 64-token chunks scores every token as decoding the same chunks by hand does,
+    every position once, none shifted; asked again, it reads no prefix cache (a cached prefix has no logits)."""
+    from gpu_workers.llama_cpp.sampling import logprobs_of
+
+    small = LlamaEngine(gguf(), model_name="mini", kv_cache_tokens=2048, max_batch_tokens=64, show_progress=False)
+    params = SamplingParams(max_tokens=1, temperature=0, prompt_logprobs=2)
+    try:
+        ids = small.tokenize(" ".join(f"Station {i} lies north of the river." for i in range(40)))[:300]
+        _, first = asyncio.run(run(small, ids, params))
+        _, again = asyncio.run(run(small, ids, params))
+    finally:
+        small.shutdown()
+    entries = first[0].prompt_logprobs
+    assert entries is not None and len(entries) == len(ids) and entries[0] is None
+    assert [e.token_id for e in entries[1:] if e is not None] == ids[1:]
+    assert all(len(e.top) == 2 for e in entries[1:] if e is not None)
+    runtime.forget(0)
+    reference: list[float] = []
+    for start in range(0, len(ids), 64):
+        chunk = ids[start : start + 64]
+        runtime.decode([(0, start, chunk, True)], frozenset({0}))
+        for j in range(len(chunk)):
+            if start + j + 1 < len(ids):
+                reference.append(logprobs_of(runtime.logits(j), ids[start + j + 1], 2).logprob)
+    runtime.forget(0)
+    scored = [e.logprob for e in entries[1:] if e is not None]
+    assert max(abs(a - b) for a, b in zip(scored, reference, strict=True)) < 1e-4
+    assert again[-1].cached_tokens == 0 and len(again[0].prompt_logprobs or []) == len(ids)

@@ -56,6 +56,13 @@ def stand_in_worker(
     async def models() -> dict:
         return {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "fleetchat"}]}
 
+    if status != 200:  # a broken worker fails every other route too (completions, the tokenizer endpoints)
+
+        @app.api_route("/{path:path}", methods=["GET", "POST"])
+        async def broken(path: str) -> JSONResponse:
+            app.state.calls += 1
+            return JSONResponse({"error": {"message": "engine exploded", "type": "server_error"}}, status_code=status)
+
     return app
 
 

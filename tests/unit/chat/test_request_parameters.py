@@ -57,6 +57,7 @@ def test_the_gateway_accepts_known_values(extra: dict[str, Any]) -> None:
         ({"logit_bias": {"the": 1}}, "logit_bias"),
         ({"logit_bias": {"50256": -101}}, "logit_bias"),
         ({"top_k": -2}, "top_k"),
+        ({"top_k": True}, "top_k"),
         ({"repetition_penalty": 0}, "repetition_penalty"),
         ({"min_tokens": 9, "max_tokens": 8}, None),
         ({"stop_token_ids": [-1]}, "stop_token_ids"),

@@ -1,0 +1,1 @@
+"""The completions path through the gateway (`POST /v1/completions`)."""

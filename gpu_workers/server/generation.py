@@ -1,0 +1,144 @@
+"""What the worker's endpoints share: a request's sampling as the engine takes it, and one generation run (the engine's
+tokens to text with stop strings held back, log-probabilities alongside, latency metrics recorded)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_workers.engine import Engine, SamplingParams, TokenLogprobs
+from gpu_workers.server.metrics import WorkerMetrics
+from gpu_workers.server.text_output import TextAssembler
+from shared.errors import InvalidRequestError
+from shared.wire.sampling_api import SamplingControls
+from shared.wire.schemas import PromptTokensDetails, Usage
+
+
+@dataclass
+class PreparedRequest:
+    request_id: str
+    prompt_ids: list[int]
+    params: SamplingParams
+    stop: list[str]
+
+
+@dataclass
+class RunStep:
+    """What one step of a generation run hands out."""
+
+    text: str  # the text delta that may be sent now
+    finish: str | None
+    generated: int  # tokens generated so far
+    cached: int  # prompt tokens served from the prefix cache
+    logprobs: list[TokenLogprobs] = field(default_factory=list)  # of the tokens since the last step
+    prompt_logprobs: list[TokenLogprobs | None] | None = None  # with the first step, when asked for
+
+
+class Generation:
+    def __init__(self, engine: Engine, metrics: WorkerMetrics) -> None:
+        self.engine = engine
+        self.metrics = metrics
+
+    def token(self, token_id: int, logprob: float) -> dict[str, Any]:
+        """A token as log-probability entries show it: its text, its log-probability and its own bytes."""
+        raw = self.engine.token_bytes(token_id)
+        # A token that holds part of a UTF-8 character reads as U+FFFD, as in vLLM; its bytes are exact.
+        return {"token": raw.decode("utf-8", errors="replace"), "logprob": max(logprob, -9999.0), "bytes": list(raw)}
+
+    async def run(self, prepared: PreparedRequest) -> AsyncIterator[RunStep]:
+        """The run's steps: a step whenever text may be sent, or the answer finished; latency metrics recorded."""
+        labels = {"model_name": self.engine.model_name}
+        assembler = TextAssembler(self.engine.decode, prepared.stop)
+        start = last = time.perf_counter()
+        generated = cached = 0
+        finish: str | None = None
+        pending: list[TokenLogprobs] = []  # entries of tokens whose text is held back (a stop string may follow)
+        prompt_logprobs: list[TokenLogprobs | None] | None = None
+        stream = self.engine.generate(prepared.request_id, prepared.prompt_ids, prepared.params)
+        try:
+            async for out in stream:
+                now = time.perf_counter()
+                if out.generated_total and generated == 0:
+                    self.metrics.ttft.labels(**labels).observe(now - start)
+                elif out.generated_total > generated:
+                    self.metrics.itl.labels(**labels).observe(now - last)
+                last, generated, cached = now, out.generated_total, out.cached_tokens
+                text = assembler.feed(out.new_token_ids)
+                pending += out.logprobs or []
+                prompt_logprobs = prompt_logprobs or out.prompt_logprobs
+                if assembler.stopped:
+                    finish = "stop"
+                elif out.finished:
+                    text += assembler.flush()
+                    finish = out.finish_reason
+                if text or finish:
+                    yield RunStep(text, finish, generated, cached, pending, prompt_logprobs)
+                    pending, prompt_logprobs = [], None
+                if finish:
+                    return
+        finally:
+            await stream.aclose()  # aborts the engine request (frees its KV blocks) if it is still running
+            self.metrics.prompt_tokens.labels(**labels).inc(len(prepared.prompt_ids))
+            self.metrics.generation_tokens.labels(**labels).inc(generated)
+            self.metrics.e2e.labels(**labels).observe(time.perf_counter() - start)
+            self.metrics.request_success.labels(finished_reason=finish or "abort", **labels).inc()
+
+
+def usage_of(prompt: int, generated: int, cached: int) -> Usage:
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=generated,
+        total_tokens=prompt + generated,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
+    )
+
+
+def sampling_params(
+    request: SamplingControls,
+    engine: Engine,
+    *,
+    max_tokens: int,
+    temperature: float | None,
+    top_p: float | None,
+    seed: int | None,
+    json_schema: dict[str, Any] | None = None,
+    logprobs: int | None = None,
+    prompt_logprobs: int | None = None,
+) -> SamplingParams:
+    """The request's sampling as the engine takes it; a 400 for a parameter this engine cannot honour or a token id
+    outside its vocabulary."""
+    params = SamplingParams(
+        max_tokens=max_tokens,
+        temperature=1.0 if temperature is None else temperature,
+        top_p=1.0 if top_p is None else top_p,
+        seed=seed,
+        json_schema=json_schema,
+        top_k=-1 if request.top_k in (None, 0) else request.top_k,
+        min_p=request.min_p or 0.0,
+        frequency_penalty=request.frequency_penalty or 0.0,
+        presence_penalty=request.presence_penalty or 0.0,
+        repetition_penalty=1.0 if request.repetition_penalty is None else request.repetition_penalty,
+        logit_bias=request.bias_by_token(),
+        min_tokens=min(request.min_tokens or 0, max_tokens),
+        ignore_eos=bool(request.ignore_eos),
+        stop_token_ids=list(request.stop_token_ids or []),
+        logprobs=logprobs,
+        prompt_logprobs=prompt_logprobs,
+    )
+    unhonoured = sorted(params.extended() - engine.honours)
+    if unhonoured:
+        raise InvalidRequestError(
+            f"'{unhonoured[0]}' is not supported by this pool's engine; leave it unset.",
+            param=unhonoured[0],
+            code="unsupported_parameter",
+        )
+    vocab = engine.vocab_size
+    for name, tokens in (("logit_bias", params.logit_bias), ("stop_token_ids", params.stop_token_ids)):
+        outside = sorted(t for t in tokens if t >= vocab)
+        if outside:
+            raise InvalidRequestError(
+                f"token id {outside[0]} in {name} is out of vocabulary (the model has {vocab} tokens)", param=name
+            )
+    return params
