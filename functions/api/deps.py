@@ -17,6 +17,7 @@ from functions.chat.streams.resumable import ResumableStreams
 from functions.completions.service import CompletionsService
 from functions.control.canary import Canaries
 from functions.control.pool_overflow import PoolControl
+from functions.control.request_accounting import Accounting
 from functions.embedding_service import EmbeddingService
 from functions.feedback.service import FeedbackService
 from functions.files.files_service import FilesService
@@ -52,6 +53,7 @@ ChatServiceDep = Annotated[ChatService, Depends(_state("chat"))]
 ResumableStreamsDep = Annotated[ResumableStreams, Depends(_state("resumable"))]
 CompletionsServiceDep = Annotated[CompletionsService, Depends(_state("completions"))]
 # control
+AccountingDep = Annotated[Accounting, Depends(_state("accounting"))]
 PoolControlDep = Annotated[PoolControl, Depends(_state("pool_control"))]
 CanariesDep = Annotated[Canaries, Depends(_state("canaries"))]
 # accounts and what they keep

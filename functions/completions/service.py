@@ -31,6 +31,7 @@ from functions.worker_client import UpstreamBrokeError
 from shared.errors import ContentPolicyViolationError, FleetchatError, InvalidRequestError, UpstreamError
 from shared.storage.ledger import Outcome
 from shared.wire.completions_api import Completion, CompletionRequest, DetokenizeResponse
+from shared.wire.openai_shape import with_required_nulls
 from shared.wire.schemas import ChatCompletionRequest
 from shared.wire.sse import DONE, sse_error
 
@@ -172,7 +173,7 @@ class CompletionsService:
                 outcome = Outcome.FILTERED
         usage = completion.usage.model_dump() if completion.usage is not None else None
         await call.account.close(TokenUsage.from_openai(usage), outcome)
-        return completion.model_dump(exclude_none=True)
+        return with_required_nulls(completion.model_dump(exclude_none=True))
 
     async def _relay(self, call: _Call, events: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[bytes]:
         """The worker's chunks to the client through the post-filter; billed at [DONE], at a halt, or (for what was

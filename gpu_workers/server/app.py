@@ -20,6 +20,7 @@ from shared.wire.completions_api import (
     TokenizerInfo,
 )
 from shared.wire.http_errors import BodySizeLimitMiddleware, install_error_handlers
+from shared.wire.openai_shape import with_required_nulls
 from shared.wire.schemas import ChatCompletionRequest, ModelCard, ModelList, WorkerHealth
 from shared.wire.worker_auth import WorkerKeyMiddleware
 
@@ -69,7 +70,7 @@ def create_worker_app(
             )
             return StreamingResponse(events, media_type="text/event-stream")
         completion = await completions.complete(prompts, want_logprobs=body.logprobs is not None)
-        return JSONResponse(completion.model_dump(exclude_none=True))
+        return JSONResponse(with_required_nulls(completion.model_dump(exclude_none=True)))
 
     @app.post("/tokenize")
     async def tokenize(body: TokenizeRequest) -> TokenizeResponse:

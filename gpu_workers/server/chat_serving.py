@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpu_workers.engine import Engine, EngineError, TokenLogprobs
-from gpu_workers.server.generation import Generation, PreparedRequest, sampling_params, usage_of
+from gpu_workers.server.generation import Generation, PreparedRequest, sampling_params, too_long, usage_of
 from gpu_workers.server.metrics import WorkerMetrics
 from gpu_workers.server.tool_calls import ToolPlan, ToolStreamParser, parse_output, plan_for, render_messages
 from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
+from shared.wire.openai_shape import with_required_nulls
 from shared.wire.output_schemas import OutputContract
 from shared.wire.sampling_api import ChoiceLogprobs, TokenLogprob, TopLogprob
 from shared.wire.schemas import (
@@ -72,12 +73,7 @@ class ChatServing:
             )
         wanted = request.output_limit()
         if wanted is not None and len(prompt_ids) + wanted > limit:
-            raise ContextLengthExceededError(
-                f"This model's maximum context length is {limit} tokens. However, you requested "
-                f"{len(prompt_ids) + wanted} tokens ({len(prompt_ids)} in the messages, {wanted} in the completion). "
-                "Please reduce the length of the messages or completion.",
-                param="max_tokens",
-            )
+            raise too_long(limit, len(prompt_ids), wanted, what="messages", param="max_tokens")
         params = sampling_params(
             request,
             self.engine,
@@ -212,12 +208,13 @@ class ChatServing:
 
 
 def completion_body(completion: ChatCompletion) -> dict[str, object]:
-    """The JSON body of a whole answer: unset fields left out, but a tool-calling message keeps `content: null`."""
+    """The JSON body of a whole answer: unset fields left out, but a tool-calling message keeps `content: null` and
+    OpenAI's required nulls stay (shared/wire/openai_shape.py)."""
     body = completion.model_dump(exclude_none=True)
     for choice, dumped in zip(completion.choices, body["choices"], strict=True):
         if choice.message.tool_calls:
             dumped["message"]["content"] = choice.message.content
-    return body
+    return with_required_nulls(body)
 
 
 def _constraint(plan: ToolPlan | None, contract: OutputContract | None) -> dict[str, Any] | None:

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from gpu_workers.engine import Engine, EngineError, TokenLogprobs
-from gpu_workers.server.generation import Generation, PreparedRequest, RunStep, sampling_params, usage_of
+from gpu_workers.server.generation import Generation, PreparedRequest, RunStep, sampling_params, too_long, usage_of
 from gpu_workers.server.metrics import WorkerMetrics
-from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
+from shared.errors import InvalidRequestError, ModelNotFoundError, UpstreamError
 from shared.wire.completions_api import Completion, CompletionChoice, CompletionLogprobs, CompletionRequest
 from shared.wire.sse import DONE, sse_data, sse_error
 
@@ -57,12 +57,7 @@ class CompletionServing:
                 raise InvalidRequestError(f"token id {outside[0]} in prompt is out of vocabulary", param="prompt")
             wanted = 1 if score_only else request.max_tokens
             if len(ids) + (wanted or 1) > limit:
-                raise ContextLengthExceededError(
-                    f"This model's maximum context length is {limit} tokens. However, you requested "
-                    f"{len(ids) + (wanted or 0)} tokens ({len(ids)} in the prompt, {wanted or 0} in the completion). "
-                    "Please reduce the length of the prompt or completion.",
-                    param="prompt",
-                )
+                raise too_long(limit, len(ids), wanted or 0, what="prompt", param="prompt")
             params = sampling_params(
                 request,
                 self.engine,

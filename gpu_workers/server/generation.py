@@ -11,7 +11,7 @@ from typing import Any
 from gpu_workers.engine import Engine, SamplingParams, TokenLogprobs
 from gpu_workers.server.metrics import WorkerMetrics
 from gpu_workers.server.text_output import TextAssembler
-from shared.errors import InvalidRequestError
+from shared.errors import ContextLengthExceededError, InvalidRequestError
 from shared.wire.sampling_api import SamplingControls
 from shared.wire.schemas import PromptTokensDetails, Usage
 
@@ -84,6 +84,16 @@ class Generation:
             self.metrics.generation_tokens.labels(**labels).inc(generated)
             self.metrics.e2e.labels(**labels).observe(time.perf_counter() - start)
             self.metrics.request_success.labels(finished_reason=finish or "abort", **labels).inc()
+
+
+def too_long(limit: int, prompt: int, wanted: int, *, what: str, param: str) -> ContextLengthExceededError:
+    """OpenAI's 400 for a prompt (`what`: "messages" or "prompt") whose tokens and completion budget exceed the
+    context."""
+    return ContextLengthExceededError(
+        f"This model's maximum context length is {limit} tokens. However, you requested {prompt + wanted} tokens "
+        f"({prompt} in the {what}, {wanted} in the completion). Please reduce the length of the {what} or completion.",
+        param=param,
+    )
 
 
 def usage_of(prompt: int, generated: int, cached: int) -> Usage:

@@ -23,7 +23,7 @@ EncodingFormat = Literal["float", "base64"]
 
 
 class EmbeddingRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")  # an unknown field is a 400 naming it, as OpenAI answers
 
     # Strict types: a number is not silently read as a string, nor a string as a token id.
     input: StrictStr | list[StrictStr] | list[StrictInt] | list[list[StrictInt]]

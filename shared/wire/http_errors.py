@@ -39,6 +39,8 @@ def validation_to_error(exc: RequestValidationError) -> InvalidRequestError:
             return InvalidRequestError("The request body is empty; a JSON object is required.", code="invalid_json")
         message = f"Missing required parameter: '{param}'."
         return InvalidRequestError(message, param=param, code="missing_required_parameter")
+    if kind == "extra_forbidden":  # a field the model does not declare: OpenAI's wording for unknown arguments
+        return InvalidRequestError(f"Unrecognized request argument supplied: {param}", param=param)
     message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
     return InvalidRequestError(f"Invalid value for '{param}': {message}", param=param, code="invalid_value")
 

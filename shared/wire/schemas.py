@@ -20,7 +20,11 @@ class TextContentPart(BaseModel):
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    """A message as OpenAI takes it. A field OpenAI does not define is a 400 naming it (`messages.0.foo`), as OpenAI
+    refuses it; the fields OpenAI's SDK sends back with an answer it received (`refusal`, `annotations`, and null
+    `audio` and `function_call`) are accepted and never reach a model."""
+
+    model_config = ConfigDict(extra="forbid")
 
     role: Role
     content: str | list[TextContentPart] | None = None
@@ -29,6 +33,11 @@ class ChatMessage(BaseModel):
     # a `tool` message answers.
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    # What an answer carried besides its text, sent back by clients that replay it: kept out of every prompt.
+    refusal: str | None = Field(default=None, exclude=True)
+    annotations: list[dict[str, Any]] | None = Field(default=None, exclude=True)
+    audio: None = Field(default=None, exclude=True)  # audio answers: no pool produces them
+    function_call: None = Field(default=None, exclude=True)  # the legacy call field: `tool_calls` replaces it
 
     def text(self) -> str:
         """The message's content as one string (text parts joined in order)."""
@@ -234,14 +243,29 @@ class ChatCompletionChunk(BaseModel):
     usage: Usage | None = None
 
 
+class ModelCapabilities(BaseModel):
+    """What a model answers (fleetchat's extension of OpenAI's model object, docs/api.md)."""
+
+    chat_completions: bool = False
+    completions: bool = False
+    embeddings: bool = False
+    tools: bool = False
+    structured_output: bool = False
+    logprobs: bool = False
+    vision: bool = False
+    reasoning: bool = False
+
+
 class ModelCard(BaseModel):
     id: str
     object: Literal["model"] = "model"
     created: int = 0
     owned_by: str = "fleetchat"
-    max_model_len: int | None = None
+    max_model_len: int | None = None  # vLLM's name: the context in tokens (an embedding model's longest input)
     # fleetchat: the model behind the pool (`package/file.gguf` locally, `hf_repo@revision` deployed).
     model_version: str | None = None
+    capabilities: ModelCapabilities | None = None
+    dimensions: int | None = None  # an embedding model's vector length
 
 
 class ModelList(BaseModel):

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel
 
 from shared.errors import FleetchatError
+from shared.wire.openai_shape import with_required_nulls
 
 DONE = b"data: [DONE]\n\n"
 
 
 def sse_data(model: BaseModel) -> bytes:
-    """One SSE event carrying a JSON body (unset fields left out, as OpenAI does)."""
-    return b"data: " + model.model_dump_json(exclude_none=True).encode() + b"\n\n"
+    """One SSE event carrying a JSON body: unset fields left out, as OpenAI does, but the ones OpenAI requires null
+    kept (shared/wire/openai_shape.py)."""
+    body = with_required_nulls(model.model_dump(mode="json", exclude_none=True))
+    return b"data: " + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
 def sse_error(error: FleetchatError) -> bytes:

@@ -34,3 +34,15 @@ def test_known_statuses_keep_their_class_and_unknown_become_502() -> None:
 def test_retry_after_is_capped_at_sixty_seconds() -> None:
     assert ServiceUnavailableError("busy", retry_after_s=600).headers["retry-after"] == "60"
     assert ServiceUnavailableError("busy", retry_after_s=0).headers["retry-after"] == "1"
+
+
+def test_an_undeclared_field_reads_as_openais_unrecognized_argument() -> None:
+    from fastapi.exceptions import RequestValidationError
+
+    from shared.wire.http_errors import validation_to_error
+
+    error = validation_to_error(
+        RequestValidationError([{"type": "extra_forbidden", "loc": ("body", "messages", 0, "foo"), "msg": "Extra"}])
+    )
+    assert error.param == "messages.0.foo"
+    assert error.message == "Unrecognized request argument supplied: messages.0.foo"

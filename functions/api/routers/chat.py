@@ -15,6 +15,7 @@ from functions.chat.delivery import StreamAnswer
 from functions.chat.pipeline import ChatCall
 from functions.chat.streams.resumable import RESUMABLE_HEADER, asks_resumable
 from functions.judging.client import JUDGE_CALL_HEADER
+from shared.wire.openai_shape import with_required_nulls
 from shared.wire.schemas import ChatCompletionRequest
 
 router = APIRouter(prefix="/v1", tags=["chat"])
@@ -55,4 +56,4 @@ async def chat_completions(
     if isinstance(result, StreamAnswer):
         headers = {"cache-control": "no-cache", **result.headers}
         return StreamingResponse(result.events, media_type="text/event-stream", headers=headers)
-    return JSONResponse(result.body, headers=result.headers)
+    return JSONResponse(with_required_nulls(result.body), headers=result.headers)

@@ -1,26 +1,53 @@
-"""`GET /v1/models`: the pools the caller's tier may use, each with the model version behind it."""
+"""`GET /v1/models`: every model the caller may use: the chat pools of its tier, each with its context, capabilities
+and the model version behind it, and the embedding models."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
 from functions.accounts.auth import CurrentTenant
-from functions.api.deps import ChatServiceDep, SettingsDep
+from functions.api.deps import AccountingDep, ChatServiceDep, EmbeddingServiceDep, SettingsDep
 from functions.control.routing import pools_for_tier
 from shared.fleet.pools import model_version
-from shared.fleet.tables import get_pool
-from shared.wire.schemas import ModelCard, ModelList
+from shared.fleet.tables import get_embedding_pool, get_pool
+from shared.wire.schemas import ModelCapabilities, ModelCard, ModelList
 
 router = APIRouter(prefix="/v1", tags=["models"])
 
+# What every chat pool answers: the local engine and vLLM alike (docs/api-parameters.md, docs/completions.md).
+CHAT = ModelCapabilities(chat_completions=True, completions=True, tools=True, structured_output=True, logprobs=True)
 
-def _card(name: str, deployed: bool) -> ModelCard:
+
+def _card(name: str, deployed: bool, context_tokens: dict[str, int]) -> ModelCard:
     pool = get_pool(name)
-    return ModelCard(id=name, model_version=None if pool is None else model_version(pool, deployed=deployed))
+    return ModelCard(
+        id=name,
+        model_version=None if pool is None else model_version(pool, deployed=deployed),
+        max_model_len=context_tokens.get(name),
+        capabilities=CHAT,
+    )
+
+
+def _embedding_card(name: str) -> ModelCard | None:
+    pool = get_embedding_pool(name)
+    if pool is None:
+        return None
+    capabilities = ModelCapabilities(embeddings=True)
+    return ModelCard(
+        id=name, max_model_len=pool.max_input_tokens, capabilities=capabilities, dimensions=pool.dimensions
+    )
 
 
 @router.get("/models")
-async def list_models(tenant: CurrentTenant, chat: ChatServiceDep, settings: SettingsDep) -> ModelList:
-    served = chat.router.pools
+async def list_models(
+    tenant: CurrentTenant,
+    chat: ChatServiceDep,
+    embeddings: EmbeddingServiceDep,
+    accounting: AccountingDep,
+    settings: SettingsDep,
+) -> ModelList:
     deployed = settings.environment == "deployed"
-    return ModelList(data=[_card(pool, deployed) for pool in pools_for_tier(tenant.tier, served)])
+    contexts = accounting.admission.context_tokens
+    cards = [_card(pool, deployed, contexts) for pool in pools_for_tier(tenant.tier, chat.router.pools)]
+    cards += [card for name in embeddings.router.pools if (card := _embedding_card(name)) is not None]
+    return ModelList(data=cards)

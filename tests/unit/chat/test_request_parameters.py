@@ -76,3 +76,26 @@ def test_sampling_parameters_are_declared_not_extra() -> None:
     assert sent.logprobs_wanted() == 2 and sent.bias_by_token() == {42: 3.0}
     assert request(logprobs=False, top_logprobs=0).logprobs_wanted() is None
     refuse_unknown_or_unhonoured(sent)
+
+
+def test_an_unknown_field_inside_a_message_is_refused_by_its_path_and_a_replayed_answer_is_accepted() -> None:
+    with pytest.raises(ValidationError) as refused:
+        request(messages=[{"role": "user", "content": "hi", "contnet": "typo"}])
+    assert refused.value.errors()[0]["type"] == "extra_forbidden"
+    assert refused.value.errors()[0]["loc"] == ("messages", 0, "contnet")
+    with pytest.raises(ValidationError):
+        request(messages=[{"role": "user", "content": "hi", "audio": {"id": "audio_1"}}])  # only null: no audio pool
+    # What the SDK's `message.model_dump()` gives back after an answer: accepted, kept out of the prompt.
+    replayed = {"role": "assistant", "content": "Paris.", "refusal": None, "annotations": [], "audio": None}
+    sent = request(
+        messages=[{"role": "user", "content": "Capital of France?"}, replayed, {"role": "user", "content": "Why?"}]
+    )
+    assert sent.model_dump(exclude_none=True)["messages"][1] == {"role": "assistant", "content": "Paris."}
+
+
+def test_an_unknown_embeddings_field_is_refused() -> None:
+    from shared.wire.embeddings_api import EmbeddingRequest
+
+    with pytest.raises(ValidationError) as refused:
+        EmbeddingRequest.model_validate({"model": "m", "input": "x", "encodng_format": "float"})
+    assert refused.value.errors()[0]["type"] == "extra_forbidden"

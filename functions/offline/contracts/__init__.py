@@ -1,0 +1,1 @@
+"""OpenAI's published API description as fleetchat's contract (tests/contracts)."""
