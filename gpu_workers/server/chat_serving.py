@@ -43,7 +43,7 @@ class ChatServing:
         self.metrics = metrics
         self.generation = Generation(engine, metrics)
 
-    def prepare(self, request: ChatCompletionRequest) -> PreparedRequest:
+    def prepare(self, request: ChatCompletionRequest) -> PreparedChat:
         """Everything that can fail with a 4xx fails here, before the engine sees the request."""
         if request.model != self.engine.model_name:
             raise ModelNotFoundError(f"The model `{request.model}` does not exist.", param="model")

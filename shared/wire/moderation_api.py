@@ -33,7 +33,7 @@ MultiModalInput = Annotated[TextInput | ImageUrlInput, Field(discriminator="type
 
 
 class ModerationRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")  # an unknown field is a 400 naming it, as OpenAI answers
 
     input: str | list[str] | list[MultiModalInput]
     model: str | None = Field(default=None, max_length=256)

@@ -170,6 +170,7 @@ BAD_INPUTS = [
         "invalid_value",
         id="image-part",
     ),
+    pytest.param({"input": "hi", "modle": "omni-moderation-latest"}, 400, None, id="unknown-field"),
     pytest.param({"input": "a" * (MAX_INPUT_CHARS + 1)}, 413, "request_too_large", id="over-long-input"),
     pytest.param({"input": ["word "] * 8 + ["a" * 2_000_000]}, 413, "request_too_large", id="over-body-limit"),
 ]

@@ -99,3 +99,11 @@ def test_an_unknown_embeddings_field_is_refused() -> None:
     with pytest.raises(ValidationError) as refused:
         EmbeddingRequest.model_validate({"model": "m", "input": "x", "encodng_format": "float"})
     assert refused.value.errors()[0]["type"] == "extra_forbidden"
+
+
+def test_an_unknown_moderations_field_is_refused() -> None:
+    from shared.wire.moderation_api import ModerationRequest
+
+    with pytest.raises(ValidationError) as refused:
+        ModerationRequest.model_validate({"input": "x", "modle": "omni-moderation-latest"})
+    assert refused.value.errors()[0]["type"] == "extra_forbidden"
