@@ -249,6 +249,7 @@ class ModelCapabilities(BaseModel):
     chat_completions: bool = False
     completions: bool = False
     embeddings: bool = False
+    moderations: bool = False
     tools: bool = False
     structured_output: bool = False
     logprobs: bool = False

@@ -1,12 +1,12 @@
 """`GET /v1/models`: every model the caller may use: the chat pools of its tier, each with its context, capabilities
-and the model version behind it, and the embedding models."""
+and the model version behind it, the embedding models, and the guard that answers `/v1/moderations`."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
 from functions.accounts.auth import CurrentTenant
-from functions.api.deps import AccountingDep, ChatServiceDep, EmbeddingServiceDep, SettingsDep
+from functions.api.deps import AccountingDep, ChatServiceDep, EmbeddingServiceDep, ModerationServiceDep, SettingsDep
 from functions.control.routing import pools_for_tier
 from shared.fleet.pools import model_version
 from shared.fleet.tables import get_embedding_pool, get_pool
@@ -43,6 +43,7 @@ async def list_models(
     tenant: CurrentTenant,
     chat: ChatServiceDep,
     embeddings: EmbeddingServiceDep,
+    moderation: ModerationServiceDep,
     accounting: AccountingDep,
     settings: SettingsDep,
 ) -> ModelList:
@@ -50,4 +51,5 @@ async def list_models(
     contexts = accounting.admission.context_tokens
     cards = [_card(pool, deployed, contexts) for pool in pools_for_tier(tenant.tier, chat.router.pools)]
     cards += [card for name in embeddings.router.pools if (card := _embedding_card(name)) is not None]
+    cards.append(ModelCard(id=moderation.guard.name, capabilities=ModelCapabilities(moderations=True)))
     return ModelList(data=cards)

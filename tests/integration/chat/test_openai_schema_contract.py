@@ -116,6 +116,7 @@ def test_models_embeddings_moderations_and_errors_validate(stack: Stack, plus_ke
     assert cards["mini"]["max_model_len"] > 0 and cards["mini"]["capabilities"]["logprobs"]
     embedding = [card for card in cards.values() if card["capabilities"]["embeddings"]]
     assert embedding and all(card["dimensions"] for card in embedding)  # the embedding model is listed too
+    assert [card for card in cards.values() if card["capabilities"]["moderations"]]  # and the guard
     moderation = post(stack, plus_key, "/v1/moderations", {"input": "Have a nice day."})
     found += violations(registry, "CreateModerationResponse", moderation.json())
     errors = [

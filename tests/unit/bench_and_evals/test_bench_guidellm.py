@@ -42,3 +42,21 @@ def test_its_report_reads_back_as_whole_answers(tmp_path: Path) -> None:
     assert "Every request answered with the length guidellm asked for." in guidellm_lines(stats)
     short = stats.model_copy(update={"output_tokens_per_request": 40.0})
     assert "Not every request completed as asked" in guidellm_lines(short)[-1]
+
+
+def test_without_an_executable_or_a_key_the_phase_says_so_and_measures_nothing(tmp_path: Path) -> None:
+    import asyncio
+
+    from rich.progress import Progress
+
+    from functions.offline.bench.phases.guidellm_phase import guidellm_phase
+
+    notes: list[str] = []
+    sizes = {"streams": 4, "requests": 16, "quick": False, "timeout_s": 60.0}
+    with Progress(disable=True) as progress:
+        missing = asyncio.run(guidellm_phase(None, "http://x", "k", "mini", tmp_path, progress, notes=notes, **sizes))
+        keyless = asyncio.run(
+            guidellm_phase("guidellm", "http://x", None, "mini", tmp_path, progress, notes=notes, **sizes)
+        )
+    assert missing is None and keyless is None
+    assert "no guidellm executable" in notes[0] and "no API key" in notes[1]
