@@ -19,6 +19,13 @@ export interface SessionObject {
 export interface ModelObject {
   id: string;
   object?: string;
+  /** fleetchat's extension: what the model answers (absent from older gateways, which list chat models only). */
+  capabilities?: { chat_completions?: boolean };
+}
+
+/** The models the chat can talk to: `/v1/models` also lists embedding models and the moderation guard. */
+export function chatModels(models: ModelObject[]): string[] {
+  return models.filter((m) => m.capabilities?.chat_completions ?? true).map((m) => m.id);
 }
 
 export interface ConversationSummary {

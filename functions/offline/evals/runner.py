@@ -49,14 +49,16 @@ class RunOutcome(BaseModel):
 
 
 def fetch_model_versions(base_url: str, keys: dict[Tier, str], timeout_s: float = 30.0) -> dict[str, str]:
-    """Pool -> model version, as the deployment reports it (`GET /v1/models` with each eval key)."""
+    """Pool -> model version, as the deployment reports it (`GET /v1/models` with each eval key): the chat pools only
+    (the list also names embedding models and the guard; a gateway older than its `capabilities` lists pools only)."""
     versions: dict[str, str] = {}
     with httpx.Client(timeout=timeout_s) as http:
         for key in keys.values():
             response = http.get(f"{base_url}/v1/models", headers={"authorization": f"Bearer {key}"})
             response.raise_for_status()
             for card in response.json()["data"]:
-                versions[card["id"]] = card.get("model_version") or "unknown"
+                if (card.get("capabilities") or {"chat_completions": True}).get("chat_completions"):
+                    versions[card["id"]] = card.get("model_version") or "unknown"
     return versions
 
 

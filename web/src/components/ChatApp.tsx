@@ -10,6 +10,7 @@ import { useFileDrop } from "../hooks/useFileDrop";
 import { pickModel, saveModel } from "../prefs";
 import { conversationFromHash, setConversationHash } from "../route";
 import type { Citation, ConversationSummary, SessionObject } from "../types";
+import { chatModels } from "../types";
 import { AttachmentChips } from "./AttachmentChips";
 import { Banner } from "./Banner";
 import { Composer } from "./Composer";
@@ -85,7 +86,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
     api
       .models()
       .then((list) => {
-        const ids = list.data.map((m) => m.id);
+        const ids = chatModels(list.data);
         setModels(ids);
         setModel(pickModel(ids));
       })
