@@ -48,10 +48,11 @@ class GuidellmRun(BaseModel):
 
 
 def find_guidellm(configured: str | None) -> str | None:
-    """The guidellm executable: the configured path, else $FLEETCHAT_GUIDELLM, else `guidellm` on PATH."""
+    """The guidellm executable, as an absolute path (it runs in its output folder): the configured path, else
+    $FLEETCHAT_GUIDELLM, else `guidellm` on PATH."""
     for candidate in (configured, os.environ.get(GUIDELLM_ENV), shutil.which("guidellm")):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
+            return str(Path(candidate).absolute())
     return None
 
 

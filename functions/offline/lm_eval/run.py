@@ -66,7 +66,15 @@ def command(cfg: LmEvalConfig, task: LmEvalTask) -> list[str]:
             f"auth_token={cfg.api_key}",
         ]
     )
-    argv = [cfg.lm_eval, "--model", task.backend, "--model_args", model_args, "--tasks", task.name]
+    argv = [
+        str(Path(cfg.lm_eval).absolute()),
+        "--model",
+        task.backend,
+        "--model_args",
+        model_args,
+        "--tasks",
+        task.name,
+    ]
     argv += ["--include_path", str(TASKS_DIR), "--output_path", str(cfg.out_dir / task.name)]
     if task.chat:
         argv.append("--apply_chat_template")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from functions.offline.bench.guidellm_check import GuidellmRun, command, read_report
 from functions.offline.bench.results.guidellm_results import guidellm_lines
 
@@ -60,3 +62,15 @@ def test_without_an_executable_or_a_key_the_phase_says_so_and_measures_nothing(t
         )
     assert missing is None and keyless is None
     assert "no guidellm executable" in notes[0] and "no API key" in notes[1]
+
+
+def test_a_relative_executable_is_found_as_an_absolute_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's working folder is its output folder: `.venv-guidellm/bin/guidellm` must still be found there."""
+    from functions.offline.bench.guidellm_check import find_guidellm
+
+    executable = tmp_path / "bin" / "guidellm"
+    executable.parent.mkdir()
+    executable.write_text("#!/bin/sh\n")
+    executable.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    assert find_guidellm("bin/guidellm") == str(executable)
