@@ -29,6 +29,7 @@ import httpx
 from rich.progress import Progress
 
 from functions.control.routing import HashRing
+from functions.local_stack.worker_key import WORKER_KEY_ENV
 from functions.metrics.failover import CONTINUATION_TTFT, CONTINUATIONS
 from functions.offline.bench import prompts
 from functions.offline.bench.phases.phase_gateway import (
@@ -102,7 +103,10 @@ class _Worker:
         """One tiny request straight to the worker (not through the gateway: no metrics, no breaker): a fresh
         process's first request pays one-off costs that would otherwise land on a measured TTFT."""
         body = {"model": model, "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 2}
-        (await http.post(f"{self.url}/v1/chat/completions", json=body)).raise_for_status()
+        # The worker inherits the stack's worker key from this process and answers only requests presenting it.
+        key = os.environ.get(WORKER_KEY_ENV)
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        (await http.post(f"{self.url}/v1/chat/completions", json=body, headers=headers)).raise_for_status()
 
     async def wait_healthy(self, http: httpx.AsyncClient) -> float:
         """Seconds until GET /health answers 200 (raises if the process exits or the timeout passes)."""
