@@ -33,7 +33,7 @@ from shared.storage.ledger import Outcome
 from shared.wire.completions_api import Completion, CompletionRequest, DetokenizeResponse
 from shared.wire.openai_shape import with_required_nulls
 from shared.wire.schemas import ChatCompletionRequest
-from shared.wire.sse import DONE, sse_error
+from shared.wire.sse import DONE, sse_error, sse_json
 
 COMPLETIONS_PATH = "/v1/completions"
 DETOKENIZE_PATH = "/detokenize"
@@ -205,7 +205,7 @@ class CompletionsService:
                 if generated and (finding := guard.check(generated)) is not None:
                     await self.safety.halted(finding, call.caller, account.request_id, call.pool)
                     outcome = Outcome.FILTERED
-                    yield _data(_filtered(chunk))
+                    yield sse_json(_filtered(chunk))
                     yield DONE
                     return
                 if chunk.get("choices") == []:  # the worker's final usage chunk
@@ -216,7 +216,7 @@ class CompletionsService:
                     chunk["usage"] = None  # OpenAI's shape: usage only on the last chunk
                 else:
                     chunk.pop("usage", None)
-                yield _data(chunk)
+                yield sse_json(chunk)
         except UpstreamBrokeError:
             outcome = Outcome.FAILED
             yield sse_error(UpstreamError(BROKE_MESSAGE))
@@ -240,7 +240,3 @@ def _filtered(chunk: dict[str, Any]) -> dict[str, Any]:
     """The chunk that ends a halted stream: no text, finish reason `content_filter`."""
     choices = [{"index": 0, "text": "", "logprobs": None, "finish_reason": "content_filter"}]
     return {key: chunk[key] for key in ("id", "object", "created", "model") if key in chunk} | {"choices": choices}
-
-
-def _data(chunk: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"

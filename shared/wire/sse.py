@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -15,7 +16,11 @@ DONE = b"data: [DONE]\n\n"
 def sse_data(model: BaseModel) -> bytes:
     """One SSE event carrying a JSON body: unset fields left out, as OpenAI does, but the ones OpenAI requires null
     kept (shared/wire/openai_shape.py)."""
-    body = with_required_nulls(model.model_dump(mode="json", exclude_none=True))
+    return sse_json(with_required_nulls(model.model_dump(mode="json", exclude_none=True)))
+
+
+def sse_json(body: dict[str, Any]) -> bytes:
+    """One SSE event carrying `body` as compact JSON (what the gateway writes for a chunk it reshaped or made)."""
     return b"data: " + json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 

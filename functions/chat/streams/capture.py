@@ -8,11 +8,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.wire.sse import sse_json
+
 _FILTERED_CHOICE = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "content_filter"}
-
-
-def _data(chunk: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ class StreamCapture:
             chunk["usage"] = None  # OpenAI's shape: null on every chunk but the last
         else:
             del chunk["usage"]
-        return _data(chunk)
+        return sse_json(chunk)
 
     def _add_call_fragment(self, fragment: dict[str, Any]) -> None:
         fn = fragment.get("function") or {}
@@ -113,9 +111,9 @@ class StreamCapture:
         usage) the usage of what was sent."""
         self.finish_reason = "content_filter"
         base = {"id": self.completion_id, "object": "chat.completion.chunk", "created": self._created()}
-        chunks = [_data({**base, "model": self.model, "choices": [_FILTERED_CHOICE]})]
+        chunks = [sse_json({**base, "model": self.model, "choices": [_FILTERED_CHOICE]})]
         if self.client_wants_usage and self.usage is not None:
-            chunks.append(_data({**base, "model": self.model, "choices": [], "usage": self.usage}))
+            chunks.append(sse_json({**base, "model": self.model, "choices": [], "usage": self.usage}))
         return chunks
 
     def _created(self) -> int:
@@ -128,7 +126,7 @@ class StreamCapture:
 
     def closing_chunk(self, extension: dict[str, Any]) -> bytes:
         """A last chunk with no choices that carries the `conversation` extension object, before `[DONE]`."""
-        return _data(
+        return sse_json(
             {
                 "id": self.completion_id,
                 "object": "chat.completion.chunk",

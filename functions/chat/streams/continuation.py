@@ -30,7 +30,7 @@ from typing import Any
 from functions.metrics.failover import FailoverMetrics
 from functions.worker_client import UpstreamBrokeError, UpstreamStream, WorkerClient
 from shared.errors import FleetchatError, UpstreamError
-from shared.wire.sse import DONE, sse_error
+from shared.wire.sse import DONE, sse_error, sse_json
 
 log = logging.getLogger("fleetchat.gateway")
 
@@ -73,10 +73,6 @@ def continuation_body(body: dict[str, Any], partial: str, generated: int) -> dic
         messages.append({"role": "assistant", "content": partial})
     out.update(messages=messages, continue_final_message=True, add_generation_prompt=False)
     return out
-
-
-def _data(chunk: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
 @dataclass
@@ -164,12 +160,12 @@ class AnswerSoFar:
             chunk["usage"] = self.usage()
         if self.announce is not None:
             chunk[CONTINUATION_FIELD], self.announce = self.announce, None
-        return _data(chunk), content
+        return sse_json(chunk), content
 
     def tail(self, client_usage: bool) -> list[bytes]:
         """The end of an answer whose last leg finished it but broke before `[DONE]`: a usage chunk, `[DONE]`."""
         base = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model}
-        usage = [_data({**base, "choices": [], "usage": self.usage()})] if client_usage else []
+        usage = [sse_json({**base, "choices": [], "usage": self.usage()})] if client_usage else []
         return [*usage, DONE]
 
 
@@ -269,7 +265,7 @@ class ContinuingStream:
             if body is None:
                 choice = {"index": 0, "delta": {}, "finish_reason": "length"}
                 answer.finish_reason = "length"
-                return _data({"id": answer.id, "object": "chat.completion.chunk", "created": answer.created,
+                return sse_json({"id": answer.id, "object": "chat.completion.chunk", "created": answer.created,
                               "model": answer.model, "choices": [choice]})  # fmt: skip
             replicas = self.workers.breakers.order(leg.pool, [r for r in leg.replicas if r not in self.dead])
             if not replicas:
