@@ -27,6 +27,7 @@ from functions.api.routers import (
     health,
     models,
     moderations,
+    responses,  # issue 48: /v1/responses
     session,
     streams,  # issue 21: resume and cancel a stream
     tokenizer,  # issue 48: vLLM's /tokenize, /detokenize, /tokenizer_info
@@ -60,6 +61,7 @@ from functions.files.wiring import BodySizeLimits, ingestion_metrics, install_fi
 from functions.judging.shadow import shadow_judge_for
 from functions.metrics.control import ControlMetrics
 from functions.metrics.gateway import GatewayMetrics
+from functions.responses.service import ResponsesService
 from functions.retrieval.service import retrieval_for
 from functions.safety.classifier.cascade import shipped_classifier
 from functions.safety.classifier.output_classifier import OutputClassifier
@@ -264,6 +266,7 @@ def create_app(
             app.state.completions = CompletionsService(
                 app.state.chat, app.state.accounting, app.state.safety, app.state.pool_control
             )
+            app.state.responses = ResponsesService(app.state.chat_pipeline, app.state.conversations)
             # Streams whose gateway died are finished by another (functions/chat/streams/takeover.py).
             takeovers = StreamTakeovers(
                 shared_streams,
@@ -305,7 +308,7 @@ def create_app(
     app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
     routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
-    for module in (*routers, completions, tokenizer, canary_admin, embeddings, files, vector_stores, health):
+    for module in (*routers, completions, responses, tokenizer, canary_admin, embeddings, files, vector_stores, health):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     install_method_not_allowed(app)

@@ -24,6 +24,7 @@ from functions.files.files_service import FilesService
 from functions.files.search import VectorStoreSearch
 from functions.files.vector_stores import VectorStoresService
 from functions.metrics.gateway import GatewayMetrics
+from functions.responses.service import ResponsesService
 from functions.retrieval.service import Retrieval
 from functions.safety.moderation_service import ModerationService
 from shared.settings import Settings
@@ -52,6 +53,7 @@ ChatPipelineDep = Annotated[ChatPipeline, Depends(_state("chat_pipeline"))]
 ChatServiceDep = Annotated[ChatService, Depends(_state("chat"))]
 ResumableStreamsDep = Annotated[ResumableStreams, Depends(_state("resumable"))]
 CompletionsServiceDep = Annotated[CompletionsService, Depends(_state("completions"))]
+ResponsesServiceDep = Annotated[ResponsesService, Depends(_state("responses"))]
 # control
 AccountingDep = Annotated[Accounting, Depends(_state("accounting"))]
 PoolControlDep = Annotated[PoolControl, Depends(_state("pool_control"))]

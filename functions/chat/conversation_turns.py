@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyio import to_thread
 
@@ -31,9 +31,13 @@ from shared.storage.conversations import (
     new_conversation_id,
 )
 from shared.storage.timestamps import utc_now
+from shared.wire.responses_api import ResponseRecord, ResponseUsageRecord
 from shared.wire.retrieval_api import Citation
 from shared.wire.schemas import ChatCompletionRequest, ChatMessage
 from shared.wire.tools_api import ToolCall
+
+if TYPE_CHECKING:
+    from functions.control.request_accounting import TokenUsage
 
 log = logging.getLogger("fleetchat.conversations")
 
@@ -64,6 +68,7 @@ class Turn:
     loaded: Conversation | None = None  # the stored conversation this turn continues, as read in `begin`
     keep: int | None = None  # an edit: how many stored messages stay before this turn (None: all of them)
     citations: list[Citation] | None = None  # retrieval's citations, stored with the answer (functions/retrieval)
+    response: ResponseRecord | None = None  # the Responses API's record, stored with the answer (functions/responses)
 
     def apply(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
         """The request as the worker must see it: the rendered conversation instead of the client's messages."""
@@ -87,6 +92,7 @@ class AnsweredBy:
     pre_policy_version: str | None = None
     post_policy_version: str | None = None
     model_version: str | None = None  # the version that answered (functions/control/canary.py)
+    usage: TokenUsage | None = None  # the tokens billed for it (kept in a stored response's record)
 
 
 def _title_from(messages: list[StoredMessage]) -> str | None:
@@ -131,8 +137,11 @@ class ConversationTurns:
     def __init__(self, store: ConversationStore) -> None:
         self.store = store
 
-    async def begin(self, tenant: Tenant, request: ChatCompletionRequest, header_id: str | None) -> Turn | None:
-        """The turn this request belongs to, or None for a stateless request."""
+    async def begin(
+        self, tenant: Tenant, request: ChatCompletionRequest, header_id: str | None, *, new_id: str | None = None
+    ) -> Turn | None:
+        """The turn this request belongs to, or None for a stateless request. `new_id`: the id a new conversation
+        gets (a Responses API id names it before the turn is stored); a fresh one by default."""
         conversation_id = self._requested_id(request, header_id)
         if conversation_id is None and not request.store:
             return None
@@ -144,7 +153,7 @@ class ConversationTurns:
                 )
             return Turn(
                 tenant=tenant,
-                conversation_id=new_conversation_id(),
+                conversation_id=new_id or new_conversation_id(),
                 expected_version=0,
                 render_version=CURRENT_RENDER_VERSION,
                 new_messages=sent,
@@ -242,6 +251,15 @@ class ConversationTurns:
         if turn.history is History.UNAVAILABLE:
             return False, None
         who = {} if answered_by is None else asdict(answered_by)
+        usage = who.pop("usage", None)
+        response = turn.response
+        if response is not None and usage is not None:
+            usage_record = ResponseUsageRecord(
+                input_tokens=usage["prompt_tokens"],
+                output_tokens=usage["completion_tokens"],
+                cached_tokens=usage["cached_tokens"],
+            )
+            response = response.model_copy(update={"usage": usage_record})
         answer = StoredMessage(
             role="assistant",
             content=assistant_text,
@@ -249,6 +267,7 @@ class ConversationTurns:
             finish_reason=finish_reason,
             tool_calls=[ToolCall.model_validate(c) for c in tool_calls] if tool_calls else None,
             citations=turn.citations,
+            response=response,
             **who,
         )
         messages = [*turn.new_messages, answer]

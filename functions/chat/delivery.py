@@ -58,6 +58,25 @@ class StreamAnswer:
 ChatResult = JsonAnswer | StreamAnswer
 
 
+@dataclass(frozen=True)
+class StreamShape:
+    """Another API's events made from the chat stream (the Responses API's: functions/responses/events.py).
+
+    The resumable buffer (and the fleet's shared log) keeps the chat stream itself, under `stream_id`, led by `head`
+    (an SSE event chat readers skip: what the shaping needs); `shape` turns the buffered stream, from its start, into
+    the client's events. So a resume, a Stop and another gateway's takeover work on it exactly as on a chat stream."""
+
+    stream_id: str
+    head: bytes
+    shape: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]]
+
+
+async def _headed(head: bytes, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield head
+    async for event in events:
+        yield event
+
+
 @dataclass
 class AnsweredRequest:
     """A chat request the gateway has admitted, screened and sent, with the answer it got back."""
@@ -77,6 +96,7 @@ class AnsweredRequest:
     repair: Repair  # functions/chat/tool_arguments.py's one repair attempt, on the pool that answered
     shadow: ShadowJudge | None
     resumable: bool  # the client asked for a resumable stream (functions/chat/streams/resumable.py)
+    shape: StreamShape | None = None  # the stream as another API's events (None: chat's own chunks)
 
 
 @dataclass(frozen=True)
@@ -128,16 +148,20 @@ class Delivery:
                 )
 
             relayed = storing(relayed, remember)
+        shape = answered.shape
+        if shape is not None:
+            relayed = _headed(shape.head, relayed)
         stream = self.resumable.start(
             answered.caller.tenant.id,
             answered.slot.hold(relayed),
-            lambda: capture.completion_id,
+            (lambda: shape.stream_id) if shape is not None else (lambda: capture.completion_id),
             answered.headers,
             on_end=lambda: canaries.record(version, ok=not capture.failed),  # a stream's version is judged at its end
             resumable=answered.resumable,
             takeover=self._takeover(answered, capture.client_wants_usage),
         )
-        return StreamAnswer(stream.attach(), answered.headers)
+        attached = stream.attach()
+        return StreamAnswer(shape.shape(attached) if shape is not None else attached, answered.headers)
 
     @staticmethod
     def _takeover(answered: AnsweredRequest, client_usage: bool) -> dict[str, Any] | None:
@@ -196,6 +220,7 @@ class Delivery:
         headers: dict[str, str],
         *,
         resumable: bool,
+        shape: StreamShape | None = None,
     ) -> ChatResult:
         """A result-cache hit: close the books (completed, billed as cached), save the turn, then answer streamed or
         not. A stream goes through the resumable-stream buffer like any other (event ids, `Last-Event-ID`)."""
@@ -219,14 +244,16 @@ class Delivery:
             return JsonAnswer(completion, headers)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         events = replay_events(answer, completion_id, created, include_usage=include_usage, conversation=conversation)
+        replayed = replay_stream(events)
         stream = self.resumable.start(
             account.caller.tenant.id,
-            replay_stream(events),
-            lambda: completion_id,
+            _headed(shape.head, replayed) if shape is not None else replayed,
+            (lambda: shape.stream_id) if shape is not None else (lambda: completion_id),
             headers,
             resumable=resumable,
         )
-        return StreamAnswer(stream.attach(), headers)
+        attached = stream.attach()
+        return StreamAnswer(shape.shape(attached) if shape is not None else attached, headers)
 
 
 async def filter_answer(

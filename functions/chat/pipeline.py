@@ -12,7 +12,7 @@ from starlette.types import Receive
 
 from functions.accounts.auth import Caller
 from functions.chat.conversation_turns import ConversationTurns, Turn
-from functions.chat.delivery import AnsweredRequest, ChatResult, Delivery
+from functions.chat.delivery import AnsweredRequest, ChatResult, Delivery, StreamShape
 from functions.chat.result_cache.cache import CACHE_HEADER, Lookup, ResultCache
 from functions.chat.server_tools.loop import ToolLoop
 from functions.chat.server_tools.replay import ReplayedStream
@@ -34,6 +34,7 @@ from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.storage.ledger import Outcome
 from shared.wire.request_parameters import refuse_unknown_or_unhonoured
+from shared.wire.responses_api import ResponseRecord
 from shared.wire.schemas import ChatCompletionRequest
 
 # Set when the requested model's pool had no reachable replica and another pool of the tier answered.
@@ -57,6 +58,11 @@ class ChatCall:
     cache_control: str | None = None
     resumable: bool = False  # the client asked for a resumable stream (functions/chat/streams/resumable.py)
     judge_call: bool = False  # a judge's own call: never handed to the shadow judge
+    # Another API over this pipeline (the Responses API: functions/responses/service.py): the id a new conversation
+    # gets, the record its stored answer keeps, and the stream's shape.
+    new_conversation_id: str | None = None
+    response: ResponseRecord | None = None
+    shape: StreamShape | None = None
     # checked
     server_tools: list[str] | None = field(init=False)
     contract: OutputContract | None = field(init=False)
@@ -129,8 +135,11 @@ class ChatPipeline:
     async def conversation(self, call: ChatCall) -> None:
         """The stored conversation's history joins the request (functions/chat/conversation_turns.py); the whole
         history's tool calls are checked like the client's own (a 400 before anything is charged)."""
-        call.turn = await self.services.turns.begin(call.caller.tenant, call.body, call.conversation_id)
+        call.turn = await self.services.turns.begin(
+            call.caller.tenant, call.body, call.conversation_id, new_id=call.new_conversation_id
+        )
         if call.turn is not None:
+            call.turn.response = call.response
             call.body = call.turn.apply(call.body)
         check_request(call.body, call.server_tools or ())
 
@@ -190,7 +199,13 @@ class ChatPipeline:
                 return None
             call.headers[MODEL_VERSION_HEADER] = call.cached.hit.model_version
             return await s.delivery.hit(
-                call.cached.hit, call.body, call.account, call.turn, call.headers, resumable=call.resumable
+                call.cached.hit,
+                call.body,
+                call.account,
+                call.turn,
+                call.headers,
+                resumable=call.resumable,
+                shape=call.shape,
             )
 
     async def placed(self, call: ChatCall) -> None:
@@ -264,6 +279,7 @@ class ChatPipeline:
             repair=repair,
             shadow=None if call.judge_call else s.shadow_judge,
             resumable=call.resumable,
+            shape=call.shape,
         )
         if isinstance(answer, dict):
             return await s.delivery.json(answered)

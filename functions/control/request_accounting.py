@@ -65,6 +65,7 @@ class RequestAccount:
     served_from_cache: bool = (
         False  # a result-cache hit (functions/chat/result_cache/cache.py): no GPU time to count as spend
     )
+    usage: TokenUsage | None = None  # what was billed, once the books are closed
 
     @property
     def headers(self) -> dict[str, str]:
@@ -81,6 +82,7 @@ class RequestAccount:
         if self.closed:
             return
         self.closed = True
+        self.usage = usage
         with CancelScope(shield=True):
             await to_thread.run_sync(self._close, usage, outcome)
 

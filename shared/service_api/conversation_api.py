@@ -37,6 +37,11 @@ class MessageObject(BaseModel):
     citations: list[Citation] | None = Field(
         default=None, description="An answer given with retrieval: the passages it was given (docs/files.md)."
     )
+    response_id: str | None = Field(
+        default=None,
+        description="An answer stored through the Responses API: its response id (GET /v1/responses/{id}); null "
+        "otherwise (docs/responses.md).",
+    )
 
 
 class ConversationObject(BaseModel):
@@ -79,6 +84,7 @@ class ConversationDetail(ConversationObject):
                 tool_calls=m.tool_calls,
                 tool_call_id=m.tool_call_id,
                 citations=m.citations,
+                response_id=m.response.id if m.response is not None else None,
             )
             for m in meta.messages
         ]

@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailableError
+from shared.wire.responses_api import ResponseRecord
 from shared.wire.retrieval_api import Citation
 from shared.wire.tools_api import ToolCall
 
@@ -95,6 +96,9 @@ class StoredMessage(BaseModel):
     # Assistant messages answered with retrieval: the passages the model was given (file, chunk, offsets, score; not
     # their text, which stays with the file). Metadata: never rendered into a prompt.
     citations: list[Citation] | None = None
+    # Assistant messages answered through the Responses API with `store: true`: the response's id and what a
+    # retrieved Response repeats of its request (functions/responses). Metadata: never rendered into a prompt.
+    response: ResponseRecord | None = None
 
 
 class ConversationMeta(BaseModel):

@@ -33,7 +33,9 @@ def count_turn(metrics: GatewayMetrics, turn: Turn, stored: bool) -> None:
 def answered_by(account: RequestAccount, safety: SafetyPipeline) -> AnsweredBy:
     """Who answered, stored with the answer: the pool billed (the fallback pool when one answered: the chat router
     sets `account.model` to it) and the safety policies in force."""
-    return AnsweredBy(account.model, safety.policy_version, safety.post_policy_version, account.model_version)
+    return AnsweredBy(
+        account.model, safety.policy_version, safety.post_policy_version, account.model_version, account.usage
+    )
 
 
 def usage_of(capture: StreamCapture, account: RequestAccount) -> TokenUsage | None:

@@ -55,6 +55,7 @@ from shared.errors import FleetchatError, UpstreamError
 from shared.storage.accounts import ApiKeyRecord, Tenant
 from shared.storage.control_state import StreamOpen, StreamRecord
 from shared.storage.conversations import StoredMessage
+from shared.wire.responses_api import ResponseRecord
 from shared.wire.retrieval_api import Citation
 from shared.wire.sse import DONE, sse_error
 
@@ -73,6 +74,7 @@ class TurnSpec(BaseModel):
     title: str | None = None
     keep: int | None = None
     citations: list[Citation] | None = None
+    response: ResponseRecord | None = None  # a Responses API answer's record (functions/responses)
 
 
 class TakeoverSpec(BaseModel):
@@ -113,6 +115,7 @@ def takeover_spec(
             title=turn.title,
             keep=turn.keep,
             citations=turn.citations,
+            response=turn.response,
         )
     spec = TakeoverSpec(
         request_id=account.request_id,
@@ -202,6 +205,8 @@ class StreamTakeovers:
             async for event in self._continued(record, spec):
                 writer.add(seq, event)
                 seq += 1
+        except _AlreadyEnded:  # its gateway died after writing [DONE], before marking the stream ended
+            outcome = "ended"
         except asyncio.CancelledError:  # this gateway is stopping: what was written stays, listed for another to finish
             await writer.flush()
             raise
@@ -222,6 +227,9 @@ class StreamTakeovers:
         if record.first_seq != 1:
             raise UpstreamError("The start of this answer is no longer held; it cannot be continued.")
         held = await self._held(record)
+        if DONE in held:
+            # Its books were closed (billed, turn stored) before [DONE] was written: only the end mark is missing.
+            raise _AlreadyEnded
         capture = StreamCapture(client_wants_usage=spec.client_usage)
         answer = AnswerSoFar()
         for event in held:
@@ -239,7 +247,7 @@ class StreamTakeovers:
         if spec.turn is not None:
             t = spec.turn
             turn = Turn(spec.tenant, t.conversation_id, t.expected_version, t.render_version, t.new_messages,
-                        t.rendered, t.history, t.title, None, t.keep, t.citations)  # fmt: skip
+                        t.rendered, t.history, t.title, None, t.keep, t.citations, t.response)  # fmt: skip
         guard = self.safety.guard(caller)
         if capture.text:
             guard.check(capture.text)  # the post-filter reads the new text after what was already sent
@@ -280,6 +288,10 @@ class StreamTakeovers:
                 return events
             events += [event.data for event in batch]
             after = batch[-1].seq
+
+
+class _AlreadyEnded(Exception):
+    """A silent gateway's stream had in fact ended: nothing to finish."""
 
 
 async def _failed() -> AsyncGenerator[bytes, None]:

@@ -27,6 +27,9 @@ ROOTS = (
     "ListModelsResponse",
     "Model",
     "ErrorResponse",
+    "Response",
+    "ResponseStreamEvent",
+    "ResponseItemList",
 )
 _PREFIX = "#/components/schemas/"
 

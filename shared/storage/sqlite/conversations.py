@@ -24,6 +24,7 @@ from shared.storage.conversations import (
 )
 from shared.storage.sqlite.db import SQLiteDatabase
 from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso, to_iso, utc_now
+from shared.wire.responses_api import ResponseRecord
 
 _LIVE = "deleted_at IS NULL AND (expires_at IS NULL OR expires_at > :now)"
 # A message's columns after its content: how an answer ended and who answered it (NULL for other roles).
@@ -102,8 +103,8 @@ class SQLiteConversationStore:
                     start = keep
             db.executemany(
                 f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)},"
-                f" tool_calls, tool_call_id, citations)"
-                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?)",
+                f" tool_calls, tool_call_id, citations, response)"
+                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?, ?)",
                 [
                     (
                         conversation_id,
@@ -115,6 +116,7 @@ class SQLiteConversationStore:
                         _calls_json(m),
                         m.tool_call_id,
                         _citations_json(m),
+                        m.response.model_dump_json() if m.response is not None else None,
                     )
                     for i, m in enumerate(messages)
                 ],
@@ -136,7 +138,8 @@ class SQLiteConversationStore:
             if row is None:
                 return None
             rows = db.execute(
-                f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)}, tool_calls, tool_call_id, citations"
+                f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)}, tool_calls, tool_call_id, citations,"
+                " response"
                 " FROM messages"
                 " WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
@@ -150,6 +153,7 @@ class SQLiteConversationStore:
                 tool_calls=json.loads(r["tool_calls"]) if r["tool_calls"] else None,
                 tool_call_id=r["tool_call_id"],
                 citations=json.loads(r["citations"]) if r["citations"] else None,
+                response=ResponseRecord.model_validate_json(r["response"]) if r["response"] else None,
             )
             for r in rows
         ]

@@ -298,6 +298,10 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE vector_store_files ADD COLUMN claim_owner TEXT",
         "ALTER TABLE vector_store_files ADD COLUMN claim_until TEXT",
     ],
+    [
+        # The Responses API: a stored response's record, kept with its answer (JSON; NULL: not a stored response).
+        "ALTER TABLE messages ADD COLUMN response TEXT",
+    ],
 ]
 
 

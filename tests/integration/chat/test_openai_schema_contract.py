@@ -1,7 +1,8 @@
 """Every body fleetchat sends on an endpoint OpenAI's published description covers validates against OpenAI's own
 schema (tests/contracts/openai_schemas.json, pinned by commit): chat completions whole and streamed (with
-log-probabilities, tool calls and a result-cache hit), completions whole and streamed with `echo`, embeddings, models,
-moderations and error bodies, all from the real gateway and workers.
+log-probabilities, tool calls and a result-cache hit), completions whole and streamed with `echo`, responses created,
+streamed (every event), retrieved and their input items, embeddings, models, moderations and error bodies, all from the
+real gateway and workers.
 
 The schema is read as OpenAI means it: its OpenAPI 3.0 `nullable: true` (kept in a 3.1 document) allows null. Two
 known gaps between OpenAI's schema and OpenAI's own API are allowed, and only they, on legacy completions: with
@@ -108,6 +109,57 @@ def test_completions_validate_whole_and_streamed(stack: Stack, plus_key: str, re
     assert not found, "\n".join(found)
 
 
+def test_responses_validate_created_streamed_and_retrieved(stack: Stack, plus_key: str, registry: Registry) -> None:
+    headers = {"authorization": f"Bearer {plus_key}"}
+    weather = {**TOOL["function"], "type": "function"}  # the Responses API's flat function tool
+    base = {"model": "mini", "input": "Name one colour.", "max_output_tokens": 12, "temperature": 0}
+    forced = {"type": "function", "name": "get_weather"}
+    found: list[str] = []
+    for body in (
+        base,
+        {**base, "include": ["message.output_text.logprobs"], "top_logprobs": 2, "instructions": "Answer briefly."},
+        {**base, "tools": [weather], "tool_choice": forced, "max_output_tokens": 40},
+        {**base, "text": {"format": {"type": "json_schema", "name": "colour", "schema": COLOUR_SCHEMA}}},
+    ):
+        created = post(stack, plus_key, "/v1/responses", body)
+        assert created.status_code == 200, created.text
+        found += violations(registry, "Response", created.json())
+        response_id = created.json()["id"]
+        retrieved = httpx.get(f"{stack.gateway_url}/v1/responses/{response_id}", headers=headers, timeout=30)
+        found += violations(registry, "Response", retrieved.json())
+        items = httpx.get(f"{stack.gateway_url}/v1/responses/{response_id}/input_items", headers=headers, timeout=30)
+        found += violations(registry, "ResponseItemList", items.json())
+        events = list(chunks(stack, plus_key, "/v1/responses", {**body, "stream": True}))
+        assert events[0]["type"] == "response.created"
+        assert events[-1]["type"] in ("response.completed", "response.incomplete"), events[-1]
+        for event in events:
+            # Validated against the event's own schema: the union's error would name only the whole event.
+            found += violations(registry, EVENT_SCHEMAS[event["type"]], event)
+    assert not found, "\n".join(found)
+
+
+COLOUR_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+EVENT_SCHEMAS = {
+    "response.created": "ResponseCreatedEvent",
+    "response.in_progress": "ResponseInProgressEvent",
+    "response.output_item.added": "ResponseOutputItemAddedEvent",
+    "response.content_part.added": "ResponseContentPartAddedEvent",
+    "response.output_text.delta": "ResponseTextDeltaEvent",
+    "response.output_text.done": "ResponseTextDoneEvent",
+    "response.content_part.done": "ResponseContentPartDoneEvent",
+    "response.output_item.done": "ResponseOutputItemDoneEvent",
+    "response.function_call_arguments.delta": "ResponseFunctionCallArgumentsDeltaEvent",
+    "response.function_call_arguments.done": "ResponseFunctionCallArgumentsDoneEvent",
+    "response.completed": "ResponseCompletedEvent",
+    "response.incomplete": "ResponseIncompleteEvent",
+}
+
+
 def test_models_embeddings_moderations_and_errors_validate(stack: Stack, plus_key: str, registry: Registry) -> None:
     headers = {"authorization": f"Bearer {plus_key}"}
     models = httpx.get(f"{stack.gateway_url}/v1/models", headers=headers, timeout=30)
@@ -123,6 +175,7 @@ def test_models_embeddings_moderations_and_errors_validate(stack: Stack, plus_ke
         post(stack, plus_key, "/v1/chat/completions", {"model": "mini", "messages": []}),
         post(stack, plus_key, "/v1/chat/completions", {"model": "no-such-model", "messages": MESSAGES}),
         post(stack, plus_key, "/v1/completions", {"model": "mini", "prompt": "x", "suffix": "y"}),
+        post(stack, plus_key, "/v1/responses", {"model": "mini", "input": "x", "reasoning": {"effort": "high"}}),
         httpx.get(f"{stack.gateway_url}/v1/models"),
     ]
     for error in errors:

@@ -3,12 +3,15 @@
 `Last-Event-ID` and gets exactly the missing events, the answer billed and stored once; reading it there keeps the
 generating gateway from abandoning it; a Stop sent to the other gateway stops it; another tenant finds nothing. The last
 test kills the generating gateway process (kill -9) mid-answer: the survivor takes the stream over and the client's
-resume there gets the rest of the answer, billed and stored once."""
+resume there gets the rest of the answer, billed and stored once; one killed after its answer's end, before it marked
+the stream ended, is not answered twice."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -267,3 +270,51 @@ def test_a_dead_gateways_answer_to_a_client_that_does_not_resume_is_billed_and_s
     ledger = _ledger(a)
     assert [row["outcome"] for row in ledger] == ["aborted"]
     assert ledger[0]["completion_tokens"] == len(tokens(stored["content"]))
+
+
+def test_a_gateway_killed_after_its_answers_end_but_before_marking_it_ended_is_not_answered_twice(
+    tmp_path: Path,
+) -> None:
+    """Its client had `[DONE]` (written to the shared log after the books closed) but the stream was still listed live:
+    the survivor finds the end in the log, writes the missing mark, and bills and stores nothing again."""
+
+    def streamed(gateway: Gateway, **extra: object) -> tuple[Read, httpx.Headers]:
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream(
+                "POST", f"{gateway.url}/v1/chat/completions", json=_body(**extra), headers=_resumable(gateway.headers())
+            ) as response,
+        ):
+            return _read(response), response.headers
+
+    with serve(continuing_worker(LONG, delay_s=0.01)) as url, _gateway_processes(tmp_path, url) as (a, kill_a, b):
+        _, headers = streamed(a, store=True)
+        conversation_id = headers["x-conversation-id"]
+        second, _ = streamed(a, conversation_id=conversation_id)  # a second turn of the conversation
+        assert second.done and second.text == LONG
+        # The state a kill between the `[DONE]` write and the end mark leaves: not ended, listed live.
+        control = sqlite3.connect(a.data_dir / "control.db")
+        with control:
+            stream_id, tenant_id, owner = control.execute(
+                "SELECT s.stream_id, s.tenant_id, s.owner FROM streams s JOIN stream_names n USING (stream_id)"
+                " WHERE n.name = ?",
+                (second.chunks()[0]["id"],),
+            ).fetchone()
+            control.execute("UPDATE streams SET ended = 0 WHERE stream_id = ?", (stream_id,))
+            control.execute(
+                "INSERT OR REPLACE INTO records (namespace, key, value, expires_at)"
+                " VALUES ('live-streams', ?, ?, NULL)",
+                (stream_id, json.dumps({"owner": owner, "tenant": tenant_id})),
+            )
+        kill_a()
+        deadline = time.monotonic() + 30
+        while control.execute("SELECT ended FROM streams WHERE stream_id = ?", (stream_id,)).fetchone()[0] != 1:
+            assert time.monotonic() < deadline, "the survivor never looked at the silent gateway's stream"
+            time.sleep(0.2)
+        control.close()
+        time.sleep(0.5)  # anything a second answer would store or bill, it has by now
+        messages = _conversation(b, conversation_id)["messages"]
+        outcome = labelled(b.url, "fleetchat_gateway_stream_takeovers_total", outcome="ended")
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert [row["outcome"] for row in _ledger(a)] == ["completed", "completed"]
+    assert outcome == 1

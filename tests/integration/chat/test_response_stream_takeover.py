@@ -1,0 +1,68 @@
+"""A Responses API stream survives the death of its gateway, over real processes: two gateways share the control
+state; the one generating a resumable response is killed (kill -9) mid-answer; the client resumes on the other with
+`GET /v1/responses/{id}?stream=true&starting_after=N` and gets exactly the events after N (the survivor took the answer
+over and finished it), the response is stored whole with its record and billed once."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.integration.chat.test_resumable_streams import _ledger, _resumable
+from tests.integration.chat.test_resume_across_gateways import LONG, _gateway_processes
+from tests.support.prom import labelled
+from tests.support.servers import serve
+from tests.support.stand_ins.continuing_worker import continuing_worker, tokens
+
+
+def _events(response: httpx.Response, *, stop_after_deltas: int | None = None) -> list[dict[str, Any]]:
+    events, deltas = [], 0
+    for line in response.iter_lines():
+        if line.startswith("data: "):
+            events.append(json.loads(line[6:]))
+            deltas += events[-1]["type"] == "response.output_text.delta"
+            if stop_after_deltas is not None and deltas >= stop_after_deltas:
+                break
+    return events
+
+
+def _text(events: list[dict[str, Any]]) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+
+
+def test_a_response_whose_gateway_was_killed_is_finished_by_another_and_resumed_by_sequence_number(
+    tmp_path: Path,
+) -> None:
+    worker = continuing_worker(LONG, delay_s=0.12)  # about 4 s of answer, continued from any partial answer
+    body = {"model": "mini", "input": "Tell me about the lighthouse.", "stream": True}
+    with serve(worker) as url, _gateway_processes(tmp_path, url) as (a, kill_a, b):
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", f"{a.url}/v1/responses", json=body, headers=_resumable(a.headers())) as response,
+        ):
+            assert response.status_code == 200
+            first = _events(response, stop_after_deltas=3)
+        response_id = first[0]["response"]["id"]
+        time.sleep(0.3)  # the answer goes on unattended on a, then a is killed mid-answer
+        kill_a()
+        last_seen = first[-1]["sequence_number"]
+        resume = f"{b.url}/v1/responses/{response_id}?stream=true&starting_after={last_seen}"
+        with httpx.Client(timeout=30) as http, http.stream("GET", resume, headers=b.headers(a.key)) as response:
+            assert response.status_code == 200, response.read()
+            rest = _events(response)
+        retrieved = httpx.get(f"{b.url}/v1/responses/{response_id}", headers=b.headers(a.key), timeout=30).json()
+        took_over = labelled(b.url, "fleetchat_gateway_stream_takeovers_total", outcome="finished")
+    assert took_over == 1
+    assert [e["sequence_number"] for e in first + rest] == list(range(len(first) + len(rest)))  # no gap, no repeat
+    assert _text(first) + _text(rest) == LONG  # no token missing, none repeated
+    assert rest[-1]["type"] == "response.completed"
+    done = rest[-1]["response"]
+    assert done["output"][0]["content"][0]["text"] == LONG and done["usage"]["output_tokens"] == len(tokens(LONG))
+    assert retrieved["output"][0]["content"][0]["text"] == LONG and retrieved["usage"] == done["usage"]
+    ledger = _ledger(a)
+    assert len(ledger) == 1 and ledger[0]["outcome"] == "completed"
+    assert ledger[0]["completion_tokens"] == done["usage"]["output_tokens"]
