@@ -128,7 +128,15 @@ class Delivery:
 
         guard = safety.guard(answered.caller)
         relay = StreamRelay(
-            capture, account, turns, answered.turn, service.metrics, safety, guard, on_complete=judge_later
+            capture,
+            account,
+            turns,
+            answered.turn,
+            service.metrics,
+            safety,
+            guard,
+            on_complete=judge_later,
+            new_guard=lambda: safety.guard(answered.caller),
         )
         # Checked at its finish against the response format (functions/chat/structured_output.py); tool-call deltas held
         # until the calls are valid (functions/chat/tool_arguments.py).
@@ -171,7 +179,7 @@ class Delivery:
         answer, body = answered.answer, answered.body
         if not isinstance(answer, ContinuingStream):
             return None
-        plain = not (body.tools or answered.contract is not None or answered.retrieved.citations)
+        plain = body.n == 1 and not (body.tools or answered.contract is not None or answered.retrieved.citations)
         continues = answered.resumable and plain
         return takeover_spec(
             answered.account, answered.turn, answer.leg, client_usage=client_usage, continues=continues
@@ -259,19 +267,28 @@ class Delivery:
 async def filter_answer(
     safety: SafetyPipeline, account: RequestAccount, completion: dict[str, Any], text: str
 ) -> tuple[TokenUsage | None, Outcome]:
-    """Judge a whole answer as the stream filter would; on a finding, cut it where a stream would have halted,
-    set finish_reason "content_filter", and bill the completion tokens of the part kept (pro rata by characters)."""
+    """Judge a whole answer as the stream filter would, each choice apart (`text`: the first's); on a finding, cut
+    that choice where a stream would have halted, set its finish_reason "content_filter", and bill the completion
+    tokens of what is kept (pro rata by characters, over every choice)."""
     usage = TokenUsage.from_openai(completion.get("usage"))
-    guard = safety.guard(account.caller)
-    kept, finding = await to_thread.run_sync(guard.scan, text)
-    if finding is None:
+    choices = completion.get("choices") or []
+    texts = [text, *(str((c.get("message") or {}).get("content") or "") for c in choices[1:])]
+    total, kept_total, findings = sum(map(len, texts)), 0, []
+    for choice, choice_text in zip(choices, texts, strict=False):
+        guard = safety.guard(account.caller)
+        kept, finding = await to_thread.run_sync(guard.scan, choice_text)
+        kept_total += len(choice_text) if finding is None else kept
+        if finding is not None:
+            findings.append(finding)
+            choice["message"]["content"] = choice_text[:kept]
+            choice["finish_reason"] = "content_filter"
+    if not findings:
         return usage, Outcome.COMPLETED
-    await safety.halted(finding, account.caller, account.request_id, account.model)
-    choice = completion["choices"][0]
-    choice["message"]["content"] = text[:kept]
-    choice["finish_reason"] = "content_filter"
-    if usage is not None and text:
-        usage = TokenUsage(usage.prompt_tokens, round(usage.completion_tokens * kept / len(text)), usage.cached_tokens)
+    for finding in findings:
+        await safety.halted(finding, account.caller, account.request_id, account.model)
+    if usage is not None and total:
+        billed = round(usage.completion_tokens * kept_total / total)
+        usage = TokenUsage(usage.prompt_tokens, billed, usage.cached_tokens)
         completion["usage"] = {
             **completion["usage"],
             "completion_tokens": usage.completion_tokens,

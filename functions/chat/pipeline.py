@@ -11,6 +11,7 @@ from typing import Any
 from starlette.types import Receive
 
 from functions.accounts.auth import Caller
+from functions.chat.choices import refuse_unserved_with_choices
 from functions.chat.conversation_turns import ConversationTurns, Turn
 from functions.chat.delivery import AnsweredRequest, ChatResult, Delivery, StreamShape
 from functions.chat.result_cache.cache import CACHE_HEADER, Lookup, ResultCache
@@ -129,6 +130,7 @@ class ChatPipeline:
         s = self.services
         refuse_unknown_or_unhonoured(call.body)
         call.server_tools = s.server_tools.requested(call.body)
+        refuse_unserved_with_choices(call.body, call.server_tools)
         call.contract = contract_for(call.body)
         call.plan = await s.retrieval.plan(call.caller, call.body)
 
@@ -321,7 +323,13 @@ class ChatPipeline:
             if tools is not None:  # rounds with the gateway's own tools (functions/chat/server_tools/loop.py)
                 answer = tools.answer(s.chat.complete, routed, streamed=bool(body.stream))
             else:
-                answer = s.chat.open_stream(routed, fallback) if body.stream else s.chat.complete(routed)
+                # Several choices are not continued on another replica (functions/chat/choices.py).
+                continuations = 0 if body.n > 1 else None
+                answer = (
+                    s.chat.open_stream(routed, fallback, continuations=continuations)
+                    if body.stream
+                    else s.chat.complete(routed)
+                )
             try:
                 return await s.canaries.observe(attempt, answer, streamed=bool(body.stream)), attempt
             except NoReplicaReachableError:

@@ -99,9 +99,14 @@ class ChatService:
             return await self.workers.complete(routed.pool, routed.replicas, routed.body, routed.headers)
 
     async def open_stream(
-        self, routed: RoutedRequest, fallback: Callable[[], RoutedRequest | None] | None = None
+        self,
+        routed: RoutedRequest,
+        fallback: Callable[[], RoutedRequest | None] | None = None,
+        *,
+        continuations: int | None = None,
     ) -> ContinuingStream:
-        """The worker's stream, continued on another replica (or `fallback()`'s pool) if its replica dies."""
+        """The worker's stream, continued on another replica (or `fallback()`'s pool) if its replica dies (at most
+        `continuations` times: the service's setting by default)."""
         with self._observed(routed.pool):
             first = await self.workers.open_stream(routed.pool, routed.replicas, routed.body, routed.headers)
 
@@ -109,7 +114,7 @@ class ChatService:
             first,
             routed,
             self.workers,
-            max_continuations=self.max_continuations,
+            max_continuations=self.max_continuations if continuations is None else continuations,
             fallback=fallback,
             metrics=self.failover,
         )

@@ -114,8 +114,11 @@ class Admission:
         requested_max_tokens: int | None,
         pool: str,
         now: datetime | None = None,
+        *,
+        choices: int = 1,
     ) -> Reservation:
-        """Reserve the request's tokens or raise 429 (nothing is charged when refused)."""
+        """Reserve the request's tokens (the prompt once, the output budget for each of its `choices`) or raise 429
+        (nothing is charged when refused)."""
         now = now or utc_now()
         if requested_max_tokens is not None and requested_max_tokens > limits.max_output_tokens:
             raise InvalidRequestError(
@@ -125,11 +128,12 @@ class Admission:
                 code="invalid_value",
             )
         budget, max_tokens, capped = self._completion_budget(limits, requested_max_tokens, messages, pool)
-        reserved = estimate_prompt_tokens(messages) + (max_tokens or budget)
+        reserved = estimate_prompt_tokens(messages) + choices * (max_tokens or budget)
         smallest_tpm = min(limits.key_tpm, limits.tenant_tpm)
         if reserved > smallest_tpm:
+            each = "max_tokens" if choices == 1 else f"{choices} x max_tokens"
             raise QuotaExceededError(
-                f"Request too large: it may use {reserved} tokens (prompt + max_tokens) and the limit is "
+                f"Request too large: it may use {reserved} tokens (prompt + {each}) and the limit is "
                 f"{smallest_tpm} tokens per minute. Send fewer messages or a smaller max_tokens.",
                 retry_after_s=WINDOW_S,
                 code="request_too_large",

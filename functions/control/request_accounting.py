@@ -153,7 +153,9 @@ class Accounting:
         counted = prompt_messages(request)  # tool definitions and calls are prompt tokens too
 
         def admit() -> Reservation:
-            return self.admission.admit(caller.tenant.id, caller.key.id, limits, counted, request.output_limit(), pool)
+            return self.admission.admit(
+                caller.tenant.id, caller.key.id, limits, counted, request.output_limit(), pool, choices=request.n
+            )
 
         def unchecked() -> Reservation:
             return self.admission.unchecked(limits, counted, request.output_limit(), pool)

@@ -1,4 +1,9 @@
-"""Chat-completions serving logic of the worker: validate against the model, run the engine, shape OpenAI output."""
+"""Chat-completions serving logic of the worker: validate against the model, run the engine, shape OpenAI output.
+
+`n` > 1: the choices are sequences of one prompt. The first (the leader) is submitted alone; once it has produced its
+first step its prompt's KV blocks are in the engine's prefix cache, and the others (the followers) are submitted then,
+so they copy those blocks instead of computing the prompt again (vLLM's parallel sampling shares them the same way).
+A seed `s` gives choice `i` the seed `s + i`: reproducible, and the choices differ."""
 
 from __future__ import annotations
 
@@ -7,11 +12,18 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpu_workers.engine import Engine, EngineError, TokenLogprobs
-from gpu_workers.server.generation import Generation, PreparedRequest, sampling_params, too_long, usage_of
+from gpu_workers.server.generation import (
+    Generation,
+    PreparedRequest,
+    RunStep,
+    sampling_params,
+    too_long,
+    usage_of,
+)
 from gpu_workers.server.metrics import WorkerMetrics
 from gpu_workers.server.tool_calls import ToolPlan, ToolStreamParser, parse_output, plan_for, render_messages
 from shared.errors import ContextLengthExceededError, InvalidRequestError, ModelNotFoundError, UpstreamError
@@ -35,6 +47,38 @@ from shared.wire.tools_api import check_tool_request
 @dataclass
 class PreparedChat(PreparedRequest):
     tools: ToolPlan | None = None  # function calling (gpu_workers/server/tool_calls.py)
+    n: int = 1  # choices: sequences of the same prompt
+
+    def choices(self) -> list[PreparedChat]:
+        """One run per choice: its own engine request id and seed (choice 0 is the request itself)."""
+        runs: list[PreparedChat] = [self]
+        for index in range(1, self.n):
+            seed = None if self.params.seed is None else self.params.seed + index
+            params = self.params.model_copy(update={"seed": seed})
+            runs.append(replace(self, request_id=f"{self.request_id}-{index}", params=params, n=1))
+        return runs
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One chunk's worth of one choice: what it says, how it ended, its tokens' log-probabilities, and the run's
+    counts so far."""
+
+    message: DeltaMessage
+    finish: str | None
+    entries: list[TokenLogprobs]
+    step: RunStep
+
+
+@dataclass
+class ChoiceRun:
+    """What one choice's run produced."""
+
+    text: str = ""
+    finish: str | None = None
+    generated: int = 0
+    cached: int = 0
+    entries: list[TokenLogprobs] = field(default_factory=list)
 
 
 class ChatServing:
@@ -87,7 +131,9 @@ class ChatServing:
             json_schema=None if continuing else _constraint(plan, contract),
             logprobs=request.logprobs_wanted(),
         )
-        return PreparedChat(f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences(), plan)
+        return PreparedChat(
+            f"chatcmpl-{uuid.uuid4().hex}", prompt_ids, params, request.stop_sequences(), plan, n=request.n
+        )
 
     def logprob_entries(self, entries: list[TokenLogprobs]) -> list[TokenLogprob]:
         """Engine log-probabilities as OpenAI's entries: each token's text and its own bytes."""
@@ -103,24 +149,45 @@ class ChatServing:
     def _usage(self, prepared: PreparedChat, generated: int, cached: int) -> Usage:
         return usage_of(len(prepared.prompt_ids), generated, cached)
 
+    async def _collect(self, prepared: PreparedChat, started: asyncio.Event | None = None) -> ChoiceRun:
+        """One choice's whole run; `started` is set at its first step (its prompt is in the prefix cache by then)."""
+        run = ChoiceRun()
+        parts: list[str] = []
+        async with contextlib.aclosing(self.generation.run(prepared)) as steps:
+            async for step in steps:
+                if started is not None:
+                    started.set()
+                parts.append(step.text)
+                run.entries.extend(step.logprobs)
+                run.finish, run.generated, run.cached = step.finish, step.generated, step.cached
+        run.text = "".join(parts)
+        return run
+
+    async def _collect_all(self, prepared: PreparedChat) -> list[ChoiceRun]:
+        """Every choice's run: the leader first, the followers once its prompt is cached (module docstring)."""
+        runs = prepared.choices()
+        if len(runs) == 1:
+            return [await self._collect(prepared)]
+        started = asyncio.Event()
+        leader = asyncio.create_task(self._collect(runs[0], started))
+        try:
+            waiting = asyncio.create_task(started.wait())
+            await asyncio.wait({leader, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            followers = await asyncio.gather(*(self._collect(run) for run in runs[1:]))
+            return [await leader, *followers]
+        finally:
+            if not leader.done():
+                leader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await leader
+
     async def complete(
         self, prepared: PreparedChat, is_disconnected: Callable[[], Awaitable[bool]]
     ) -> ChatCompletion | None:
-        """Non-streaming: collect the whole answer; if the client goes away meanwhile, abort and return None."""
-
-        entries: list[TokenLogprobs] = []
-
-        async def collect() -> tuple[str, str | None, int, int]:
-            parts: list[str] = []
-            last: tuple[str | None, int, int] = (None, 0, 0)
-            async with contextlib.aclosing(self.generation.run(prepared)) as run:
-                async for step in run:
-                    parts.append(step.text)
-                    entries.extend(step.logprobs)
-                    last = (step.finish, step.generated, step.cached)
-            return "".join(parts), *last
-
-        task = asyncio.create_task(collect())
+        """Non-streaming: collect the whole answer (every choice); if the client goes away meanwhile, abort and
+        return None."""
+        task = asyncio.create_task(self._collect_all(prepared))
         while not task.done():
             done, _ = await asyncio.wait({task}, timeout=0.5)
             if not done and await is_disconnected():
@@ -129,81 +196,149 @@ class ChatServing:
                     await task
                 return None
         try:
-            text, finish, generated, cached = task.result()
+            runs = task.result()
         except EngineError as exc:
             raise UpstreamError(f"generation failed: {exc}") from exc
-        message = AssistantMessage(content=text)
+        choices = [self._choice(prepared, index, run) for index, run in enumerate(runs)]
+        generated = sum(run.generated for run in runs)
+        return ChatCompletion(
+            id=prepared.request_id,
+            model=self.engine.model_name,
+            choices=choices,
+            usage=self._usage(prepared, generated, runs[0].cached),  # the prompt counts once, as in vLLM
+        )
+
+    def _choice(self, prepared: PreparedChat, index: int, run: ChoiceRun) -> Choice:
+        message, finish = AssistantMessage(content=run.text), run.finish
         if prepared.tools is not None:
-            content, calls = parse_output(text, prepared.tools)
+            content, calls = parse_output(run.text, prepared.tools)
             if calls:
                 message = AssistantMessage(content=content, tool_calls=calls)
                 finish = "tool_calls" if finish == "stop" else finish
         logprobs = None
         if prepared.params.logprobs is not None:
-            logprobs = ChoiceLogprobs(content=self.logprob_entries(entries))
-        return ChatCompletion(
-            id=prepared.request_id,
-            model=self.engine.model_name,
-            choices=[Choice(message=message, finish_reason=finish, logprobs=logprobs)],
-            usage=self._usage(prepared, generated, cached),
-        )
+            logprobs = ChoiceLogprobs(content=self.logprob_entries(run.entries))
+        return Choice(index=index, message=message, finish_reason=finish, logprobs=logprobs)
+
+    async def _deltas(self, prepared: PreparedChat, started: asyncio.Event | None = None) -> AsyncIterator[Delta]:
+        """One choice's stream: its deltas (tool calls parsed out of its text), each with the run's counts so far;
+        `started` is set at its first step."""
+        wants_logprobs = prepared.params.logprobs is not None
+        parser = ToolStreamParser(prepared.tools) if prepared.tools is not None else None
+        held: list[TokenLogprobs] = []  # log-probabilities of text the tool-call parser has not released yet
+        async with contextlib.aclosing(self.generation.run(prepared)) as run:
+            async for step in run:
+                if started is not None:
+                    started.set()
+                text, finish = step.text, step.finish
+                held += step.logprobs if wants_logprobs else []
+                if parser is None:
+                    yield Delta(DeltaMessage(content=text) if text else DeltaMessage(), finish, held, step)
+                    held = []
+                    continue
+                content, calls = parser.feed(text)
+                if finish:
+                    tail, calls = parser.finish()
+                    content += tail
+                    finish = "tool_calls" if calls and finish == "stop" else finish
+                if content or calls or finish:
+                    yield Delta(DeltaMessage(content=content or None, tool_calls=calls or None), finish, held, step)
+                    held = []
+
+    async def _all_deltas(self, prepared: PreparedChat) -> AsyncIterator[tuple[int, Delta]]:
+        """Every choice's deltas as they come, by choice index: the leader's at once, the followers' once the
+        leader's prompt is cached (module docstring)."""
+        runs = prepared.choices()
+        if len(runs) == 1:
+            async with contextlib.aclosing(self._deltas(prepared)) as only:
+                async for delta in only:
+                    yield 0, delta
+            return
+        queue: asyncio.Queue[tuple[int, Delta | BaseException | None]] = asyncio.Queue()
+        started = asyncio.Event()
+
+        async def pump(index: int, run: PreparedChat, signal: asyncio.Event | None) -> None:
+            try:
+                async with contextlib.aclosing(self._deltas(run, signal)) as deltas:
+                    async for delta in deltas:
+                        await queue.put((index, delta))
+            except Exception as exc:  # handed to the reader, which raises it there
+                await queue.put((index, exc))
+                return
+            finally:
+                started.set()  # a leader that ended without a step still lets the followers go
+            await queue.put((index, None))
+
+        tasks = [asyncio.create_task(pump(0, runs[0], started))]
+
+        async def followers() -> None:
+            await started.wait()
+            tasks.extend(asyncio.create_task(pump(i, run, None)) for i, run in enumerate(runs[1:], start=1))
+
+        tasks.append(asyncio.create_task(followers()))
+        try:
+            ended = 0
+            while ended < len(runs):
+                index, item = await queue.get()
+                if item is None:
+                    ended += 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield index, item
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def stream(
         self, prepared: PreparedChat, include_usage: bool, *, continuous_usage: bool = False
     ) -> AsyncIterator[bytes]:
-        """SSE chunks: a role chunk, content chunks, the finish chunk, then usage (if asked) and [DONE].
+        """SSE chunks: a role chunk per choice, content chunks, each choice's finish chunk, then usage (if asked) and
+        [DONE].
 
-        With `continuous_usage` (vLLM's `continuous_usage_stats`) every chunk also carries the usage so far.
+        With `continuous_usage` (vLLM's `continuous_usage_stats`) every chunk also carries the usage so far (the
+        prompt once, the tokens every choice generated).
 
         An engine failure mid-stream becomes an in-band error event; the stream still ends with [DONE].
         """
         rid, model = prepared.request_id, self.engine.model_name
         created = int(time.time())
+        generated: dict[int, int] = {}
+        cached = 0
 
-        generated = cached = 0
+        def usage() -> Usage:
+            return self._usage(prepared, sum(generated.values()), cached)
 
-        wants_logprobs = prepared.params.logprobs is not None
-
-        def chunk(delta: DeltaMessage, finish: str | None = None, entries: list[TokenLogprobs] | None = None) -> bytes:
+        def chunk(
+            index: int, delta: DeltaMessage, finish: str | None = None, entries: list[TokenLogprobs] | None = None
+        ) -> bytes:
             logprobs = ChoiceLogprobs(content=self.logprob_entries(entries or [])) if entries else None
             return sse_data(
                 ChatCompletionChunk(
                     id=rid,
                     created=created,
                     model=model,
-                    choices=[ChunkChoice(delta=delta, finish_reason=finish, logprobs=logprobs)],
-                    usage=self._usage(prepared, generated, cached) if continuous_usage else None,
+                    choices=[ChunkChoice(index=index, delta=delta, finish_reason=finish, logprobs=logprobs)],
+                    usage=usage() if continuous_usage else None,
                 )
             )
 
-        yield chunk(DeltaMessage(role="assistant", content=""))
-        parser = ToolStreamParser(prepared.tools) if prepared.tools is not None else None
-        held: list[TokenLogprobs] = []  # log-probabilities of text the tool-call parser has not released yet
+        for index in range(prepared.n):
+            yield chunk(index, DeltaMessage(role="assistant", content=""))
         try:
-            async with contextlib.aclosing(self.generation.run(prepared)) as run:
-                async for step in run:
-                    text, finish, generated, cached = step.text, step.finish, step.generated, step.cached
-                    held += step.logprobs if wants_logprobs else []
-                    if parser is None:
-                        delta = DeltaMessage(content=text) if text else DeltaMessage()
-                        yield chunk(delta, finish, held)
-                        held = []
-                        continue
-                    content, calls = parser.feed(text)
-                    if finish:
-                        tail, calls = parser.finish()
-                        content += tail
-                        finish = "tool_calls" if calls and finish == "stop" else finish
-                    if content or calls or finish:
-                        yield chunk(DeltaMessage(content=content or None, tool_calls=calls or None), finish, held)
-                        held = []
+            async with contextlib.aclosing(self._all_deltas(prepared)) as deltas:
+                async for index, delta in deltas:
+                    generated[index] = delta.step.generated
+                    if index == 0:
+                        cached = delta.step.cached
+                    yield chunk(index, delta.message, delta.finish, delta.entries)
         except EngineError as exc:
             yield sse_error(UpstreamError(f"generation failed: {exc}"))
             yield DONE
             return
         if include_usage:
-            usage = self._usage(prepared, generated, cached)
-            yield sse_data(ChatCompletionChunk(id=rid, created=created, model=model, choices=[], usage=usage))
+            yield sse_data(ChatCompletionChunk(id=rid, created=created, model=model, choices=[], usage=usage()))
         yield DONE
 
 

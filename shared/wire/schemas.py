@@ -94,7 +94,7 @@ class ChatCompletionRequest(SamplingFields):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
     seed: int | None = None
-    n: int = 1
+    n: int = Field(default=1, ge=1, le=128)  # choices (docs/api-parameters.md: what several choices cannot carry)
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
@@ -134,13 +134,6 @@ class ChatCompletionRequest(SamplingFields):
         if (not others and choice == "auto") or (isinstance(choice, dict) and choice.get("type") == "file_search"):
             lifted["tool_choice"] = None
         return lifted
-
-    @field_validator("n")
-    @classmethod
-    def _only_one_choice(cls, n: int) -> int:
-        if n != 1:
-            raise ValueError("only n=1 is supported")
-        return n
 
     @field_validator("stop")
     @classmethod
@@ -247,6 +240,7 @@ class ModelCapabilities(BaseModel):
     """What a model answers (fleetchat's extension of OpenAI's model object, docs/api.md)."""
 
     chat_completions: bool = False
+    responses: bool = False  # /v1/responses (docs/responses.md)
     completions: bool = False
     embeddings: bool = False
     moderations: bool = False

@@ -15,7 +15,9 @@ from shared.wire.schemas import ModelCapabilities, ModelCard, ModelList
 router = APIRouter(prefix="/v1", tags=["models"])
 
 # What every chat pool answers: the local engine and vLLM alike (docs/api-parameters.md, docs/completions.md).
-CHAT = ModelCapabilities(chat_completions=True, completions=True, tools=True, structured_output=True, logprobs=True)
+CHAT = ModelCapabilities(
+    chat_completions=True, responses=True, completions=True, tools=True, structured_output=True, logprobs=True
+)
 
 
 def _card(name: str, deployed: bool, context_tokens: dict[str, int]) -> ModelCard:

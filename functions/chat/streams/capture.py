@@ -18,6 +18,7 @@ class CaptureMark:
     """What a capture had seen at one point, to take back an event that is not going to be relayed."""
 
     parts: int
+    choice_parts: int
     usage: dict[str, Any] | None
     content_chunks: int
     finish_reason: str | None
@@ -32,7 +33,9 @@ class StreamCapture:
     """
 
     client_wants_usage: bool = False
-    parts: list[str] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)  # the first choice's text (the answer stored and judged)
+    # Every choice's text deltas in order, by choice index (n > 1: the post-filter reads each choice apart).
+    choice_parts: list[tuple[int, str]] = field(default_factory=list)
     finish_reason: str | None = None
     failed: bool = False
     completion_id: str = ""
@@ -60,7 +63,10 @@ class StreamCapture:
         for choice in chunk.get("choices") or []:
             content = (choice.get("delta") or {}).get("content")
             if content:
-                self.parts.append(content)
+                index = int(choice.get("index") or 0)
+                if index == 0:
+                    self.parts.append(content)
+                self.choice_parts.append((index, content))
                 self.content_chunks += 1
             for fragment in (choice.get("delta") or {}).get("tool_calls") or []:
                 self._add_call_fragment(fragment)
@@ -96,22 +102,29 @@ class StreamCapture:
         return "".join(self.parts)
 
     def mark(self) -> CaptureMark:
-        return CaptureMark(len(self.parts), self.usage, self.content_chunks, self.finish_reason)
+        return CaptureMark(len(self.parts), len(self.choice_parts), self.usage, self.content_chunks, self.finish_reason)
 
-    def text_since(self, mark: CaptureMark) -> str:
-        return "".join(self.parts[mark.parts :])
+    def text_since(self, mark: CaptureMark) -> dict[int, str]:
+        """Each choice's text since `mark`, by choice index (only choices that said something)."""
+        texts: dict[int, str] = {}
+        for index, text in self.choice_parts[mark.choice_parts :]:
+            texts[index] = texts.get(index, "") + text
+        return texts
 
     def restore(self, mark: CaptureMark) -> None:
         """Forget everything observed since `mark` (the event was withheld from the client)."""
         del self.parts[mark.parts :]
+        del self.choice_parts[mark.choice_parts :]
         self.usage, self.content_chunks, self.finish_reason = mark.usage, mark.content_chunks, mark.finish_reason
 
     def filtered_chunks(self) -> list[bytes]:
-        """What ends a halted stream: a chunk with finish_reason "content_filter", then (if the client asked for
-        usage) the usage of what was sent."""
+        """What ends a halted stream: a chunk with finish_reason "content_filter" (for every choice seen), then (if
+        the client asked for usage) the usage of what was sent."""
         self.finish_reason = "content_filter"
         base = {"id": self.completion_id, "object": "chat.completion.chunk", "created": self._created()}
-        chunks = [sse_json({**base, "model": self.model, "choices": [_FILTERED_CHOICE]})]
+        indices = sorted({0, *(index for index, _ in self.choice_parts)})
+        choices = [{**_FILTERED_CHOICE, "index": index} for index in indices]
+        chunks = [sse_json({**base, "model": self.model, "choices": choices})]
         if self.client_wants_usage and self.usage is not None:
             chunks.append(sse_json({**base, "model": self.model, "choices": [], "usage": self.usage}))
         return chunks

@@ -4,7 +4,7 @@ its end: account for it, save the conversation turn and say whether it was saved
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from anyio import CancelScope
 
@@ -55,9 +55,12 @@ class StreamRelay:
     turn: Turn | None
     metrics: GatewayMetrics
     safety: SafetyPipeline
-    guard: StreamGuard
+    guard: StreamGuard  # the first choice's post-filter
     # Called with the answer's text once it completed (not halted, stopped or failed) and was stored; must not block.
     on_complete: Callable[[str], None] | None = None
+    # n > 1: a post-filter of its own for each further choice (each reads its own text), made when it first speaks.
+    new_guard: Callable[[], StreamGuard] | None = None
+    other_guards: dict[int, StreamGuard] = field(default_factory=dict)
     finished: bool = False  # the books are closed and the turn saved (or deliberately not)
     halting: bool = False  # the post-filter hit: whatever happens next, this answer ended by content_filter
 
@@ -79,8 +82,8 @@ class StreamRelay:
                     return
                 mark = capture.mark()
                 relayed = capture.relay(event)
-                delta = capture.text_since(mark)
-                if delta and (finding := self.guard.check(delta)) is not None:
+                deltas = capture.text_since(mark)
+                if deltas and (finding := self._check(deltas)) is not None:
                     capture.restore(mark)
                     # Closing the worker's stream makes it abort the request and free its KV blocks.
                     await events.aclose()
@@ -90,13 +93,28 @@ class StreamRelay:
                 if capture.failed:  # an error event: a client reading it may leave before [DONE]
                     slo_observation.stream_ended(self.account.model, finished=False, failed=True)
                 if relayed is not None:
-                    if delta:
+                    if deltas:
                         slo_observation.content_sent(self.account.model)  # TTFT / inter-token, as the client gets it
                     yield relayed
         finally:
             slo_observation.stream_ended(self.account.model, finished=self.finished, failed=capture.failed)
             if not self.finished:
                 await self._client_left()
+
+    def _check(self, deltas: dict[int, str]) -> SafetyFinding | None:
+        """Each choice's new text through that choice's post-filter; the first finding halts the whole answer."""
+        for index, text in deltas.items():
+            guard = self.guard if index == 0 else self._guard_for(index)
+            if (finding := guard.check(text)) is not None:
+                return finding
+        return None
+
+    def _guard_for(self, index: int) -> StreamGuard:
+        if index not in self.other_guards:
+            if self.new_guard is None:
+                raise RuntimeError("a stream with several choices needs a post-filter per choice")
+            self.other_guards[index] = self.new_guard()
+        return self.other_guards[index]
 
     async def close_as_stopped(self) -> None:
         """Close the books of an answer that goes no further, as for a Stop (a dead gateway's answer whose client

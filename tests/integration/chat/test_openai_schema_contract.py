@@ -166,6 +166,7 @@ def test_models_embeddings_moderations_and_errors_validate(stack: Stack, plus_ke
     found = violations(registry, "ListModelsResponse", models.json())
     cards = {card["id"]: card for card in models.json()["data"]}
     assert cards["mini"]["max_model_len"] > 0 and cards["mini"]["capabilities"]["logprobs"]
+    assert cards["mini"]["capabilities"]["responses"]
     embedding = [card for card in cards.values() if card["capabilities"]["embeddings"]]
     assert embedding and all(card["dimensions"] for card in embedding)  # the embedding model is listed too
     assert [card for card in cards.values() if card["capabilities"]["moderations"]]  # and the guard

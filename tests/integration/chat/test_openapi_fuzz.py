@@ -78,10 +78,13 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
         "integration/safety/test_safety_guards.py",
         "test_fail_closed_refuses_with_503_and_retry_after",
     ),
-    ("POST /v1/completions", 429): (
-        "integration/control/test_rate_limits.py",
-        "test_completions_count_against_the_same_limits",
-    ),
+    **{
+        (operation, 429): (
+            "integration/control/test_rate_limits.py",
+            "test_completions_and_responses_count_against_the_same_limits",
+        )
+        for operation in ("POST /v1/completions", "POST /v1/responses")
+    },
     ("POST /v1/completions", 502): (
         "integration/control/test_gateway_faults.py",
         "test_completions_and_the_tokenizer_routes_map_a_worker_error_to_502",
@@ -97,7 +100,7 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
             if status == 502
             else "test_completions_and_the_tokenizer_routes_are_503_without_a_worker",
         )
-        for operation in ("POST /tokenize", "POST /detokenize", "GET /tokenizer_info")
+        for operation in ("POST /v1/responses", "POST /tokenize", "POST /detokenize", "GET /tokenizer_info")
         for status in (502, 503)
     },
     **{
@@ -135,10 +138,13 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
         "test_search_without_an_embedding_worker_is_a_503",
     ),
     # The replay buffer's bound, below HTTP (the router maps every FleetchatError to its status).
-    ("GET /v1/chat/completions/{completion_id}/stream", 410): (
-        "unit/chat/test_resumable_streams.py",
-        "test_one_response_keeps_its_newest_events_within_its_byte_bound",
-    ),
+    **{
+        (operation, 410): (
+            "unit/chat/test_resumable_streams.py",
+            "test_one_response_keeps_its_newest_events_within_its_byte_bound",
+        )
+        for operation in ("GET /v1/chat/completions/{completion_id}/stream", "GET /v1/responses/{response_id}")
+    },
 }
 
 # Valid bodies for the write routes whose 404 a driver sends (the body must pass before the lookup can fail).
@@ -146,6 +152,7 @@ VALID_BODIES: dict[str, dict[str, object]] = {
     "/v1/chat/completions": {"model": "no-such-model", "messages": [{"role": "user", "content": "Hi"}]},
     "/v1/embeddings": {"model": "no-such-model", "input": "Hi"},
     "/v1/completions": {"model": "no-such-model", "prompt": "Hi"},
+    "/v1/responses": {"model": "no-such-model", "input": "Hi"},
     "/tokenize": {"model": "no-such-model", "prompt": "Hi"},
     "/detokenize": {"model": "no-such-model", "tokens": [1]},
     "/admin/v1/tenants/{tenant_id}": {"name": "renamed"},

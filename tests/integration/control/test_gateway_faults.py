@@ -85,6 +85,7 @@ def test_worker_error_is_final_not_retried_and_maps_to_502(gateway_for) -> None:
 # The completions path and vLLM's tokenizer endpoints, on the same worker faults as chat.
 ROUTES = [
     ("POST", "/v1/completions", {"model": "mini", "prompt": "hi", "max_tokens": 2}),
+    ("POST", "/v1/responses", {"model": "mini", "input": "hi", "max_output_tokens": 2, "store": False}),
     ("POST", "/tokenize", {"prompt": "hi"}),
     ("POST", "/detokenize", {"tokens": [1, 2]}),
     ("GET", "/tokenizer_info", None),

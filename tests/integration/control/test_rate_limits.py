@@ -156,7 +156,7 @@ def test_a_refused_request_changes_nothing(replicas: Replicas) -> None:
     assert again.headers["x-ratelimit-remaining-requests"] == before.headers["x-ratelimit-remaining-requests"] == "49"
 
 
-def test_completions_count_against_the_same_limits(tmp_path: Path) -> None:
+def test_completions_and_responses_count_against_the_same_limits(tmp_path: Path) -> None:
     worker_app = stand_in_worker("ok")
     group = ProcessGroup(tmp_path / "logs")
     with serve(worker_app) as worker:
@@ -169,11 +169,13 @@ def test_completions_count_against_the_same_limits(tmp_path: Path) -> None:
             refused = httpx.post(
                 f"{url}/v1/completions", json={"model": "mini", "prompt": "hi"}, headers=headers, timeout=30
             )
+            response = {"model": "mini", "input": "hi", "store": False}
+            refused_too = httpx.post(f"{url}/v1/responses", json=response, headers=headers, timeout=30)
         finally:
             group.stop()
-    assert first.status_code == 200 and refused.status_code == 429
-    assert refused.headers.get("retry-after")
-    assert worker_app.state.calls == 1  # the refused completion never reached it
+    assert first.status_code == 200 and refused.status_code == 429 and refused_too.status_code == 429
+    assert refused.headers.get("retry-after") and refused_too.headers.get("retry-after")
+    assert worker_app.state.calls == 1  # neither refused request reached it
 
 
 def test_the_worker_never_sees_a_refused_request(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The safety pipeline end to end over real HTTP with the openai SDK: a blocked request never reaches a worker and
 is billed 0 completion tokens; a stream is halted mid-way with finish_reason "content_filter", the worker's
-generation is cut off, and only what was sent is billed and stored; enterprise outbound PII; audit and metrics."""
+generation is cut off, and only what was sent is billed and stored; several choices screened each apart; enterprise
+outbound PII; audit and metrics."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from shared.storage.sqlite.safety_audit import SQLiteSafetyAudit
 from shared.storage.timestamps import utc_now
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.servers import serve
+from tests.support.stand_ins.choices_worker import choices_worker
 from tests.support.stand_ins.scripted_worker import PROMPT_TOKENS, scripted_worker
 
 HARMFUL_SCRIPT = (
@@ -238,3 +240,49 @@ def test_the_output_check_halts_an_answer_no_rule_names(gateway_for: GatewayFact
     (audit,) = _audit(gateway, _tenant_of(gateway))
     assert (audit.layer, audit.detector, audit.action) == ("post", "classifier", "halted")
     assert audit.policy_version.startswith("r") and "+out-" in audit.policy_version  # rules + output check
+
+
+@pytest.fixture
+def one_harmful_choice(gateway_for: GatewayFactory) -> Iterator[Gateway]:
+    with serve(choices_worker([BENIGN_SCRIPT, HARMFUL_SCRIPT])) as url:
+        yield gateway_for({"mini": [url]})
+
+
+def test_each_choice_is_screened_apart_and_a_stream_halts_for_all(one_harmful_choice: Gateway) -> None:
+    gateway = one_harmful_choice
+    stream = _client(gateway).chat.completions.create(
+        model="mini",
+        messages=[{"role": "user", "content": "Tell me about plumbing."}],
+        n=2,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    texts: dict[int, str] = {0: "", 1: ""}
+    finishes: dict[int, str] = {}
+    for chunk in stream:
+        for choice in chunk.choices:
+            texts[choice.index] += choice.delta.content or ""
+            if choice.finish_reason:
+                finishes[choice.index] = choice.finish_reason
+    assert finishes == {0: "content_filter", 1: "content_filter"}
+    assert HARMFUL_SCRIPT.startswith(texts[1]) and "you will need" not in texts[1]
+    assert BENIGN_SCRIPT.startswith(texts[0])  # the benign choice, interleaved, was sent up to the halt
+    (entry,) = _ledger(gateway)
+    assert entry["outcome"] == "filtered"
+    assert entry["completion_tokens"] == -(-len(texts[0]) // 4) + -(-len(texts[1]) // 4)
+
+
+def test_a_whole_answer_has_only_its_flagged_choice_cut(one_harmful_choice: Gateway) -> None:
+    gateway = one_harmful_choice
+    answer = _client(gateway).chat.completions.create(
+        model="mini", messages=[{"role": "user", "content": "Tell me about plumbing."}], n=2
+    )
+    first, second = answer.choices
+    assert (first.message.content, first.finish_reason) == (BENIGN_SCRIPT, "stop")
+    assert second.finish_reason == "content_filter"
+    kept = second.message.content or ""
+    assert HARMFUL_SCRIPT.startswith(kept) and len(kept) < len(HARMFUL_SCRIPT)
+    whole = -(-len(BENIGN_SCRIPT) // 4) + -(-len(HARMFUL_SCRIPT) // 4)
+    assert answer.usage is not None and answer.usage.completion_tokens < whole
+    (entry,) = _ledger(gateway)
+    assert (entry["outcome"], entry["completion_tokens"]) == ("filtered", answer.usage.completion_tokens)
