@@ -132,11 +132,15 @@ class Completion(BaseModel):
 
 
 class TokenizeRequest(BaseModel):
-    """vLLM's `POST /tokenize` for a plain prompt (`model` may be left out: the one model, or the tier's first pool)."""
+    """vLLM's `POST /tokenize` for a plain prompt (`model` may be left out: the one model, or the tier's first pool).
+    A field vLLM does not define is a 400 naming it; `return_token_strs` is refused when true (not offered)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
     prompt: str = Field(max_length=1_000_000)
     add_special_tokens: bool = True
+    return_token_strs: Literal[False] | None = None
 
 
 class TokenizeResponse(BaseModel):
@@ -147,6 +151,8 @@ class TokenizeResponse(BaseModel):
 
 class DetokenizeRequest(BaseModel):
     """vLLM's `POST /detokenize`: token ids back to text (the gateway screens token-id prompts as text)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
     tokens: TokenIds = Field(max_length=1_000_000)

@@ -72,13 +72,39 @@ class ExpiresAfter(BaseModel):
     days: int = Field(ge=1, le=365)
 
 
+class ChunkingStrategy(BaseModel):
+    """OpenAI's `chunking_strategy`: `auto` is the service's own chunker (docs/files.md); `static` sizes are refused
+    rather than silently replaced by it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["auto", "static"]
+    static: dict[str, int] | None = None
+
+    @model_validator(mode="after")
+    def _auto_only(self) -> Self:
+        if self.type != "auto" or self.static is not None:
+            raise ValueError("only 'auto' is supported: files are chunked by the service's own chunker")
+        return self
+
+
 class VectorStoreCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # chunking_strategy and others: accepted, the service's own are used
+    """A field OpenAI does not define is a 400 naming it, as OpenAI refuses it."""
+
+    model_config = ConfigDict(extra="forbid")
 
     name: StrictStr | None = Field(default=None, max_length=256)
     file_ids: list[StrictStr] = Field(default_factory=list, max_length=500)
     metadata: dict[str, StrictStr] | None = Field(default=None, max_length=16)
     expires_after: ExpiresAfter | None = None
+    chunking_strategy: ChunkingStrategy | None = None
+    description: StrictStr | None = None  # not kept here: refused when set
+
+    @model_validator(mode="after")
+    def _no_description(self) -> Self:
+        if self.description is not None:
+            raise ValueError("'description' is not kept here; put it in metadata")
+        return self
 
 
 class VectorStoreObject(BaseModel):
@@ -124,10 +150,11 @@ def checked_attributes(attributes: dict[str, AttributeValue] | None) -> dict[str
 
 
 class VectorStoreFileCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     file_id: StrictStr = Field(min_length=1, max_length=64)
     attributes: dict[str, AttributeValue] | None = Field(default=None, max_length=MAX_ATTRIBUTES)
+    chunking_strategy: ChunkingStrategy | None = None
 
     @model_validator(mode="after")
     def _bounded(self) -> Self:
@@ -227,7 +254,7 @@ class VectorStoreFileDeleted(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     query: StrictStr | list[StrictStr]
     max_num_results: int = Field(default=10, ge=1, le=MAX_SEARCH_RESULTS)

@@ -141,6 +141,9 @@ def test_the_tokenizer_endpoints_refuse_bad_input(stack: Stack, plus_key: str) -
         ("/tokenize", {"prompt": 7}, "prompt"),
         ("/detokenize", {"tokens": [-1]}, "tokens.0"),
         ("/detokenize", {"tokens": [99_999_999]}, "tokens"),  # outside the vocabulary: the worker's 400
+        ("/tokenize", {"prompt": "x", "return_token_strs": True}, "return_token_strs"),  # not offered
+        ("/tokenize", {"prompt": "x", "truncate": 3}, "truncate"),  # not a field vLLM's /tokenize defines
+        ("/detokenize", {"tokens": [1], "skip_special": True}, "skip_special"),
     ]:
         response = httpx.post(f"{stack.gateway_url}{path}", json=body, headers=headers, timeout=30)
         assert response.status_code == 400, response.text

@@ -230,6 +230,28 @@ def test_search_input_is_checked(gateway: Gateway) -> None:
     assert client.vector_stores.search(store.id, query="anything").data == []
 
 
+def test_fields_openai_does_not_define_or_the_service_cannot_honour_are_400s_naming_them(gateway: Gateway) -> None:
+    client = _client(gateway)
+    store = client.vector_stores.create(name="strict", chunking_strategy={"type": "auto"})  # auto is the default
+    base = f"{gateway.url}/v1/vector_stores"
+    refused = [
+        (base, {"name": "x", "colour": "red"}, "colour", "Unrecognized request argument supplied: colour"),
+        (base, {"name": "x", "chunking_strategy": {"type": "static", "static": {"max_chunk_size_tokens": 400}}},
+         "chunking_strategy", "only 'auto' is supported"),
+        (base, {"name": "x", "description": "notes"}, None, "'description' is not kept here"),
+        (f"{base}/{store.id}/files", {"file_id": "file-x", "priority": 1}, "priority", "Unrecognized"),
+        (f"{base}/{store.id}/search", {"query": "x", "rerank": True}, "rerank", "Unrecognized"),
+    ]  # fmt: skip
+    for url, body, param, message in refused:
+        response = httpx.post(url, json=body, headers=gateway.headers())
+        assert response.status_code == 400, body
+        error = response.json()["error"]
+        assert message in error["message"], error
+        if param is not None:
+            assert error["param"] == param
+    assert [s.name for s in client.vector_stores.list().data].count("x") == 0  # nothing was created
+
+
 def test_multipart_without_a_file_is_a_400(gateway: Gateway, tmp_path: Path) -> None:
     response = httpx.post(f"{gateway.url}/v1/files", data={"purpose": "assistants"}, headers=gateway.headers())
     assert response.status_code == 400 and response.json()["error"]["param"] in ("file", "body.file", None)
