@@ -13,16 +13,16 @@ from shared.errors import InvalidRequestError
 from shared.wire.schemas import ChatCompletionRequest
 
 
-def refuse_unserved_with_choices(request: ChatCompletionRequest, server_tools: list[str] | None) -> None:
-    """A 400 naming what `n` > 1 cannot be combined with here (nothing is reserved or stored before it)."""
+def refuse_unserved_with_choices(
+    request: ChatCompletionRequest, server_tools: list[str] | None, conversation_header: str | None = None
+) -> None:
+    """A 400 naming what `n` > 1 cannot be combined with here (nothing is reserved or stored before it);
+    `conversation_header`: the request's `x-conversation-id`, which names a conversation as `conversation_id` does."""
     if request.n == 1:
         return
+    stored = bool(request.store) or request.conversation_id is not None or conversation_header is not None
     combined = [
-        (
-            "store",
-            bool(request.store) or request.conversation_id is not None,
-            "a stored conversation keeps one answer per turn",
-        ),
+        ("store", stored, "a stored conversation keeps one answer per turn"),
         ("server_tools", bool(server_tools), "server tools run for one answer"),
         ("tools", bool(request.tools), "function calls are checked and repaired for one answer"),
         (

@@ -69,6 +69,11 @@ class Turn:
     keep: int | None = None  # an edit: how many stored messages stay before this turn (None: all of them)
     citations: list[Citation] | None = None  # retrieval's citations, stored with the answer (functions/retrieval)
     response: ResponseRecord | None = None  # the Responses API's record, stored with the answer (functions/responses)
+    # A turn that continues exactly the first `fork_at` stored messages (a Responses API continuation): if another
+    # turn was appended meanwhile, this one is never put after it; it starts the conversation `fork_to` instead, with
+    # those messages as its history (two continuations of one response are two branches).
+    fork_to: str | None = None
+    fork_at: int | None = None
 
     def apply(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
         """The request as the worker must see it: the rendered conversation instead of the client's messages."""
@@ -138,10 +143,19 @@ class ConversationTurns:
         self.store = store
 
     async def begin(
-        self, tenant: Tenant, request: ChatCompletionRequest, header_id: str | None, *, new_id: str | None = None
+        self,
+        tenant: Tenant,
+        request: ChatCompletionRequest,
+        header_id: str | None,
+        *,
+        new_id: str | None = None,
+        loaded: Conversation | None = None,
+        fork_to: str | None = None,
     ) -> Turn | None:
         """The turn this request belongs to, or None for a stateless request. `new_id`: the id a new conversation
-        gets (a Responses API id names it before the turn is stored); a fresh one by default."""
+        gets (a Responses API id names it before the turn is stored); a fresh one by default. `loaded`: the
+        conversation as the caller read it, continued exactly as read; `fork_to`: where the turn goes if the
+        conversation moved on before it is stored (Turn.fork_to)."""
         conversation_id = self._requested_id(request, header_id)
         if conversation_id is None and not request.store:
             return None
@@ -162,7 +176,11 @@ class ConversationTurns:
                 title=_title_from(sent),
             )
         try:
-            stored = await to_thread.run_sync(lambda: self.store.get(tenant.id, conversation_id))
+            stored = (
+                loaded
+                if loaded is not None and loaded.id == conversation_id
+                else await to_thread.run_sync(lambda: self.store.get(tenant.id, conversation_id))
+            )
         except StoreUnavailableError:
             log.warning("conversation store unavailable; answering %s without its stored history", conversation_id)
             # Nothing will be saved, so the client's own messages are all there is (a client that resends its
@@ -200,6 +218,8 @@ class ConversationTurns:
             rendered=render(stored.render_version, history, new),
             history=status,
             loaded=stored,
+            fork_to=fork_to,
+            fork_at=len(stored.messages) if fork_to is not None else None,
         )
 
     @staticmethod
@@ -272,7 +292,12 @@ class ConversationTurns:
         )
         messages = [*turn.new_messages, answer]
         try:
-            meta = await to_thread.run_sync(lambda: self._append(turn, messages))
+            try:
+                meta = await to_thread.run_sync(lambda: self._append(turn, messages))
+            except VersionConflictError:
+                if turn.fork_to is None:
+                    raise
+                meta = await to_thread.run_sync(lambda: self._fork(turn, messages))
         except (StoreUnavailableError, ConversationNotFoundError, VersionConflictError) as exc:
             log.warning("turn of %s not saved: %s", turn.conversation_id, type(exc).__name__)
             return False, None
@@ -296,11 +321,37 @@ class ConversationTurns:
                     keep=turn.keep,
                 )
             except VersionConflictError:
-                # Another writer appended first (a second tab): keep both turns, ours after theirs.
-                if turn.keep is not None or version == 0 or attempt == APPEND_ATTEMPTS - 1:
+                # Another writer appended first (a second tab): keep both turns, ours after theirs (but an edit, and a
+                # turn that must continue exactly what it read, never go after another).
+                if turn.keep is not None or turn.fork_to is not None or version == 0 or attempt == APPEND_ATTEMPTS - 1:
                     raise
                 loaded = self.store.get(turn.tenant.id, turn.conversation_id)
                 if loaded is None:
                     raise
                 version = loaded.version
         raise AssertionError("unreachable")
+
+    def _fork(self, turn: Turn, messages: list[StoredMessage]) -> ConversationMeta:
+        """Store the turn as the start of the conversation `turn.fork_to`, after the history it continued (the
+        records of earlier responses stay in their own conversation)."""
+        assert turn.fork_to is not None and turn.fork_at is not None
+        base = turn.loaded
+        if base is None or len(base.messages) < turn.fork_at:
+            base = self.store.get(turn.tenant.id, turn.conversation_id)
+            if base is None or len(base.messages) < turn.fork_at:
+                raise ConversationNotFoundError(turn.conversation_id)
+        history = [m.model_copy(update={"response": None}) for m in base.messages[: turn.fork_at]]
+        now = utc_now()
+        meta = self.store.append_turn(
+            turn.tenant.id,
+            turn.fork_to,
+            expected_version=0,
+            messages=[*history, *messages],
+            expires_at=expiry_for(turn.tenant, now),
+            render_version=turn.render_version,
+            title=base.title,
+            now=now,
+        )
+        log.info("turn of %s stored as a branch %s: the conversation moved on", turn.conversation_id, turn.fork_to)
+        turn.conversation_id = turn.fork_to
+        return meta

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,13 @@ from anyio import to_thread
 from functions.accounts.auth import Caller
 from functions.chat.conversation_turns import STORED_HEADER, ConversationTurns, Turn
 from functions.chat.result_cache.cache import Lookup, ResultCache, storing
-from functions.chat.result_cache.replay import billed_usage, completion_body, replay_events, replay_stream
+from functions.chat.result_cache.replay import (
+    billed_usage,
+    client_usage,
+    completion_body,
+    replay_events,
+    replay_stream,
+)
 from functions.chat.server_tools.replay import ReplayedStream
 from functions.chat.service import ChatService
 from functions.chat.streams.capture import StreamCapture, answer_text
@@ -68,7 +74,7 @@ class StreamShape:
 
     stream_id: str
     head: bytes
-    shape: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]]
+    shape: Callable[[AsyncGenerator[bytes, None]], AsyncGenerator[bytes, None]]
 
 
 async def _headed(head: bytes, events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -119,7 +125,9 @@ class Delivery:
         tool_args, results, canaries = self.tool_arguments, self.result_cache, self.canaries
         body, account, answer, version = answered.body, answered.account, answered.answer, answered.version
         assert not isinstance(answer, dict)
-        capture = StreamCapture(client_wants_usage=bool(body.stream_options and body.stream_options.include_usage))
+        capture = StreamCapture(
+            client_wants_usage=bool(body.stream_options and body.stream_options.include_usage), choices=body.n
+        )
 
         def judge_later(text: str) -> None:
             """A complete answer may be graded by the shadow judge, off this request's path (a non-blocking offer)."""
@@ -236,6 +244,7 @@ class Delivery:
         account.model_version = answer.model_version
         account.served_from_cache = True  # no GPU spent: kept out of the spend metric
         await account.close(billed_usage(answer), Outcome.COMPLETED)
+        account.usage = TokenUsage.from_openai(client_usage(answer))  # a stored response repeats what the client saw
         conversation = None
         if turn is not None:
             stored, version = await turns.finish(
@@ -282,6 +291,7 @@ async def filter_answer(
             findings.append(finding)
             choice["message"]["content"] = choice_text[:kept]
             choice["finish_reason"] = "content_filter"
+            _keep_logprobs_of(choice, kept)
     if not findings:
         return usage, Outcome.COMPLETED
     for finding in findings:
@@ -295,3 +305,19 @@ async def filter_answer(
             "total_tokens": usage.prompt_tokens + usage.completion_tokens,
         }
     return usage, Outcome.FILTERED
+
+
+def _keep_logprobs_of(choice: dict[str, Any], kept_chars: int) -> None:
+    """A cut choice's log-probabilities: only the tokens of the text kept (the cut text's tokens never reach the
+    client, not even as log-probability entries)."""
+    logprobs = choice.get("logprobs")
+    entries = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(entries, list):
+        return
+    kept, length = [], 0
+    for entry in entries:
+        length += len(str(entry.get("token") or ""))
+        if length > kept_chars:
+            break
+        kept.append(entry)
+    logprobs["content"] = kept

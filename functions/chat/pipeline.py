@@ -33,6 +33,7 @@ from functions.retrieval.service import Plan, Retrieval, Retrieved
 from functions.safety.pipeline import SafetyPipeline
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
+from shared.storage.conversations import Conversation
 from shared.storage.ledger import Outcome
 from shared.wire.request_parameters import refuse_unknown_or_unhonoured
 from shared.wire.responses_api import ResponseRecord
@@ -64,6 +65,8 @@ class ChatCall:
     new_conversation_id: str | None = None
     response: ResponseRecord | None = None
     shape: StreamShape | None = None
+    loaded_conversation: Conversation | None = None  # the conversation continued exactly as the caller read it
+    fork_to: str | None = None  # ... and where its turn goes if it moved on meanwhile (conversation_turns.Turn)
     # checked
     server_tools: list[str] | None = field(init=False)
     contract: OutputContract | None = field(init=False)
@@ -130,7 +133,7 @@ class ChatPipeline:
         s = self.services
         refuse_unknown_or_unhonoured(call.body)
         call.server_tools = s.server_tools.requested(call.body)
-        refuse_unserved_with_choices(call.body, call.server_tools)
+        refuse_unserved_with_choices(call.body, call.server_tools, call.conversation_id)
         call.contract = contract_for(call.body)
         call.plan = await s.retrieval.plan(call.caller, call.body)
 
@@ -138,7 +141,12 @@ class ChatPipeline:
         """The stored conversation's history joins the request (functions/chat/conversation_turns.py); the whole
         history's tool calls are checked like the client's own (a 400 before anything is charged)."""
         call.turn = await self.services.turns.begin(
-            call.caller.tenant, call.body, call.conversation_id, new_id=call.new_conversation_id
+            call.caller.tenant,
+            call.body,
+            call.conversation_id,
+            new_id=call.new_conversation_id,
+            loaded=call.loaded_conversation,
+            fork_to=call.fork_to,
         )
         if call.turn is not None:
             call.turn.response = call.response

@@ -92,6 +92,16 @@ def _headers(limits: TierLimits, counts: list[WindowCount], window_end: float, n
     }
 
 
+def check_choices(limits: TierLimits, choices: int) -> None:
+    """A 400 for more choices (`n`) than the tier allows per request (each is a sequence on the GPU)."""
+    if choices > limits.max_choices:
+        raise InvalidRequestError(
+            f"n is too large: {choices}. Your tier allows at most {limits.max_choices} choices per request.",
+            param="n",
+            code="invalid_value",
+        )
+
+
 class Admission:
     def __init__(
         self,
@@ -120,6 +130,7 @@ class Admission:
         """Reserve the request's tokens (the prompt once, the output budget for each of its `choices`) or raise 429
         (nothing is charged when refused)."""
         now = now or utc_now()
+        check_choices(limits, choices)
         if requested_max_tokens is not None and requested_max_tokens > limits.max_output_tokens:
             raise InvalidRequestError(
                 f"max_tokens is too large: {requested_max_tokens}. Your tier allows at most "

@@ -13,7 +13,7 @@ from typing import Any
 from anyio import CancelScope, to_thread
 
 from functions.accounts.auth import Caller
-from functions.control.admission import Admission, Reservation, estimate_prompt_tokens, prompt_messages
+from functions.control.admission import Admission, Reservation, check_choices, estimate_prompt_tokens, prompt_messages
 from functions.metrics.gateway import GatewayMetrics
 from functions.spooled_writer import LedgerWriter
 from shared.errors import FleetchatError, RateLimitError
@@ -65,7 +65,7 @@ class RequestAccount:
     served_from_cache: bool = (
         False  # a result-cache hit (functions/chat/result_cache/cache.py): no GPU time to count as spend
     )
-    usage: TokenUsage | None = None  # what was billed, once the books are closed
+    usage: TokenUsage | None = None  # the answer's usage once the books are closed (a stored response keeps it)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -158,6 +158,7 @@ class Accounting:
             )
 
         def unchecked() -> Reservation:
+            check_choices(limits, request.n)
             return self.admission.unchecked(limits, counted, request.output_limit(), pool)
 
         reservation = await self._reserve(caller, admit, unchecked)

@@ -8,8 +8,9 @@ the same, sequence numbers included, whichever gateway a client reads or resumes
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -23,6 +24,7 @@ from functions.responses.objects import (
     message_item,
     response_object,
     status_of,
+    stored_conversation,
     usage_record,
 )
 from shared.errors import UpstreamError
@@ -75,21 +77,23 @@ def sse_fields(event: bytes) -> tuple[str | None, str | None]:
     return name, data
 
 
-async def response_events(chat_events: AsyncIterator[bytes], after: int = -1) -> AsyncIterator[bytes]:
+async def response_events(chat_events: AsyncGenerator[bytes, None], after: int = -1) -> AsyncGenerator[bytes, None]:
     """A buffered response stream (its head, then the chat stream, from the start) as the response's events, those
-    with a sequence number above `after` only (a client resuming with `starting_after`)."""
-    iterator = aiter(chat_events)
-    first = await anext(iterator, None)
-    name, data = sse_fields(first) if first is not None else (None, None)
-    if name != HEAD_EVENT or data is None:
-        error = UpstreamError("This stream is not a response's.")
-        yield frame(
-            {"type": "error", "sequence_number": 0, "code": error.code, "message": error.message, "param": None}
-        )
-        return
-    events = ResponseEvents(ResponseHead.model_validate_json(data), after=after)
-    async for event in events.run(iterator):
-        yield event
+    with a sequence number above `after` only (a client resuming with `starting_after`). Closing it closes the
+    buffer's reader (a client that leaves detaches, as from a chat stream)."""
+    async with contextlib.aclosing(chat_events):
+        first = await anext(chat_events, None)
+        name, data = sse_fields(first) if first is not None else (None, None)
+        if name != HEAD_EVENT or data is None:
+            error = UpstreamError("This stream is not a response's.")
+            yield frame(
+                {"type": "error", "sequence_number": 0, "code": error.code, "message": error.message, "param": None}
+            )
+            return
+        events = ResponseEvents(ResponseHead.model_validate_json(data), after=after)
+        async with contextlib.aclosing(events.run(chat_events)) as shaped:
+            async for event in shaped:
+                yield event
 
 
 class ResponseEvents:
@@ -114,12 +118,13 @@ class ResponseEvents:
             return b""
         return frame({"type": kind, "sequence_number": sequence, **fields})
 
-    async def run(self, chat_events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        async for event in self._all(chat_events):
-            if event:
-                yield event
+    async def run(self, chat_events: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
+        async with contextlib.aclosing(self._all(chat_events)) as events:
+            async for event in events:
+                if event:
+                    yield event
 
-    async def _all(self, chat_events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async def _all(self, chat_events: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
         yield self.event("response.created", response=self.head.build(None))
         yield self.event("response.in_progress", response=self.head.build(None))
         async for chat_event in chat_events:
@@ -150,6 +155,8 @@ class ResponseEvents:
             parts.model = chunk["model"]
         if (usage := usage_record(chunk.get("usage"))) is not None:
             parts.usage = usage
+        if (stored := stored_conversation(chunk.get("conversation"))) is not None:
+            parts.conversation_id = stored
         if (retrieval := chunk.get("retrieval")) is not None:
             parts.searched = True
             parts.citations = [Citation.model_validate(c) for c in retrieval.get("citations") or []]

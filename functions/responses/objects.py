@@ -30,6 +30,7 @@ class AnswerParts:
     searched: bool = False  # the gateway ran a file search for this answer
     query: str | None = None  # the question it searched for
     error: dict[str, Any] | None = None  # an in-band error that ended the answer
+    conversation_id: str | None = None  # where the turn was stored, when the gateway said so (a branch may differ)
 
     @classmethod
     def from_completion(cls, completion: dict[str, Any], query: str | None) -> AnswerParts:
@@ -46,7 +47,15 @@ class AnswerParts:
             citations=[Citation.model_validate(c) for c in retrieval.get("citations") or []],
             searched=bool(retrieval),
             query=query,
+            conversation_id=stored_conversation(completion.get("conversation")),
         )
+
+
+def stored_conversation(summary: dict[str, Any] | None) -> str | None:
+    """The conversation a turn was stored in, from the chat answer's `conversation` extension (None: not stored)."""
+    if isinstance(summary, dict) and summary.get("stored"):
+        return summary.get("id")
+    return None
 
 
 def usage_record(usage: dict[str, Any] | None) -> ResponseUsageRecord | None:
@@ -234,7 +243,7 @@ def response_object(
         "metadata": record.metadata,
         "safety_identifier": record.safety_identifier,
         "prompt_cache_key": record.prompt_cache_key,
-        "conversation": {"id": conversation_id} if conversation_id else None,
+        "conversation": {"id": stored} if (stored := (parts and parts.conversation_id) or conversation_id) else None,
     }
     # Optional fields OpenAI's schema does not let be null (usage before the answer ended): left out when unset.
     for name in ("user", "safety_identifier", "prompt_cache_key", "usage"):

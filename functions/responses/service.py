@@ -13,6 +13,7 @@ response can be continued, and instructions are not carried over)."""
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -73,6 +74,12 @@ def conversation_of(response_id: str) -> str | None:
     return f"conv_{response_id[5:37]}"
 
 
+def branch_of(response_id: str) -> str:
+    """Where a continuation is stored if its conversation moved on before it was (conversation_turns.Turn.fork_to):
+    a conversation id derived from the response id, so finding the response needs no index."""
+    return f"conv_{hashlib.sha256(response_id.encode()).hexdigest()[:32]}"
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where a response's turn goes: the messages sent, the conversation continued or created (neither: stateless)."""
@@ -80,6 +87,8 @@ class Placement:
     messages: list[dict[str, Any]]
     continues: str | None = None  # a stored conversation this turn is appended to
     creates: str | None = None  # the id of a new conversation this turn starts
+    # A continuation of a response: the conversation as read, continued exactly so (a branch if it moved on).
+    loaded: Conversation | None = None
 
     @property
     def conversation_id(self) -> str | None:
@@ -119,8 +128,9 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def record_for(request: ResponsesRequest, response_id: str) -> ResponseRecord:
-    """What the Response repeats of its request (kept with a stored answer, so a retrieved response reads the same)."""
+def record_for(request: ResponsesRequest, response_id: str, *, input_messages: int) -> ResponseRecord:
+    """What the Response repeats of its request (kept with a stored answer, so a retrieved response reads the same),
+    and how many messages its input added (its input items, read back)."""
     tools: list[dict[str, Any]] = []
     for tool in request.tools or []:
         if isinstance(tool, FunctionTool):
@@ -159,6 +169,7 @@ def record_for(request: ResponsesRequest, response_id: str) -> ResponseRecord:
         user=request.user,
         safety_identifier=request.safety_identifier,
         prompt_cache_key=request.prompt_cache_key,
+        input_messages=input_messages,
     )
 
 
@@ -187,7 +198,7 @@ class ResponsesService:
         assert request.input is not None  # refuse_unhonoured requires it
         new_messages = chat_messages(request.input)
         placement = await self._place(call.caller.tenant, request, new_messages)
-        record = record_for(request, new_response_id(placement.conversation_id))
+        record = record_for(request, new_response_id(placement.conversation_id), input_messages=len(new_messages))
         body = chat_request(request, placement.messages)
         body = body.model_copy(update={"conversation_id": placement.continues, "store": placement.creates is not None})
         includes = set(request.include or [])
@@ -210,6 +221,8 @@ class ResponsesService:
             new_conversation_id=placement.creates,
             response=record if request.store else None,
             shape=StreamShape(record.id, head.frame(), response_events),
+            loaded_conversation=placement.loaded,
+            fork_to=branch_of(record.id) if placement.loaded is not None else None,
         )
         result = await self.pipeline.run(chat_call)
         if isinstance(result, StreamAnswer):
@@ -243,7 +256,7 @@ class ResponsesService:
         latest = found.index == len(conversation.messages) - 1
         turn_only = all(message["role"] in ("user", "tool") for message in new_messages)
         if request.store and latest and turn_only and request.instructions == previous.instructions:
-            return Placement(new_messages, continues=conversation.id)
+            return Placement(new_messages, continues=conversation.id, loaded=conversation)
         history = [_chat_message(m) for m in conversation.messages[: found.index + 1]]
         if previous.instructions is not None and history[:1] and history[0]["role"] == "system":
             history = history[1:]  # instructions are not carried over (OpenAI's rule); this request's replace them
@@ -255,13 +268,16 @@ class ResponsesService:
         return await to_thread.run_sync(lambda: self.store.get(tenant.id, conversation_id))
 
     async def find(self, tenant: Tenant, response_id: str, *, param: str | None = None) -> FoundResponse:
-        """The stored response `response_id` of this tenant (404 when unknown, not stored, deleted or expired)."""
+        """The stored response `response_id` of this tenant (404 when unknown, not stored, deleted or expired): in the
+        conversation its id names, else in its branch (`branch_of`)."""
         conversation_id = conversation_of(response_id)
-        conversation = await self._conversation(tenant, conversation_id) if conversation_id else None
-        for index, message in enumerate(conversation.messages if conversation is not None else []):
-            if message.response is not None and message.response.id == response_id:
-                assert conversation is not None
-                return FoundResponse(conversation, index, message.response)
+        if conversation_id is not None:
+            for where in (conversation_id, branch_of(response_id)):
+                conversation = await self._conversation(tenant, where)
+                for index, message in enumerate(conversation.messages if conversation is not None else []):
+                    if message.response is not None and message.response.id == response_id:
+                        assert conversation is not None
+                        return FoundResponse(conversation, index, message.response)
         raise ResponseNotFoundError(response_id, param)
 
     async def retrieve(self, tenant: Tenant, response_id: str) -> dict[str, Any]:
@@ -319,11 +335,8 @@ class ResponsesService:
     ) -> dict[str, Any]:
         """The items this response's request added (its instructions excepted, as at OpenAI), paged."""
         found = await self.find(tenant, response_id)
-        messages = found.conversation.messages
-        start = next((i + 1 for i in range(found.index - 1, -1, -1) if messages[i].role == "assistant"), 0)
-        if start == 0 and found.record.instructions is not None and messages[:1] and messages[0].role == "system":
-            start = 1
-        items = [_input_item(response_id, number, m) for number, m in enumerate(messages[start : found.index])]
+        added = found.conversation.messages[max(found.index - found.record.input_messages, 0) : found.index]
+        items = [item for number, m in enumerate(added) for item in _input_items(response_id, number, m)]
         if order == "desc":
             items.reverse()
         if after is not None:
@@ -341,19 +354,49 @@ class ResponsesService:
         }
 
 
-def _input_item(response_id: str, number: int, message: StoredMessage) -> dict[str, Any]:
+def _input_items(response_id: str, number: int, message: StoredMessage) -> list[dict[str, Any]]:
+    """One stored input message as the items it was sent as."""
     if message.role == "tool":
-        return {
-            "id": item_id("fco", response_id, number),
-            "type": "function_call_output",
-            "call_id": message.tool_call_id or "",
-            "output": message.content,
+        return [
+            {
+                "id": item_id("fco", response_id, number),
+                "type": "function_call_output",
+                "call_id": message.tool_call_id or "",
+                "output": message.content,
+                "status": "completed",
+            }
+        ]
+    if message.role == "assistant":
+        items: list[dict[str, Any]] = []
+        if message.content or not message.tool_calls:
+            part = {"type": "output_text", "text": message.content, "annotations": [], "logprobs": []}
+            items.append(
+                {
+                    "id": item_id("in", response_id, number),
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [part],
+                }
+            )
+        for call in message.tool_calls or []:
+            items.append(
+                {
+                    "id": f"{item_id('fci', response_id, number)}_{call.id[:24]}",
+                    "type": "function_call",
+                    "status": "completed",
+                    "call_id": call.id,
+                    "name": call.function.name,
+                    "arguments": call.function.arguments,
+                }
+            )
+        return items
+    return [
+        {
+            "id": item_id("in", response_id, number),
+            "type": "message",
+            "role": message.role,
             "status": "completed",
+            "content": [{"type": "input_text", "text": message.content}],
         }
-    return {
-        "id": item_id("in", response_id, number),
-        "type": "message",
-        "role": message.role,
-        "status": "completed",
-        "content": [{"type": "input_text", "text": message.content}],
-    }
+    ]

@@ -58,6 +58,11 @@ def refuse_unhonoured(request: ResponsesRequest) -> None:
             "truncation 'auto' is not offered yet: a request whose input exceeds the model's context is a 400.",
         ),
         (
+            "prompt_cache_retention",
+            request.prompt_cache_retention == "24h",
+            "Extended prompt-cache retention is not offered: the prefix cache lives in the replica's memory.",
+        ),
+        (
             "service_tier",
             request.service_tier in ("flex", "scale", "priority"),
             "Service tiers come from the account's plan here; only 'auto' and 'default' are accepted.",

@@ -170,17 +170,20 @@ class ChatServing:
             return [await self._collect(prepared)]
         started = asyncio.Event()
         leader = asyncio.create_task(self._collect(runs[0], started))
+        waiting = asyncio.create_task(started.wait())
+        tasks = [leader, waiting]
         try:
-            waiting = asyncio.create_task(started.wait())
             await asyncio.wait({leader, waiting}, return_when=asyncio.FIRST_COMPLETED)
-            waiting.cancel()
-            followers = await asyncio.gather(*(self._collect(run) for run in runs[1:]))
-            return [await leader, *followers]
+            if leader.done():
+                leader.result()  # a leader that failed before its first step fails the request: no follower starts
+            followers = [asyncio.create_task(self._collect(run)) for run in runs[1:]]
+            tasks += followers
+            return list(await asyncio.gather(leader, *followers))  # the first failure fails the request
         finally:
-            if not leader.done():
-                leader.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await leader
+            # Whatever ended it (a failure, the client gone): no choice goes on generating for nobody.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def complete(
         self, prepared: PreparedChat, is_disconnected: Callable[[], Awaitable[bool]]

@@ -36,6 +36,8 @@ class TierLimits(BaseModel):
     max_files: int = Field(default=1000, ge=0)
     max_file_bytes: int = Field(default=32 * 1024 * 1024, ge=1)
     max_file_storage_bytes: int = Field(default=1024 * 1024 * 1024, ge=1)
+    # Choices per request (`n`): each is a sequence on the GPU while the request holds one place in its pool.
+    max_choices: int = Field(default=8, ge=1, le=128)
 
 
 class LimitOverrides(BaseModel):
@@ -50,6 +52,7 @@ class LimitOverrides(BaseModel):
     max_files: int | None = Field(default=None, ge=0)
     max_file_bytes: int | None = Field(default=None, ge=1)
     max_file_storage_bytes: int | None = Field(default=None, ge=1)
+    max_choices: int | None = Field(default=None, ge=1, le=128)
 
 
 class SafetyPolicy(BaseModel):

@@ -286,3 +286,4 @@ class ResponseRecord(BaseModel):
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
     usage: ResponseUsageRecord | None = None
+    input_messages: int = 0  # how many stored messages its input added (before its answer)

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -32,14 +33,15 @@ _STREAM_OR_JSON: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _without_done(events: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _without_done(events: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
     """The Responses API's stream ends with its terminal event: the buffer's `[DONE]` marker is not sent."""
-    async for event in events:
-        if not event.endswith(DONE):
-            yield event
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if not event.endswith(DONE):
+                yield event
 
 
-def _event_stream(events: AsyncIterator[bytes], headers: dict[str, str]) -> StreamingResponse:
+def _event_stream(events: AsyncGenerator[bytes, None], headers: dict[str, str]) -> StreamingResponse:
     return StreamingResponse(
         _without_done(events), media_type="text/event-stream", headers={"cache-control": "no-cache", **headers}
     )

@@ -19,6 +19,7 @@ class CaptureMark:
 
     parts: int
     choice_parts: int
+    finished_choices: int
     usage: dict[str, Any] | None
     content_chunks: int
     finish_reason: str | None
@@ -33,9 +34,11 @@ class StreamCapture:
     """
 
     client_wants_usage: bool = False
+    choices: int = 1  # the request's `n`
     parts: list[str] = field(default_factory=list)  # the first choice's text (the answer stored and judged)
     # Every choice's text deltas in order, by choice index (n > 1: the post-filter reads each choice apart).
     choice_parts: list[tuple[int, str]] = field(default_factory=list)
+    finished_choices: list[int] = field(default_factory=list)  # the choices whose finish reason was seen, in order
     finish_reason: str | None = None
     failed: bool = False
     completion_id: str = ""
@@ -72,6 +75,7 @@ class StreamCapture:
                 self._add_call_fragment(fragment)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
+                self.finished_choices.append(int(choice.get("index") or 0))
         usage = chunk.get("usage")
         if usage is None:
             return event
@@ -102,7 +106,14 @@ class StreamCapture:
         return "".join(self.parts)
 
     def mark(self) -> CaptureMark:
-        return CaptureMark(len(self.parts), len(self.choice_parts), self.usage, self.content_chunks, self.finish_reason)
+        return CaptureMark(
+            len(self.parts),
+            len(self.choice_parts),
+            len(self.finished_choices),
+            self.usage,
+            self.content_chunks,
+            self.finish_reason,
+        )
 
     def text_since(self, mark: CaptureMark) -> dict[int, str]:
         """Each choice's text since `mark`, by choice index (only choices that said something)."""
@@ -115,15 +126,16 @@ class StreamCapture:
         """Forget everything observed since `mark` (the event was withheld from the client)."""
         del self.parts[mark.parts :]
         del self.choice_parts[mark.choice_parts :]
+        del self.finished_choices[mark.finished_choices :]
         self.usage, self.content_chunks, self.finish_reason = mark.usage, mark.content_chunks, mark.finish_reason
 
     def filtered_chunks(self) -> list[bytes]:
-        """What ends a halted stream: a chunk with finish_reason "content_filter" (for every choice seen), then (if
-        the client asked for usage) the usage of what was sent."""
+        """What ends a halted stream: a chunk with finish_reason "content_filter" for every choice not yet finished,
+        then (if the client asked for usage) the usage of what was sent."""
         self.finish_reason = "content_filter"
         base = {"id": self.completion_id, "object": "chat.completion.chunk", "created": self._created()}
-        indices = sorted({0, *(index for index, _ in self.choice_parts)})
-        choices = [{**_FILTERED_CHOICE, "index": index} for index in indices]
+        open_choices = [index for index in range(self.choices) if index not in self.finished_choices] or [0]
+        choices = [{**_FILTERED_CHOICE, "index": index} for index in open_choices]
         chunks = [sse_json({**base, "model": self.model, "choices": choices})]
         if self.client_wants_usage and self.usage is not None:
             chunks.append(sse_json({**base, "model": self.model, "choices": [], "usage": self.usage}))

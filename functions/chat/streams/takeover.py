@@ -75,6 +75,8 @@ class TurnSpec(BaseModel):
     keep: int | None = None
     citations: list[Citation] | None = None
     response: ResponseRecord | None = None  # a Responses API answer's record (functions/responses)
+    fork_to: str | None = None  # conversation_turns.Turn.fork_to / fork_at
+    fork_at: int | None = None
 
 
 class TakeoverSpec(BaseModel):
@@ -116,6 +118,8 @@ def takeover_spec(
             keep=turn.keep,
             citations=turn.citations,
             response=turn.response,
+            fork_to=turn.fork_to,
+            fork_at=turn.fork_at,
         )
     spec = TakeoverSpec(
         request_id=account.request_id,
@@ -224,12 +228,12 @@ class StreamTakeovers:
     async def _continued(self, record: StreamRecord, spec: TakeoverSpec) -> AsyncIterator[bytes]:
         """The rest of the answer as the client gets it, the books closed once at its end (or at once, as for a Stop,
         for an answer that is not continued)."""
-        if record.first_seq != 1:
-            raise UpstreamError("The start of this answer is no longer held; it cannot be continued.")
         held = await self._held(record)
         if DONE in held:
             # Its books were closed (billed, turn stored) before [DONE] was written: only the end mark is missing.
             raise _AlreadyEnded
+        if record.first_seq != 1:
+            raise UpstreamError("The start of this answer is no longer held; it cannot be continued.")
         capture = StreamCapture(client_wants_usage=spec.client_usage)
         answer = AnswerSoFar()
         for event in held:
@@ -247,7 +251,8 @@ class StreamTakeovers:
         if spec.turn is not None:
             t = spec.turn
             turn = Turn(spec.tenant, t.conversation_id, t.expected_version, t.render_version, t.new_messages,
-                        t.rendered, t.history, t.title, None, t.keep, t.citations, t.response)  # fmt: skip
+                        t.rendered, t.history, t.title, None, t.keep, t.citations, t.response,
+                        fork_to=t.fork_to, fork_at=t.fork_at)  # fmt: skip
         guard = self.safety.guard(caller)
         if capture.text:
             guard.check(capture.text)  # the post-filter reads the new text after what was already sent
@@ -279,7 +284,7 @@ class StreamTakeovers:
         return continuing.events()
 
     async def _held(self, record: StreamRecord) -> list[bytes]:
-        """Every event the shared log holds for the stream (all of it: the caller checked it starts at 1)."""
+        """Every event the shared log holds for the stream (from its first held one)."""
         events: list[bytes] = []
         after = 0
         while True:

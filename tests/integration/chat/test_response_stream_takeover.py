@@ -1,7 +1,8 @@
 """A Responses API stream survives the death of its gateway, over real processes: two gateways share the control
 state; the one generating a resumable response is killed (kill -9) mid-answer; the client resumes on the other with
 `GET /v1/responses/{id}?stream=true&starting_after=N` and gets exactly the events after N (the survivor took the answer
-over and finished it), the response is stored whole with its record and billed once."""
+over and finished it), the response is stored whole with its record and billed once. A response whose first events
+the buffer's bound dropped is a 410 to resume, never a stream that starts mid-answer."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import httpx
 
 from tests.integration.chat.test_resumable_streams import _ledger, _resumable
 from tests.integration.chat.test_resume_across_gateways import LONG, _gateway_processes
+from tests.integration.conftest import GatewayFactory
 from tests.support.prom import labelled
 from tests.support.servers import serve
 from tests.support.stand_ins.continuing_worker import continuing_worker, tokens
+from tests.support.stand_ins.scripted_worker import scripted_worker
 
 
 def _events(response: httpx.Response, *, stop_after_deltas: int | None = None) -> list[dict[str, Any]]:
@@ -66,3 +69,22 @@ def test_a_response_whose_gateway_was_killed_is_finished_by_another_and_resumed_
     ledger = _ledger(a)
     assert len(ledger) == 1 and ledger[0]["outcome"] == "completed"
     assert ledger[0]["completion_tokens"] == done["usage"]["output_tokens"]
+
+
+def test_a_response_whose_first_events_were_dropped_cannot_be_resumed_exactly_and_says_so(
+    gateway_for: GatewayFactory,
+) -> None:
+    """A response's events are remade from the buffer's start; when the buffer's byte bound dropped its start, a
+    resume is a 410 (never a stream that starts mid-answer with the wrong sequence numbers)."""
+    with serve(scripted_worker(LONG * 2, delay_s=0.01)) as url:  # about 100 events: far more than 1 KiB of them
+        gateway = gateway_for({"mini": [url]}, resume={"response_max_bytes": 1024})
+        body = {"model": "mini", "input": "Tell me about the lighthouse.", "stream": True}
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", f"{gateway.url}/v1/responses", json=body, headers=gateway.headers()) as response,
+        ):
+            events = _events(response)
+        assert events[-1]["type"] == "response.completed"
+        resume = f"{gateway.url}/v1/responses/{events[0]['response']['id']}?stream=true&starting_after=2"
+        gone = httpx.get(resume, headers=gateway.headers(), timeout=30)
+    assert gone.status_code == 410 and gone.json()["error"]["code"] == "stream_events_expired"

@@ -1,6 +1,7 @@
 """`/v1/responses` through the real gateway to the real llama.cpp workers, with the `openai` SDK as the client:
 `responses.create` / `.stream` / `.parse` / `.retrieve` / `.delete` / `.input_items.list`, `previous_response_id`
-continuing the stored conversation in place (its prefix cache hit) or forking it, function calls round-tripped,
+continuing the stored conversation in place (its prefix cache hit) or forking it (two continuations at once are two
+branches), function calls round-tripped,
 resuming a stream by sequence number, the ledger, and bad input refused with nothing billed or stored."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -15,6 +17,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
+from functions.responses.service import branch_of
 from shared import metric_names as names
 from shared.fleet.tiers import Tier
 from tests.conftest import Stack
@@ -271,3 +274,31 @@ def test_what_cannot_be_honoured_is_a_400_that_bills_and_stores_nothing(
     assert ledger(stack, tenant_id) == []
     conversations = client(stack, key).get("/conversations", cast_to=object)
     assert conversations["data"] == []  # type: ignore[index]
+
+
+def test_two_continuations_of_one_response_at_once_become_two_branches(stack: Stack) -> None:
+    """OpenAI's semantics: each continuation's context is the previous response and its own input, never the other's.
+    The one stored first stays in the conversation; the other goes to a branch and is found by its id all the same."""
+    api = client(stack, stack.new_key(Tier.PLUS, "responses-race"))
+    first = api.responses.create(model="mini", input="Name a fruit.", max_output_tokens=6)
+
+    def continue_with(text: str) -> Any:
+        return api.responses.create(model="mini", previous_response_id=first.id, input=text, max_output_tokens=16)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        a, b = pool.map(continue_with, ["And a vegetable?", "And a grain?"])
+    assert first.conversation is not None and a.conversation is not None and b.conversation is not None
+    assert {a.conversation.id, b.conversation.id} != {first.conversation.id}  # at most one stayed in place
+    for answer, asked in ((a, "And a vegetable?"), (b, "And a grain?")):
+        stored = stored_messages(api, answer.conversation.id)  # type: ignore[union-attr]
+        assert [m["content"] for m in stored] == ["Name a fruit.", first.output_text, asked, answer.output_text]
+        assert api.responses.retrieve(answer.id).output_text == answer.output_text
+    original = stored_messages(api, first.conversation.id)
+    assert len(original) in (2, 4)  # the first turn, and the continuation stored in place if any
+    # Where each went: in place, in its branch (it raced the other to the store), or a fork made at placement (the
+    # other was stored before it started). Run here: one in place, the other in its branch.
+    where = sorted(
+        (r.conversation.id == first.conversation.id, r.conversation.id == branch_of(r.id))  # type: ignore[union-attr]
+        for r in (a, b)
+    )
+    assert where in ([(False, True), (True, False)], [(False, False), (True, False)]), where

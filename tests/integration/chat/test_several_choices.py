@@ -95,13 +95,23 @@ def test_streamed_choices_arrive_by_index_with_usage_for_all(stack: Stack) -> No
         {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]},
         {"response_format": {"type": "json_object"}},
         {"server_tools": ["calculator"]},
+        {"header": "conv_" + "0" * 32},  # a conversation named by the x-conversation-id header
+        {"n": 9},  # more choices than the tier allows (max_choices, 8 by default)
     ],
 )
 def test_what_several_choices_cannot_carry_is_a_400_that_bills_nothing(stack: Stack, extra: dict[str, object]) -> None:
     tenant_id, key = stack.new_tenant(Tier.PLUS, "choices-refused")
+    fields = dict(extra)
+    header = fields.pop("header", None)
+    n = int(fields.pop("n", 2))  # type: ignore[call-overload]
     with pytest.raises(openai.BadRequestError) as refused:
         client(stack, key).chat.completions.create(
-            model="mini", messages=[{"role": "user", "content": "Hi."}], n=2, max_tokens=4, extra_body=extra
+            model="mini",
+            messages=[{"role": "user", "content": "Hi."}],
+            n=n,
+            max_tokens=4,
+            extra_body=fields,
+            extra_headers={"x-conversation-id": str(header)} if header else None,
         )
     assert refused.value.body["param"] == "n"  # type: ignore[index]
     assert ledger(stack, tenant_id) == []

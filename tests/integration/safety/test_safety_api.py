@@ -275,13 +275,18 @@ def test_each_choice_is_screened_apart_and_a_stream_halts_for_all(one_harmful_ch
 def test_a_whole_answer_has_only_its_flagged_choice_cut(one_harmful_choice: Gateway) -> None:
     gateway = one_harmful_choice
     answer = _client(gateway).chat.completions.create(
-        model="mini", messages=[{"role": "user", "content": "Tell me about plumbing."}], n=2
+        model="mini", messages=[{"role": "user", "content": "Tell me about plumbing."}], n=2, logprobs=True
     )
     first, second = answer.choices
     assert (first.message.content, first.finish_reason) == (BENIGN_SCRIPT, "stop")
     assert second.finish_reason == "content_filter"
     kept = second.message.content or ""
     assert HARMFUL_SCRIPT.startswith(kept) and len(kept) < len(HARMFUL_SCRIPT)
+    # The cut text's tokens are not sent as log-probability entries either; the kept choice's all are.
+    assert first.logprobs is not None and "".join(e.token for e in first.logprobs.content or []) == BENIGN_SCRIPT
+    assert second.logprobs is not None
+    cut_tokens = "".join(e.token for e in second.logprobs.content or [])
+    assert kept.startswith(cut_tokens) and len(cut_tokens) > len(kept) - 4
     whole = -(-len(BENIGN_SCRIPT) // 4) + -(-len(HARMFUL_SCRIPT) // 4)
     assert answer.usage is not None and answer.usage.completion_tokens < whole
     (entry,) = _ledger(gateway)

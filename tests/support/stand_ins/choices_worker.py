@@ -33,7 +33,17 @@ def choices_worker(scripts: list[str]) -> FastAPI:
         pieces = [[a[j : j + CHUNK_CHARS] for j in range(0, len(a), CHUNK_CHARS)] for a in answers]
         if not body.get("stream"):
             choices = [
-                {"index": i, "message": {"role": "assistant", "content": a}, "finish_reason": "stop"}
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": a},
+                    "finish_reason": "stop",
+                    # One entry per 4-character "token", when asked for (the shape vLLM sends).
+                    "logprobs": {
+                        "content": [{"token": p, "logprob": -0.5, "bytes": list(p.encode())} for p in pieces[i]]
+                    }
+                    if body.get("logprobs")
+                    else None,
+                }
                 for i, a in enumerate(answers)
             ]
             total = sum(len(p) for p in pieces)
