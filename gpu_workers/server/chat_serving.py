@@ -12,11 +12,12 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_workers.engine import Engine, EngineError, TokenLogprobs
 from gpu_workers.server.generation import (
+    ChoiceResult,
     Generation,
     PreparedRequest,
     RunStep,
@@ -68,17 +69,6 @@ class Delta:
     finish: str | None
     entries: list[TokenLogprobs]
     step: RunStep
-
-
-@dataclass
-class ChoiceRun:
-    """What one choice's run produced."""
-
-    text: str = ""
-    finish: str | None = None
-    generated: int = 0
-    cached: int = 0
-    entries: list[TokenLogprobs] = field(default_factory=list)
 
 
 class ChatServing:
@@ -149,9 +139,9 @@ class ChatServing:
     def _usage(self, prepared: PreparedChat, generated: int, cached: int) -> Usage:
         return usage_of(len(prepared.prompt_ids), generated, cached)
 
-    async def _collect(self, prepared: PreparedChat, started: asyncio.Event | None = None) -> ChoiceRun:
+    async def _collect(self, prepared: PreparedChat, started: asyncio.Event | None = None) -> ChoiceResult:
         """One choice's whole run; `started` is set at its first step (its prompt is in the prefix cache by then)."""
-        run = ChoiceRun()
+        run = ChoiceResult()
         parts: list[str] = []
         async with contextlib.aclosing(self.generation.run(prepared)) as steps:
             async for step in steps:
@@ -163,7 +153,7 @@ class ChatServing:
         run.text = "".join(parts)
         return run
 
-    async def _collect_all(self, prepared: PreparedChat) -> list[ChoiceRun]:
+    async def _collect_all(self, prepared: PreparedChat) -> list[ChoiceResult]:
         """Every choice's run: the leader first, the followers once its prompt is cached (module docstring)."""
         runs = prepared.choices()
         if len(runs) == 1:
@@ -211,7 +201,7 @@ class ChatServing:
             usage=self._usage(prepared, generated, runs[0].cached),  # the prompt counts once, as in vLLM
         )
 
-    def _choice(self, prepared: PreparedChat, index: int, run: ChoiceRun) -> Choice:
+    def _choice(self, prepared: PreparedChat, index: int, run: ChoiceResult) -> Choice:
         message, finish = AssistantMessage(content=run.text), run.finish
         if prepared.tools is not None:
             content, calls = parse_output(run.text, prepared.tools)
@@ -220,7 +210,7 @@ class ChatServing:
                 finish = "tool_calls" if finish == "stop" else finish
         logprobs = None
         if prepared.params.logprobs is not None:
-            logprobs = ChoiceLogprobs(content=self.logprob_entries(run.entries))
+            logprobs = ChoiceLogprobs(content=self.logprob_entries([e for e in run.entries if e is not None]))
         return Choice(index=index, message=message, finish_reason=finish, logprobs=logprobs)
 
     async def _deltas(self, prepared: PreparedChat, started: asyncio.Event | None = None) -> AsyncIterator[Delta]:

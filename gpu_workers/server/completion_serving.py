@@ -8,10 +8,18 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gpu_workers.engine import Engine, EngineError, TokenLogprobs
-from gpu_workers.server.generation import Generation, PreparedRequest, RunStep, sampling_params, too_long, usage_of
+from gpu_workers.server.generation import (
+    ChoiceResult,
+    Generation,
+    PreparedRequest,
+    RunStep,
+    sampling_params,
+    too_long,
+    usage_of,
+)
 from gpu_workers.server.metrics import WorkerMetrics
 from shared.errors import InvalidRequestError, ModelNotFoundError, UpstreamError
 from shared.wire.completions_api import Completion, CompletionChoice, CompletionLogprobs, CompletionRequest
@@ -23,17 +31,6 @@ class PreparedPrompt(PreparedRequest):
     index: int = 0
     echo: str = ""  # the prompt's text, when echoed
     score_only: bool = False  # max_tokens 0: the prompt is scored, the one token generated for it is dropped
-
-
-@dataclass
-class ChoiceResult:
-    """One prompt's answer: its text, how it ended, its tokens' entries (prompt first when echoed), its usage."""
-
-    text: str = ""
-    finish: str | None = None
-    generated: int = 0
-    cached: int = 0
-    entries: list[TokenLogprobs | None] = field(default_factory=list)
 
 
 class CompletionServing:

@@ -36,6 +36,18 @@ class RunStep:
     prompt_logprobs: list[TokenLogprobs | None] | None = None  # with the first step, when asked for
 
 
+@dataclass
+class ChoiceResult:
+    """One choice's whole answer: its text, how it ended, its tokens' log-probability entries (a completion's echoed
+    prompt first, None where nothing predicts a token), its counts."""
+
+    text: str = ""
+    finish: str | None = None
+    generated: int = 0
+    cached: int = 0
+    entries: list[TokenLogprobs | None] = field(default_factory=list)
+
+
 class Generation:
     def __init__(self, engine: Engine, metrics: WorkerMetrics) -> None:
         self.engine = engine

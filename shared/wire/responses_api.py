@@ -23,6 +23,17 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _tagged(known: tuple[str, ...], default: str | None = None) -> Discriminator:
+    """A discriminator on `type`: a known type picks its model, any other `unsupported` (refused by name later);
+    `default`: the type of an item that names none (OpenAI's easy input message)."""
+
+    def tag(value: Any) -> str:
+        kind = value.get("type", default) if isinstance(value, dict) else getattr(value, "type", None) or default
+        return kind if kind in known else "unsupported"
+
+    return Discriminator(tag)
+
+
 # -- content parts ---------------------------------------------------------------------------------------------------
 class InputText(_Strict):
     type: Literal["input_text"]
@@ -51,17 +62,12 @@ class UnsupportedPart(BaseModel):
     type: str
 
 
-def _part_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in ("input_text", "output_text", "refusal") else "unsupported"
-
-
 ContentPart = Annotated[
     Annotated[InputText, Tag("input_text")]
     | Annotated[OutputTextPart, Tag("output_text")]
     | Annotated[RefusalPart, Tag("refusal")]
     | Annotated[UnsupportedPart, Tag("unsupported")],
-    Discriminator(_part_tag),
+    _tagged(("input_text", "output_text", "refusal")),
 ]
 
 
@@ -107,17 +113,12 @@ class UnsupportedItem(BaseModel):
     type: str
 
 
-def _item_tag(value: Any) -> str:
-    kind = value.get("type", "message") if isinstance(value, dict) else getattr(value, "type", None) or "message"
-    return kind if kind in ("message", "function_call", "function_call_output") else "unsupported"
-
-
 InputItem = Annotated[
     Annotated[MessageItem, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
     | Annotated[UnsupportedItem, Tag("unsupported")],
-    Discriminator(_item_tag),
+    _tagged(("message", "function_call", "function_call_output"), default="message"),
 ]
 
 
@@ -144,16 +145,11 @@ class UnsupportedTool(BaseModel):
     type: str
 
 
-def _tool_tag(value: Any) -> str:
-    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
-    return kind if kind in ("function", "file_search") else "unsupported"
-
-
 Tool = Annotated[
     Annotated[FunctionTool, Tag("function")]
     | Annotated[FileSearchTool, Tag("file_search")]
     | Annotated[UnsupportedTool, Tag("unsupported")],
-    Discriminator(_tool_tag),
+    _tagged(("function", "file_search")),
 ]
 
 

@@ -34,3 +34,22 @@ def violations(registry: Registry, schema: str, body: Any) -> list[str]:
         f"{schema} at {'/'.join(map(str, error.absolute_path))}: {error.message[:200]}"
         for error in validator.iter_errors(body)
     ]
+
+
+# Each Responses API stream event type and its schema (a union's error names only the whole event).
+RESPONSE_EVENT_SCHEMAS = {
+    "response.created": "ResponseCreatedEvent",
+    "response.in_progress": "ResponseInProgressEvent",
+    "response.output_item.added": "ResponseOutputItemAddedEvent",
+    "response.content_part.added": "ResponseContentPartAddedEvent",
+    "response.output_text.delta": "ResponseTextDeltaEvent",
+    "response.output_text.done": "ResponseTextDoneEvent",
+    "response.content_part.done": "ResponseContentPartDoneEvent",
+    "response.output_item.done": "ResponseOutputItemDoneEvent",
+    "response.function_call_arguments.delta": "ResponseFunctionCallArgumentsDeltaEvent",
+    "response.function_call_arguments.done": "ResponseFunctionCallArgumentsDoneEvent",
+    "response.completed": "ResponseCompletedEvent",
+    "response.incomplete": "ResponseIncompleteEvent",
+    "response.failed": "ResponseFailedEvent",
+    "error": "ResponseErrorEvent",
+}

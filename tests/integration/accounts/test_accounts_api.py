@@ -11,6 +11,7 @@ import pytest
 
 from shared.fleet.tiers import Tier
 from tests.conftest import Stack
+from tests.support.stack_reads import client, ledger
 
 ADMIN = "/admin/v1"
 CSRF = {"x-requested-with": "fleetchat"}
@@ -21,16 +22,11 @@ MODEL_ANSWER_TIMEOUT = httpx.Timeout(5.0, read=60.0)
 
 
 def _api(stack: Stack, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{stack.gateway_url}/v1", api_key=key, max_retries=0)
+    return client(stack, key)
 
 
 def _ledger_rows(stack: Stack, tenant_id: str) -> list[sqlite3.Row]:
-    db = sqlite3.connect(stack.data_dir / "fleetchat.db")
-    db.row_factory = sqlite3.Row
-    try:
-        return db.execute("SELECT * FROM ledger WHERE tenant_id = ? ORDER BY created_at", (tenant_id,)).fetchall()
-    finally:
-        db.close()
+    return ledger(stack, tenant_id)
 
 
 def _usage(stack: Stack, key: str, **params: str) -> dict:

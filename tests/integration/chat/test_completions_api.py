@@ -4,8 +4,6 @@ ledger, bad input refused with nothing billed, and a token-id prompt screened as
 
 from __future__ import annotations
 
-import sqlite3
-import time
 from typing import Any
 
 import httpx
@@ -14,28 +12,9 @@ import pytest
 
 from shared.fleet.tiers import Tier
 from tests.conftest import Stack
+from tests.support.stack_reads import client, settled
 
 pytestmark = pytest.mark.slow
-
-
-def client(stack: Stack, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{stack.gateway_url}/v1", api_key=key, max_retries=0, timeout=120)
-
-
-def ledger(stack: Stack, tenant_id: str) -> list[sqlite3.Row]:
-    db = sqlite3.connect(stack.data_dir / "fleetchat.db")
-    db.row_factory = sqlite3.Row
-    try:
-        return db.execute("SELECT * FROM ledger WHERE tenant_id = ? ORDER BY created_at", (tenant_id,)).fetchall()
-    finally:
-        db.close()
-
-
-def settled(stack: Stack, tenant_id: str, count: int) -> list[sqlite3.Row]:
-    deadline = time.monotonic() + 10
-    while len(rows := ledger(stack, tenant_id)) < count and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return rows
 
 
 def test_echo_scores_the_prompt_as_lm_evaluation_harness_reads_it(stack: Stack, tokenizer: Any) -> None:

@@ -22,7 +22,7 @@ import pytest
 from referencing import Registry
 
 from tests.conftest import Stack
-from tests.support.openai_contract import openai_registry, violations
+from tests.support.openai_contract import RESPONSE_EVENT_SCHEMAS, openai_registry, violations
 
 pytestmark = pytest.mark.slow
 
@@ -134,7 +134,7 @@ def test_responses_validate_created_streamed_and_retrieved(stack: Stack, plus_ke
         assert events[-1]["type"] in ("response.completed", "response.incomplete"), events[-1]
         for event in events:
             # Validated against the event's own schema: the union's error would name only the whole event.
-            found += violations(registry, EVENT_SCHEMAS[event["type"]], event)
+            found += violations(registry, RESPONSE_EVENT_SCHEMAS[event["type"]], event)
     assert not found, "\n".join(found)
 
 
@@ -143,20 +143,6 @@ COLOUR_SCHEMA = {
     "properties": {"name": {"type": "string"}},
     "required": ["name"],
     "additionalProperties": False,
-}
-EVENT_SCHEMAS = {
-    "response.created": "ResponseCreatedEvent",
-    "response.in_progress": "ResponseInProgressEvent",
-    "response.output_item.added": "ResponseOutputItemAddedEvent",
-    "response.content_part.added": "ResponseContentPartAddedEvent",
-    "response.output_text.delta": "ResponseTextDeltaEvent",
-    "response.output_text.done": "ResponseTextDoneEvent",
-    "response.content_part.done": "ResponseContentPartDoneEvent",
-    "response.output_item.done": "ResponseOutputItemDoneEvent",
-    "response.function_call_arguments.delta": "ResponseFunctionCallArgumentsDeltaEvent",
-    "response.function_call_arguments.done": "ResponseFunctionCallArgumentsDoneEvent",
-    "response.completed": "ResponseCompletedEvent",
-    "response.incomplete": "ResponseIncompleteEvent",
 }
 
 

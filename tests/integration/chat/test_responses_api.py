@@ -7,8 +7,6 @@ resuming a stream by sequence number, the ledger, and bad input refused with not
 from __future__ import annotations
 
 import json
-import sqlite3
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,6 +20,7 @@ from shared import metric_names as names
 from shared.fleet.tiers import Tier
 from tests.conftest import Stack
 from tests.support.prom import sample
+from tests.support.stack_reads import client, ledger, settled
 
 pytestmark = pytest.mark.slow
 
@@ -36,26 +35,6 @@ WEATHER = {
     "description": "The current weather in a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
-
-
-def client(stack: Stack, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{stack.gateway_url}/v1", api_key=key, max_retries=0, timeout=120)
-
-
-def ledger(stack: Stack, tenant_id: str) -> list[sqlite3.Row]:
-    db = sqlite3.connect(stack.data_dir / "fleetchat.db")
-    db.row_factory = sqlite3.Row
-    try:
-        return db.execute("SELECT * FROM ledger WHERE tenant_id = ? ORDER BY created_at", (tenant_id,)).fetchall()
-    finally:
-        db.close()
-
-
-def settled(stack: Stack, tenant_id: str, count: int) -> list[sqlite3.Row]:
-    deadline = time.monotonic() + 10
-    while len(rows := ledger(stack, tenant_id)) < count and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return rows
 
 
 def stored_messages(api: openai.OpenAI, conversation_id: str) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ choice's tokens, streamed choices arrive interleaved by index, and what several 
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 
 import openai
@@ -14,21 +13,9 @@ from shared import metric_names as names
 from shared.fleet.tiers import Tier
 from tests.conftest import Stack
 from tests.support.prom import sample
+from tests.support.stack_reads import client, ledger
 
 pytestmark = pytest.mark.slow
-
-
-def client(stack: Stack, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{stack.gateway_url}/v1", api_key=key, max_retries=0, timeout=120)
-
-
-def ledger(stack: Stack, tenant_id: str) -> list[sqlite3.Row]:
-    db = sqlite3.connect(stack.data_dir / "fleetchat.db")
-    db.row_factory = sqlite3.Row
-    try:
-        return db.execute("SELECT * FROM ledger WHERE tenant_id = ?", (tenant_id,)).fetchall()
-    finally:
-        db.close()
 
 
 def test_choices_share_the_prompts_kv_and_bill_the_prompt_once(stack: Stack) -> None:

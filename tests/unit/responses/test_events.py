@@ -15,25 +15,9 @@ from referencing import Registry
 from functions.responses.events import ResponseHead, response_events
 from shared.wire.responses_api import ResponseRecord
 from shared.wire.sse import DONE, sse_json
-from tests.support.openai_contract import openai_registry, violations
+from tests.support.openai_contract import RESPONSE_EVENT_SCHEMAS, openai_registry, violations
 
 RECORD = ResponseRecord(id="resp_" + "ab" * 24, created_at=1_700_000_000, model="mini")
-EVENT_SCHEMAS = {
-    "response.created": "ResponseCreatedEvent",
-    "response.in_progress": "ResponseInProgressEvent",
-    "response.output_item.added": "ResponseOutputItemAddedEvent",
-    "response.content_part.added": "ResponseContentPartAddedEvent",
-    "response.output_text.delta": "ResponseTextDeltaEvent",
-    "response.output_text.done": "ResponseTextDoneEvent",
-    "response.content_part.done": "ResponseContentPartDoneEvent",
-    "response.output_item.done": "ResponseOutputItemDoneEvent",
-    "response.function_call_arguments.delta": "ResponseFunctionCallArgumentsDeltaEvent",
-    "response.function_call_arguments.done": "ResponseFunctionCallArgumentsDoneEvent",
-    "response.completed": "ResponseCompletedEvent",
-    "response.incomplete": "ResponseIncompleteEvent",
-    "response.failed": "ResponseFailedEvent",
-    "error": "ResponseErrorEvent",
-}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +63,7 @@ def translate(frames: list[bytes], *, with_logprobs: bool = False, after: int = 
 
 
 def valid(registry: Registry, events: list[dict[str, Any]]) -> list[str]:
-    return [v for e in events for v in violations(registry, EVENT_SCHEMAS[e["type"]], e)]
+    return [v for e in events for v in violations(registry, RESPONSE_EVENT_SCHEMAS[e["type"]], e)]
 
 
 def test_text_deltas_open_and_close_one_message_and_complete_with_usage(registry: Registry) -> None:
