@@ -97,7 +97,7 @@ class AnsweredBy:
     pre_policy_version: str | None = None
     post_policy_version: str | None = None
     model_version: str | None = None  # the version that answered (functions/control/canary.py)
-    usage: TokenUsage | None = None  # the tokens billed for it (kept in a stored response's record)
+    usage: TokenUsage | None = None  # its usage (a stored response keeps it in its record)
 
 
 def _title_from(messages: list[StoredMessage]) -> str | None:
