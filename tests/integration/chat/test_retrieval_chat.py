@@ -3,7 +3,8 @@ stores -> the real embedding worker process (all-MiniLM-L6-v2) over loopback; a 
 model was sent. Documents are public SQuAD articles (functions/offline/evals/rag/data), each question's answer located
 in them, so a citation is checked by its offsets.
 
-Checked: citations in the JSON body and on a stream's first chunk, and stored with the turn; the passages reach the
+Checked: citations in the JSON body and on a stream's first chunk, and stored with the turn; the Responses API's
+`file_search_call` item and `file_citation` annotations; the passages reach the
 worker as a context message right before the question; another tenant's store is a 404 that charges nothing; an
 embedding slower than the latency budget skips retrieval (header and field) and the chat is still answered."""
 
@@ -22,6 +23,7 @@ from fastapi import FastAPI
 from functions.offline.evals.rag.items import Document, Question, load_documents, load_questions
 from shared.wire.retrieval_api import RETRIEVAL_HEADER
 from tests.integration.conftest import Gateway, GatewayFactory
+from tests.support.openai_contract import openai_registry, violations
 from tests.support.processes import ProcessGroup, free_port, wait_http_ok
 from tests.support.servers import serve
 from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
@@ -195,3 +197,42 @@ def test_retrieval_over_its_latency_budget_is_skipped_and_the_chat_answered(
     assert _context_of(worker.state.bodies[-1]) is None and len(worker.state.bodies[-1]["messages"]) == 1
     metrics = httpx.get(f"{gateway.url}/metrics").text
     assert 'fleetchat_gateway_retrieval_requests_total{reason="latency_budget",status="skipped"} 1.0' in metrics
+
+
+def test_a_response_with_file_search_reports_the_search_and_cites_the_file(
+    stack: tuple[Gateway, FastAPI], documents: dict[str, Document], question: Question
+) -> None:
+    """The Responses API's shapes of the same retrieval: a `file_search_call` item (with its results when included),
+    `file_citation` annotations at the answer's markers, the same when retrieved later, and valid against OpenAI's
+    published schemas, whole and streamed."""
+    gateway, _ = stack
+    client = _client(gateway)
+    store_id, files = _vector_store(client, documents)
+    search = {"type": "file_search", "vector_store_ids": [store_id], "max_num_results": 2}
+    response = client.responses.create(
+        model="mini",
+        input=question.question,
+        tools=[search],
+        include=["file_search_call.results"],  # type: ignore[list-item]
+    )
+    called, message = response.output
+    assert called.type == "file_search_call" and called.status == "completed"
+    assert called.queries == [question.question]  # type: ignore[union-attr]
+    results = called.results or []  # type: ignore[union-attr]
+    assert 1 <= len(results) <= 2 and all(r.file_id in files for r in results)
+    assert message.type == "message" and response.output_text == "Rollo led them [1]."
+    (annotation,) = message.content[0].annotations  # type: ignore[union-attr]
+    assert annotation.type == "file_citation" and annotation.index == response.output_text.index("[1]")
+    assert annotation.file_id in files  # type: ignore[union-attr]
+    registry = openai_registry()
+    assert violations(registry, "Response", response.model_dump(mode="json", exclude_unset=True)) == []
+
+    retrieved = client.responses.retrieve(response.id)
+    assert [item.type for item in retrieved.output] == ["file_search_call", "message"]
+    assert retrieved.output[1].content[0].annotations == message.content[0].annotations  # type: ignore[union-attr]
+
+    with client.responses.stream(model="mini", input=question.question, tools=[search], store=False) as stream:  # type: ignore[list-item]
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+    assert "response.file_search_call.completed" in kinds
+    assert [item.type for item in final.output] == ["file_search_call", "message"]
