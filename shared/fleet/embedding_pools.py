@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from shared.errors import ContextLengthExceededError, InvalidRequestError
 from shared.fleet.pools import TokenPrice
 from shared.wire.embeddings_api import EmbeddingRequest
+from shared.wire.schemas import ModelPricing
 
 
 class PackagedEmbeddingModel(BaseModel):
@@ -54,6 +55,7 @@ class EmbeddingPool(BaseModel):
     local: PackagedEmbeddingModel
     deployed: DeployedEmbeddingModel
     price: TokenPrice  # internal cost per million input tokens (completion price unused)
+    list_price: ModelPricing | None = None  # what the customer pays (output unused); unset: the API shows none
 
 
 @cache

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from shared.fleet.pools import TokenPrice
+from shared.wire.schemas import ModelPricing
 
 # Fields only vLLM (our workers) understands: a hosted OpenAI-compatible API refuses unknown stream options.
 _VLLM_STREAM_OPTIONS = ("continuous_usage_stats",)
@@ -38,6 +39,7 @@ class ExternalPool(BaseModel):
     # Prompt + completion tokens the hosted model accepts: the gateway's admission bounds requests by it.
     max_model_len: int = Field(ge=256)
     price: TokenPrice  # what a million tokens cost us at the provider (the spend-rate metric)
+    list_price: ModelPricing | None = None  # what the customer pays; unset: the API shows none
 
     def upstream_request(
         self, path: str, body: dict[str, Any], headers: dict[str, str]

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from shared.fleet.vllm_options import VllmOptions
+from shared.wire.schemas import ModelPricing
 
 
 class LocalModel(BaseModel):
@@ -76,6 +77,8 @@ class ModelPool(BaseModel):
     local: LocalModel = LocalModel()
     deployed: DeployedModel
     price: TokenPrice
+    # What the customer pays (the operator's prices; unset: the API shows none). docs/configuration.md.
+    list_price: ModelPricing | None = None
 
 
 def model_version(pool: ModelPool, *, deployed: bool) -> str:

@@ -27,6 +27,7 @@ from shared.fleet.tiers import (
     TierLimits,
     TierPolicy,
 )
+from shared.wire.schemas import ModelPricing
 
 BUILTIN_FILE = Path(__file__).with_name("builtin.yaml")
 
@@ -132,6 +133,12 @@ def get_pool(name: str) -> ModelPool | None:
 
 def get_embedding_pool(name: str) -> EmbeddingPool | None:
     return _in_force.embedding_pools.get(name)
+
+
+def list_price(model: str) -> ModelPricing | None:
+    """The customer's price of a model (a chat, hosted or embedding pool), where the operator set one."""
+    pool = _in_force.pools.get(model) or _in_force.external_pools.get(model) or _in_force.embedding_pools.get(model)
+    return None if pool is None else pool.list_price
 
 
 def policy_for(tier: Tier) -> TierPolicy:

@@ -59,8 +59,9 @@ def install_limits(config: OperatorConfig) -> list[str]:
     live = tables()
     pools = dict(live.pools)
     for name, pool in (config.pools or {}).items():
-        if name in pools and pools[name].model_copy(update={"price": pool.price}) == pool:
-            pools[name] = pool  # only its price changed: safe to swap under running requests
+        prices = {"price": pool.price, "list_price": pool.list_price}
+        if name in pools and pools[name].model_copy(update=prices) == pool:
+            pools[name] = pool  # only its prices changed: safe to swap under running requests
     install_tables(live.replaced(pools=pools, tiers=config.tiers or {}))
     current = current_config()
     sections = ("pools", "guard_pools", "embedding_pools", "external_pools")

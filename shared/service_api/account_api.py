@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from shared.errors import InvalidRequestError
-from shared.fleet.tables import safety_for
+from shared.fleet.tables import list_price, safety_for
 from shared.fleet.tiers import LimitOverrides, SafetyOverrides, SafetyPolicy, Tier, TierLimits
 from shared.storage.accounts import AdminKeyRecord, ApiKeyRecord, SafetyChoices, Tenant, TenantPurpose, User
 from shared.storage.ledger import UsageRow
@@ -245,6 +245,17 @@ class UsageTotals(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    # The tokens at the model's list prices (GET /v1/models `pricing`); null where no price is set. A total sums
+    # the priced models only.
+    cost_usd: float | None = None
+
+    def add(self, other: UsageTotals) -> None:
+        self.requests += other.requests
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        if other.cost_usd is not None:
+            self.cost_usd = round((self.cost_usd or 0.0) + other.cost_usd, 6)
 
 
 class UsageDay(UsageTotals):
@@ -253,7 +264,9 @@ class UsageDay(UsageTotals):
 
     @classmethod
     def of(cls, row: UsageRow) -> UsageDay:
-        return cls(date=row.day, **row.model_dump(exclude={"day"}))
+        pricing = list_price(row.model)
+        cost = pricing.cost_usd(row.prompt_tokens, row.completion_tokens, row.cached_tokens) if pricing else None
+        return cls(date=row.day, **row.model_dump(exclude={"day"}), cost_usd=None if cost is None else round(cost, 6))
 
 
 class UsageReport(BaseModel):

@@ -251,6 +251,26 @@ class ModelCapabilities(BaseModel):
     reasoning: bool = False
 
 
+class ModelPricing(BaseModel):
+    """What a million tokens cost the customer, in USD: the operator's list prices (its Stripe prices charge the same;
+    fleetchat's extension of the model object, and what `GET /v1/usage` prices the ledger's tokens at)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_usd_per_mtok: float = Field(ge=0)  # prompt tokens the prefix cache did not serve
+    cached_input_usd_per_mtok: float = Field(ge=0)
+    output_usd_per_mtok: float = Field(ge=0)
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> float:
+        """The charge for tokens as the ledger counts them (cached tokens are part of the prompt's)."""
+        uncached = max(prompt_tokens - cached_tokens, 0)
+        return (
+            uncached * self.input_usd_per_mtok
+            + cached_tokens * self.cached_input_usd_per_mtok
+            + completion_tokens * self.output_usd_per_mtok
+        ) / 1e6
+
+
 class ModelCard(BaseModel):
     id: str
     object: Literal["model"] = "model"
@@ -261,6 +281,7 @@ class ModelCard(BaseModel):
     model_version: str | None = None
     capabilities: ModelCapabilities | None = None
     dimensions: int | None = None  # an embedding model's vector length
+    pricing: ModelPricing | None = None  # the list prices, where the operator set them
 
 
 class ModelList(BaseModel):

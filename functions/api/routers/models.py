@@ -1,5 +1,6 @@
-"""`GET /v1/models`: every model the caller may use: the chat pools of its tier, each with its context, capabilities
-and the model version behind it, the embedding models, and the guard that answers `/v1/moderations`."""
+"""`GET /v1/models`: every model the caller may use: the chat pools of its tier, each with its context, capabilities,
+the model version behind it and its list prices (where the operator set them), the embedding models, and the guard
+that answers `/v1/moderations`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from functions.accounts.auth import CurrentTenant
 from functions.api.deps import AccountingDep, ChatServiceDep, EmbeddingServiceDep, ModerationServiceDep, SettingsDep
 from functions.control.routing import pools_for_tier
 from shared.fleet.pools import model_version
-from shared.fleet.tables import get_embedding_pool, get_pool
+from shared.fleet.tables import get_embedding_pool, get_pool, list_price
 from shared.wire.schemas import ModelCapabilities, ModelCard, ModelList
 
 router = APIRouter(prefix="/v1", tags=["models"])
@@ -27,6 +28,7 @@ def _card(name: str, deployed: bool, context_tokens: dict[str, int]) -> ModelCar
         model_version=None if pool is None else model_version(pool, deployed=deployed),
         max_model_len=context_tokens.get(name),
         capabilities=CHAT,
+        pricing=list_price(name),
     )
 
 
@@ -36,7 +38,11 @@ def _embedding_card(name: str) -> ModelCard | None:
         return None
     capabilities = ModelCapabilities(embeddings=True)
     return ModelCard(
-        id=name, max_model_len=pool.max_input_tokens, capabilities=capabilities, dimensions=pool.dimensions
+        id=name,
+        max_model_len=pool.max_input_tokens,
+        capabilities=capabilities,
+        dimensions=pool.dimensions,
+        pricing=pool.list_price,
     )
 
 

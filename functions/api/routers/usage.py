@@ -1,4 +1,5 @@
-"""`GET /v1/usage`: the calling tenant's token usage from the ledger, per UTC day and model, with totals."""
+"""`GET /v1/usage`: the calling tenant's token usage from the ledger, per UTC day and model, with totals, and its cost
+at the models' list prices where the operator set them."""
 
 from __future__ import annotations
 
@@ -31,13 +32,6 @@ def parse_time(value: str, param: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _add(totals: UsageTotals, day: UsageDay) -> None:
-    totals.requests += day.requests
-    totals.prompt_tokens += day.prompt_tokens
-    totals.completion_tokens += day.completion_tokens
-    totals.cached_tokens += day.cached_tokens
-
-
 @router.get("/usage")
 async def usage(
     tenant: CurrentTenant,
@@ -56,8 +50,8 @@ async def usage(
     days = [UsageDay.of(row) for row in rows]
     totals, by_model = UsageTotals(), {}
     for day in days:
-        _add(totals, day)
-        _add(by_model.setdefault(day.model, UsageTotals()), day)
+        totals.add(day)
+        by_model.setdefault(day.model, UsageTotals()).add(day)
     return UsageReport(
         tenant_id=tenant.id,
         start=int(begin.timestamp()),

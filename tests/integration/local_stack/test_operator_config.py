@@ -73,6 +73,7 @@ def config_text(free_rpm: int, hosted_url: str) -> str:
         f"    external: {{base_url: '{hosted_url}/v1', model: provider-model-x, api_key_env: HOSTED_TEST_KEY}}\n"
         "    max_model_len: 16384\n"
         "    price: {prompt_usd_per_mtok: 1.0, completion_usd_per_mtok: 2.0}\n"
+        "    list_price: {input_usd_per_mtok: 3.0, cached_input_usd_per_mtok: 1.5, output_usd_per_mtok: 12.0}\n"
     )
     text = text.replace("external_pools: {}\n", hosted)
     plus = "    pools: [flagship, mini]\n    default_pool: flagship\n    retention_days: 90\n"
@@ -156,6 +157,31 @@ def test_a_hosted_endpoint_serves_a_tier(stack: Stack) -> None:
 def ask(stack: Stack, key: str) -> httpx.Response:
     body = {"model": "mini", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
     return httpx.post(f"{stack.url}/v1/chat/completions", json=body, headers={"authorization": f"Bearer {key}"})
+
+
+def test_a_pool_with_list_prices_shows_them_and_usage_is_priced_at_them(stack: Stack) -> None:
+    key = stack.key(Tier.PLUS)
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key=key, max_retries=0)
+    answer = client.chat.completions.create(model="hosted", messages=[{"role": "user", "content": "price me"}])
+    cards = {card.id: card.model_extra or {} for card in client.models.list()}
+    assert cards["hosted"]["pricing"] == {
+        "input_usd_per_mtok": 3.0,
+        "cached_input_usd_per_mtok": 1.5,
+        "output_usd_per_mtok": 12.0,
+    }
+    assert cards["mini"]["pricing"] is None  # no list price set: none shown, nothing priced
+    headers = {"authorization": f"Bearer {key}"}
+    deadline = time.monotonic() + DEADLINE_S
+    while (report := httpx.get(f"{stack.url}/v1/usage", headers=headers).json())["by_model"].get("hosted") is None:
+        assert time.monotonic() < deadline, "the hosted answer never reached the ledger"
+        time.sleep(0.1)
+    hosted = report["by_model"]["hosted"]
+    assert answer.usage is not None and hosted["completion_tokens"] >= answer.usage.completion_tokens
+    uncached = hosted["prompt_tokens"] - hosted["cached_tokens"]
+    expected = (uncached * 3.0 + hosted["cached_tokens"] * 1.5 + hosted["completion_tokens"] * 12.0) / 1e6
+    assert hosted["cost_usd"] == round(expected, 6) and hosted["cost_usd"] > 0
+    assert report["totals"]["cost_usd"] == hosted["cost_usd"]  # the only priced model
+    assert all(day["cost_usd"] is None for day in report["data"] if day["model"] != "hosted")
 
 
 def test_a_lowered_limit_applies_without_restart_and_a_broken_file_keeps_it(stack: Stack) -> None:
