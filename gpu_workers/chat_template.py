@@ -55,6 +55,11 @@ class ChatTokenizing:
             "chat_template": t.chat_template if isinstance(t.chat_template, str) else None,
         }
 
+    def token_strs(self, token_ids: Sequence[int]) -> list[str]:
+        """Each token's piece as the tokenizer writes it (byte-level symbols included), as vLLM's `/tokenize` returns
+        them with `return_token_strs`."""
+        return [str(piece) for piece in self._tokenizer.convert_ids_to_tokens([int(t) for t in token_ids])]
+
     def token_bytes(self, token_id: int) -> bytes:
         """A token's own bytes: a byte-level BPE piece mapped back through GPT-2's byte alphabet (so half of a UTF-8
         character stays half), a SentencePiece byte piece as its byte, anything else (special tokens) as UTF-8."""

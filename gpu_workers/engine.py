@@ -128,6 +128,10 @@ class Engine(Protocol):
         """One token's own bytes (a piece of a UTF-8 character for some), for log-probability entries."""
         ...
 
+    def token_strs(self, token_ids: Sequence[int]) -> list[str]:
+        """Each token's piece as the tokenizer writes it (vLLM's `/tokenize` `token_strs`)."""
+        ...
+
     def generate(
         self, request_id: str, prompt_ids: list[int], params: SamplingParams
     ) -> AsyncIterator[EngineOutput]: ...

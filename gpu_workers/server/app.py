@@ -76,7 +76,8 @@ def create_worker_app(
     async def tokenize(body: TokenizeRequest) -> TokenizeResponse:
         _same_model(body.model)
         tokens = engine.tokenize(body.prompt, add_special_tokens=body.add_special_tokens)
-        return TokenizeResponse(tokens=tokens, count=len(tokens), max_model_len=engine.max_model_len)
+        pieces = engine.token_strs(tokens) if body.return_token_strs else None
+        return TokenizeResponse(tokens=tokens, count=len(tokens), max_model_len=engine.max_model_len, token_strs=pieces)
 
     @app.get("/tokenizer_info")
     async def tokenizer_info() -> TokenizerInfo:

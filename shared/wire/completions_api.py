@@ -133,20 +133,21 @@ class Completion(BaseModel):
 
 class TokenizeRequest(BaseModel):
     """vLLM's `POST /tokenize` for a plain prompt (`model` may be left out: the one model, or the tier's first pool).
-    A field vLLM does not define is a 400 naming it; `return_token_strs` is refused when true (not offered)."""
+    A field vLLM does not define is a 400 naming it."""
 
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
     prompt: str = Field(max_length=1_000_000)
     add_special_tokens: bool = True
-    return_token_strs: Literal[False] | None = None
+    return_token_strs: bool | None = None  # each token's piece as the tokenizer writes it (vLLM's `token_strs`)
 
 
 class TokenizeResponse(BaseModel):
     tokens: list[int]
     count: int
     max_model_len: int
+    token_strs: list[str] | None = None
 
 
 class DetokenizeRequest(BaseModel):

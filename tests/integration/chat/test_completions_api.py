@@ -111,6 +111,10 @@ def test_the_tokenizer_endpoints_answer_as_vllms_do(stack: Stack, plus_key: str,
     assert tokens == tokenizer.encode("Hello there", add_special_tokens=False)
     back = httpx.post(f"{stack.gateway_url}/detokenize", json={"tokens": tokens}, headers=headers, timeout=30).json()
     assert back == {"prompt": "Hello there"}
+    pieces = httpx.post(
+        f"{stack.gateway_url}/tokenize", json={**sent, "return_token_strs": True}, headers=headers, timeout=30
+    ).json()["token_strs"]
+    assert pieces == tokenizer.convert_ids_to_tokens(tokens)  # vLLM's `token_strs`: the tokenizer's own pieces
     assert httpx.post(f"{stack.gateway_url}/tokenize", json=sent, timeout=30).status_code == 401
 
 
@@ -120,7 +124,6 @@ def test_the_tokenizer_endpoints_refuse_bad_input(stack: Stack, plus_key: str) -
         ("/tokenize", {"prompt": 7}, "prompt"),
         ("/detokenize", {"tokens": [-1]}, "tokens.0"),
         ("/detokenize", {"tokens": [99_999_999]}, "tokens"),  # outside the vocabulary: the worker's 400
-        ("/tokenize", {"prompt": "x", "return_token_strs": True}, "return_token_strs"),  # not offered
         ("/tokenize", {"prompt": "x", "truncate": 3}, "truncate"),  # not a field vLLM's /tokenize defines
         ("/detokenize", {"tokens": [1], "skip_special": True}, "skip_special"),
     ]:
