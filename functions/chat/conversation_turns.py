@@ -138,6 +138,14 @@ def _new_turn_only(history: list[StoredMessage], sent: list[StoredMessage]) -> l
     return sent
 
 
+def _same_turns(stored: list[StoredMessage], read: list[StoredMessage] | None) -> bool:
+    """Whether `stored` holds the turns `read` held (who said what; metadata such as a response record may differ).
+    Without what was read (another gateway finishing the answer), the count alone is compared."""
+    if read is None:
+        return True
+    return [(m.role, m.content, m.tool_call_id) for m in stored] == [(m.role, m.content, m.tool_call_id) for m in read]
+
+
 class ConversationTurns:
     def __init__(self, store: ConversationStore) -> None:
         self.store = store
@@ -297,7 +305,7 @@ class ConversationTurns:
             except VersionConflictError:
                 if turn.fork_to is None:
                     raise
-                meta = await to_thread.run_sync(lambda: self._fork(turn, messages))
+                meta = await to_thread.run_sync(lambda: self._settle_continuation(turn, messages))
         except (StoreUnavailableError, ConversationNotFoundError, VersionConflictError) as exc:
             log.warning("turn of %s not saved: %s", turn.conversation_id, type(exc).__name__)
             return False, None
@@ -331,13 +339,38 @@ class ConversationTurns:
                 version = loaded.version
         raise AssertionError("unreachable")
 
-    def _fork(self, turn: Turn, messages: list[StoredMessage]) -> ConversationMeta:
+    def _settle_continuation(self, turn: Turn, messages: list[StoredMessage]) -> ConversationMeta:
+        """A continuation whose conversation changed since it was read: already stored (another gateway finishing
+        the same answer stored it first), stored in place after all (the conversation was rewritten, not extended:
+        a response's record deleted), or stored as a branch (another turn was appended)."""
+        assert turn.fork_to is not None and turn.fork_at is not None
+        current = self.store.get(turn.tenant.id, turn.conversation_id)
+        record = turn.response.id if turn.response is not None else None
+        for where in (current, self.store.get(turn.tenant.id, turn.fork_to)):
+            if (
+                where is not None
+                and record is not None
+                and any(m.response is not None and m.response.id == record for m in where.messages)
+            ):
+                turn.conversation_id = where.id
+                return where
+        if (
+            current is not None
+            and current.complete
+            and len(current.messages) == turn.fork_at
+            and _same_turns(current.messages, turn.loaded.messages[: turn.fork_at] if turn.loaded is not None else None)
+        ):
+            turn.expected_version, turn.loaded = current.version, current
+            return self._append(turn, messages)
+        return self._fork(turn, messages, current)
+
+    def _fork(self, turn: Turn, messages: list[StoredMessage], current: Conversation | None) -> ConversationMeta:
         """Store the turn as the start of the conversation `turn.fork_to`, after the history it continued (the
         records of earlier responses stay in their own conversation)."""
         assert turn.fork_to is not None and turn.fork_at is not None
         base = turn.loaded
         if base is None or len(base.messages) < turn.fork_at:
-            base = self.store.get(turn.tenant.id, turn.conversation_id)
+            base = current
             if base is None or len(base.messages) < turn.fork_at:
                 raise ConversationNotFoundError(turn.conversation_id)
         history = [m.model_copy(update={"response": None}) for m in base.messages[: turn.fork_at]]

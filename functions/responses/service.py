@@ -335,7 +335,12 @@ class ResponsesService:
     ) -> dict[str, Any]:
         """The items this response's request added (its instructions excepted, as at OpenAI), paged."""
         found = await self.find(tenant, response_id)
-        added = found.conversation.messages[max(found.index - found.record.input_messages, 0) : found.index]
+        messages, count = found.conversation.messages, found.record.input_messages
+        if count is None:  # a record kept before the count was: the messages since the previous answer
+            since = next((i + 1 for i in range(found.index - 1, -1, -1) if messages[i].role == "assistant"), 0)
+            instructions = since == 0 and found.record.instructions is not None and messages[0].role == "system"
+            count = found.index - since - (1 if instructions else 0)  # instructions are not an input item
+        added = messages[max(found.index - count, 0) : found.index]
         items = [item for number, m in enumerate(added) for item in _input_items(response_id, number, m)]
         if order == "desc":
             items.reverse()

@@ -181,13 +181,15 @@ class ChatServing:
         """Non-streaming: collect the whole answer (every choice); if the client goes away meanwhile, abort and
         return None."""
         task = asyncio.create_task(self._collect_all(prepared))
-        while not task.done():
-            done, _ = await asyncio.wait({task}, timeout=0.5)
-            if not done and await is_disconnected():
+        try:
+            while not task.done():
+                done, _ = await asyncio.wait({task}, timeout=0.5)
+                if not done and await is_disconnected():
+                    return None
+        finally:
+            if not task.done():  # the client left, or this handler was cancelled (shutdown): stop every choice
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                return None
+                await asyncio.gather(task, return_exceptions=True)
         try:
             runs = task.result()
         except EngineError as exc:

@@ -45,6 +45,10 @@ class DeployedEmbeddingModel(BaseModel):
     max_concurrent_inputs: int = Field(ge=1)
 
 
+# How the ledger names an embedding model's entries: this prefix, then the pool (shared/storage/ledger.py).
+EMBEDDING_LEDGER_PREFIX = "embedding:"
+
+
 class EmbeddingPool(BaseModel):
     name: str
     description: str

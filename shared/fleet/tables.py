@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import TypeAdapter
 
-from shared.fleet.embedding_pools import EmbeddingPool
+from shared.fleet.embedding_pools import EMBEDDING_LEDGER_PREFIX, EmbeddingPool
 from shared.fleet.external_pools import ExternalPool
 from shared.fleet.pools import ModelPool
 from shared.fleet.tiers import (
@@ -136,8 +136,10 @@ def get_embedding_pool(name: str) -> EmbeddingPool | None:
 
 
 def list_price(model: str) -> ModelPricing | None:
-    """The customer's price of a model (a chat, hosted or embedding pool), where the operator set one."""
-    pool = _in_force.pools.get(model) or _in_force.external_pools.get(model) or _in_force.embedding_pools.get(model)
+    """The customer's price of a model (a chat, hosted or embedding pool; the ledger names an embedding model
+    `embedding:<pool>`), where the operator set one."""
+    embedding = model.removeprefix(EMBEDDING_LEDGER_PREFIX)
+    pool = _in_force.pools.get(model) or _in_force.external_pools.get(model) or _in_force.embedding_pools.get(embedding)
     return None if pool is None else pool.list_price
 
 

@@ -9,9 +9,11 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from shared.fleet.embedding_pools import EMBEDDING_LEDGER_PREFIX
+
 # Ledger entries of `/v1/embeddings` name their model `embedding:<pool>`. Their (prompt) tokens are billed on the
 # embedding meter only: `totals` sums them apart, never into the chat prompt tokens.
-EMBEDDING_MODEL_PREFIX = "embedding:"
+EMBEDDING_MODEL_PREFIX = EMBEDDING_LEDGER_PREFIX  # an embedding model's ledger name: the prefix, then its pool
 
 
 class Outcome(StrEnum):

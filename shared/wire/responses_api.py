@@ -282,4 +282,5 @@ class ResponseRecord(BaseModel):
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
     usage: ResponseUsageRecord | None = None
-    input_messages: int = 0  # how many stored messages its input added (before its answer)
+    # How many stored messages its input added (before its answer); None in records kept before it was.
+    input_messages: int | None = None
