@@ -2,7 +2,8 @@
 state; the one generating a resumable response is killed (kill -9) mid-answer; the client resumes on the other with
 `GET /v1/responses/{id}?stream=true&starting_after=N` and gets exactly the events after N (the survivor took the answer
 over and finished it), the response is stored whole with its record and billed once. A response whose first events
-the buffer's bound dropped is a 410 to resume, never a stream that starts mid-answer."""
+the buffer's bound dropped is a 410 to resume, never a stream that starts mid-answer; the chat Stop stops a response
+by its id."""
 
 from __future__ import annotations
 
@@ -88,3 +89,33 @@ def test_a_response_whose_first_events_were_dropped_cannot_be_resumed_exactly_an
         resume = f"{gateway.url}/v1/responses/{events[0]['response']['id']}?stream=true&starting_after=2"
         gone = httpx.get(resume, headers=gateway.headers(), timeout=30)
     assert gone.status_code == 410 and gone.json()["error"]["code"] == "stream_events_expired"
+
+
+def test_a_response_stream_is_stopped_by_its_response_id_and_kept_as_cancelled(gateway_for: GatewayFactory) -> None:
+    """The chat Stop (`POST /v1/chat/completions/{id}/cancel`) takes a response id: generation stops, the partial
+    answer is kept and billed, and the retrieved response says it was cancelled."""
+    with serve(scripted_worker(LONG * 2, delay_s=0.05)) as url:
+        gateway = gateway_for({"mini": [url]})
+        body = {"model": "mini", "input": "Tell me about the lighthouse.", "stream": True}
+        with (
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", f"{gateway.url}/v1/responses", json=body, headers=gateway.headers()) as response,
+        ):
+            events = (json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: "))
+            first = [next(events) for _ in range(6)]  # created, in_progress, the item and its part, two deltas
+            response_id = first[0]["response"]["id"]
+            stop = httpx.post(f"{gateway.url}/v1/chat/completions/{response_id}/cancel", headers=gateway.headers())
+            rest = list(events)
+        assert stop.status_code == 200 and stop.json()["status"] == "cancelled"
+        assert rest and not any(e.get("type") == "response.completed" for e in rest)
+        deadline = time.monotonic() + 10
+        while (
+            got := httpx.get(f"{gateway.url}/v1/responses/{response_id}", headers=gateway.headers())
+        ).status_code != 200:
+            assert time.monotonic() < deadline, got.text
+            time.sleep(0.1)
+    stored = got.json()
+    assert stored["status"] == "cancelled"
+    kept = stored["output"][0]["content"][0]["text"]
+    assert kept and (LONG * 2).startswith(kept) and len(kept) < len(LONG * 2)
+    assert [row["outcome"] for row in _ledger(gateway)] == ["aborted"]
