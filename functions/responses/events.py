@@ -30,7 +30,7 @@ from functions.responses.objects import (
 from shared.errors import UpstreamError
 from shared.wire.responses_api import ResponseRecord
 from shared.wire.retrieval_api import Citation
-from shared.wire.sse import DONE
+from shared.wire.sse import DONE, sse_json
 
 HEAD_EVENT = "fleetchat.response_head"
 
@@ -62,8 +62,7 @@ class ResponseHead(BaseModel):
 
 def frame(event: dict[str, Any]) -> bytes:
     """One SSE event named by its type, as OpenAI sends them."""
-    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
-    return b"event: " + event["type"].encode() + b"\ndata: " + data + b"\n\n"
+    return b"event: " + event["type"].encode() + b"\n" + sse_json(event)
 
 
 def sse_fields(event: bytes) -> tuple[str | None, str | None]:

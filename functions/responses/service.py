@@ -87,8 +87,9 @@ class Placement:
     messages: list[dict[str, Any]]
     continues: str | None = None  # a stored conversation this turn is appended to
     creates: str | None = None  # the id of a new conversation this turn starts
-    # A continuation of a response: the conversation as read, continued exactly so (a branch if it moved on).
-    loaded: Conversation | None = None
+    loaded: Conversation | None = None  # the continued conversation as read (begin reads it no second time)
+    # A continuation of a response: continued exactly as read (a branch if it moved on; conversation_turns.Turn).
+    exact: bool = False
 
     @property
     def conversation_id(self) -> str | None:
@@ -222,7 +223,7 @@ class ResponsesService:
             response=record if request.store else None,
             shape=StreamShape(record.id, head.frame(), response_events),
             loaded_conversation=placement.loaded,
-            fork_to=branch_of(record.id) if placement.loaded is not None else None,
+            fork_to=branch_of(record.id) if placement.exact else None,
         )
         result = await self.pipeline.run(chat_call)
         if isinstance(result, StreamAnswer):
@@ -247,7 +248,7 @@ class ResponsesService:
                     "conversation's own, or continue with previous_response_id to start a branch with new ones.",
                     param="instructions",
                 )
-            return Placement(new_messages, continues=conversation_id)
+            return Placement(new_messages, continues=conversation_id, loaded=conversation)
         if request.previous_response_id is None:
             creates = new_conversation_id() if request.store else None
             return Placement(instructions + new_messages, creates=creates)
@@ -256,7 +257,7 @@ class ResponsesService:
         latest = found.index == len(conversation.messages) - 1
         turn_only = all(message["role"] in ("user", "tool") for message in new_messages)
         if request.store and latest and turn_only and request.instructions == previous.instructions:
-            return Placement(new_messages, continues=conversation.id, loaded=conversation)
+            return Placement(new_messages, continues=conversation.id, loaded=conversation, exact=True)
         history = [_chat_message(m) for m in conversation.messages[: found.index + 1]]
         if previous.instructions is not None and history[:1] and history[0]["role"] == "system":
             history = history[1:]  # instructions are not carried over (OpenAI's rule); this request's replace them

@@ -17,7 +17,6 @@ _FILTERED_CHOICE = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": 
 class CaptureMark:
     """What a capture had seen at one point, to take back an event that is not going to be relayed."""
 
-    parts: int
     choice_parts: int
     finished_choices: int
     usage: dict[str, Any] | None
@@ -35,8 +34,8 @@ class StreamCapture:
 
     client_wants_usage: bool = False
     choices: int = 1  # the request's `n`
-    parts: list[str] = field(default_factory=list)  # the first choice's text (the answer stored and judged)
-    # Every choice's text deltas in order, by choice index (n > 1: the post-filter reads each choice apart).
+    # Every choice's text deltas in order, by choice index (n > 1: the post-filter reads each choice apart); the first
+    # choice's are the answer stored and judged.
     choice_parts: list[tuple[int, str]] = field(default_factory=list)
     finished_choices: list[int] = field(default_factory=list)  # the choices whose finish reason was seen, in order
     finish_reason: str | None = None
@@ -66,10 +65,7 @@ class StreamCapture:
         for choice in chunk.get("choices") or []:
             content = (choice.get("delta") or {}).get("content")
             if content:
-                index = int(choice.get("index") or 0)
-                if index == 0:
-                    self.parts.append(content)
-                self.choice_parts.append((index, content))
+                self.choice_parts.append((int(choice.get("index") or 0), content))
                 self.content_chunks += 1
             for fragment in (choice.get("delta") or {}).get("tool_calls") or []:
                 self._add_call_fragment(fragment)
@@ -103,11 +99,10 @@ class StreamCapture:
 
     @property
     def text(self) -> str:
-        return "".join(self.parts)
+        return "".join(text for index, text in self.choice_parts if index == 0)
 
     def mark(self) -> CaptureMark:
         return CaptureMark(
-            len(self.parts),
             len(self.choice_parts),
             len(self.finished_choices),
             self.usage,
@@ -124,7 +119,6 @@ class StreamCapture:
 
     def restore(self, mark: CaptureMark) -> None:
         """Forget everything observed since `mark` (the event was withheld from the client)."""
-        del self.parts[mark.parts :]
         del self.choice_parts[mark.choice_parts :]
         del self.finished_choices[mark.finished_choices :]
         self.usage, self.content_chunks, self.finish_reason = mark.usage, mark.content_chunks, mark.finish_reason
