@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,13 +20,33 @@ from functions.spooled_writer import LedgerWriter
 from shared.errors import FleetchatError, RateLimitError
 from shared.fleet.tables import limits_for
 from shared.storage.conversations import StoreUnavailableError
-from shared.storage.ledger import LedgerEntry, Outcome
+from shared.storage.ledger import LedgerEntry, Outcome, PriceClass
 from shared.storage.timestamps import utc_now
 from shared.wire.schemas import ChatCompletionRequest
 
 log = logging.getLogger("fleetchat.accounting")
 
 REQUEST_ID_HEADER = "x-request-id"
+
+# Set while a batch runs one of its lines (functions/batches/lines.py): the request id the line is billed under, the
+# same on every run of that line, so a line run again after a crash is never billed twice (the ledger keeps one entry
+# per request id), and billed at the batch price.
+_BATCH_LINE_REQUEST: ContextVar[str | None] = ContextVar("fleetchat_batch_line_request", default=None)
+
+
+@contextmanager
+def billed_as_batch_line(request_id: str) -> Iterator[None]:
+    """Requests opened inside the block take `request_id` and the batch price class."""
+    token = _BATCH_LINE_REQUEST.set(request_id)
+    try:
+        yield
+    finally:
+        _BATCH_LINE_REQUEST.reset(token)
+
+
+def _request_identity() -> tuple[str, PriceClass]:
+    line = _BATCH_LINE_REQUEST.get()
+    return (f"req_{uuid.uuid4().hex}", "standard") if line is None else (line, "batch")
 
 
 @dataclass(frozen=True)
@@ -66,6 +87,7 @@ class RequestAccount:
         False  # a result-cache hit (functions/chat/result_cache/cache.py): no GPU time to count as spend
     )
     usage: TokenUsage | None = None  # the answer's usage once the books are closed (a stored response keeps it)
+    price_class: PriceClass = "standard"
 
     @property
     def headers(self) -> dict[str, str]:
@@ -131,6 +153,7 @@ class RequestAccount:
                 cached_tokens=used.cached_tokens,
                 outcome=outcome,
                 created_at=utc_now(),
+                price_class=self.price_class,
             )
         )
         if not recorded:
@@ -162,13 +185,15 @@ class Accounting:
             return self.admission.unchecked(limits, counted, request.output_limit(), pool)
 
         reservation = await self._reserve(caller, admit, unchecked)
+        request_id, price_class = _request_identity()
         return RequestAccount(
-            request_id=f"req_{uuid.uuid4().hex}",
+            request_id=request_id,
             caller=caller,
             model=pool,
             reservation=reservation,
             prompt_estimate=estimate_prompt_tokens(counted),
             accounting=self,
+            price_class=price_class,
         )
 
     async def open_input_only(self, caller: Caller, tokens: int, model: str) -> RequestAccount:
@@ -182,7 +207,8 @@ class Accounting:
             return Reservation((), 0, 0, 0, False)
 
         reservation = await self._reserve(caller, admit, unchecked)
-        return RequestAccount(f"req_{uuid.uuid4().hex}", caller, model, reservation, tokens, self)
+        request_id, price_class = _request_identity()
+        return RequestAccount(request_id, caller, model, reservation, tokens, self, price_class=price_class)
 
     async def _reserve(
         self, caller: Caller, admit: Callable[[], Reservation], unchecked: Callable[[], Reservation]

@@ -30,15 +30,18 @@ class Meter(BaseModel):
     event_name: str
 
     def value(self, totals: TenantTotals) -> int:
-        if self.key == "input":
+        batch, key = self.key.startswith("batch_"), self.key.removeprefix("batch_")
+        prefix = "batch_" if batch else ""
+        prompt, cached = getattr(totals, f"{prefix}prompt_tokens"), getattr(totals, f"{prefix}cached_tokens")
+        if key == "input":
             # Cached prompt tokens are billed on their own meter, never twice.
-            return max(totals.prompt_tokens - totals.cached_tokens, 0)
-        if self.key == "cached_input":
-            return totals.cached_tokens
-        if self.key == "output":
-            return totals.completion_tokens
-        if self.key == "embedding_input":
-            return totals.embedding_tokens
+            return max(prompt - cached, 0)
+        if key == "cached_input":
+            return int(cached)
+        if key == "output":
+            return int(getattr(totals, f"{prefix}completion_tokens"))
+        if key == "embedding_input":
+            return int(getattr(totals, f"{prefix}embedding_tokens"))
         raise ValueError(f"unknown meter {self.key!r}")
 
 
@@ -49,6 +52,11 @@ def meters_from_settings(settings: Settings) -> tuple[Meter, ...]:
         Meter(key="output", short="out", event_name=settings.meter.event_output),
         # Issue 22: embedding input tokens, a meter of their own (priced apart from chat in Stripe).
         Meter(key="embedding_input", short="emb", event_name=settings.meter.event_embedding_input),
+        # Issue 48: lines of batches, at the batch price (their own Stripe prices).
+        Meter(key="batch_input", short="bin", event_name=settings.meter.event_batch_input),
+        Meter(key="batch_cached_input", short="bcin", event_name=settings.meter.event_batch_cached_input),
+        Meter(key="batch_output", short="bout", event_name=settings.meter.event_batch_output),
+        Meter(key="batch_embedding_input", short="bemb", event_name=settings.meter.event_batch_embedding_input),
     )
 
 

@@ -38,7 +38,7 @@ resource "aws_dynamodb_table" "accounts" {
     hash_key           = "hour_pk"
     range_key          = "sk"
     projection_type    = "INCLUDE"
-    non_key_attributes = ["tenant_id", "model", "prompt_tokens", "completion_tokens", "cached_tokens"]
+    non_key_attributes = ["tenant_id", "model", "prompt_tokens", "completion_tokens", "cached_tokens", "price_class"]
   }
 
   # Rate counters (an hour after their window closes) and message logs (after their rolling window) expire; nothing

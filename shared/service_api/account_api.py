@@ -12,7 +12,7 @@ from shared.errors import InvalidRequestError
 from shared.fleet.tables import list_price, safety_for
 from shared.fleet.tiers import LimitOverrides, SafetyOverrides, SafetyPolicy, Tier, TierLimits
 from shared.storage.accounts import AdminKeyRecord, ApiKeyRecord, SafetyChoices, Tenant, TenantPurpose, User
-from shared.storage.ledger import UsageRow
+from shared.storage.ledger import PriceClass, UsageRow
 from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyDetector, SafetyLayer
 
 
@@ -261,10 +261,13 @@ class UsageTotals(BaseModel):
 class UsageDay(UsageTotals):
     date: date
     model: str
+    price_class: PriceClass = "standard"  # `batch`: lines of batches, at the batch price
 
     @classmethod
     def of(cls, row: UsageRow) -> UsageDay:
         pricing = list_price(row.model)
+        if pricing is not None and row.price_class == "batch":
+            pricing = pricing.for_batch()
         cost = pricing.cost_usd(row.prompt_tokens, row.completion_tokens, row.cached_tokens) if pricing else None
         return cls(date=row.day, **row.model_dump(exclude={"day"}), cost_usd=None if cost is None else round(cost, 6))
 

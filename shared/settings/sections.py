@@ -240,6 +240,11 @@ class MeterSettings(Section):
     event_cached_input: str = "fleetchat_cached_input_tokens"
     event_output: str = "fleetchat_output_tokens"
     event_embedding_input: str = "fleetchat_embedding_tokens"  # /v1/embeddings input tokens (issue 22)
+    # Lines of batches (/v1/batches): the same quantities on meters of their own, priced at the batch price.
+    event_batch_input: str = "fleetchat_batch_input_tokens"
+    event_batch_cached_input: str = "fleetchat_batch_cached_input_tokens"
+    event_batch_output: str = "fleetchat_batch_output_tokens"
+    event_batch_embedding_input: str = "fleetchat_batch_embedding_tokens"
     window_s: int = Field(default=3600, ge=60)  # one meter event per tenant x meter x window
     grace_s: int = Field(default=300, ge=0)  # a window is exported this long after it closes
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from shared.settings import Settings
 from shared.storage.accounts import TenantStore
+from shared.storage.batches import BatchStore
 from shared.storage.control_state import ControlState
 from shared.storage.conversations import ConversationStore
 from shared.storage.feedback import FeedbackStore
@@ -156,3 +157,19 @@ def open_result_cache(settings: Settings) -> ResultCacheStore:
     from shared.storage.sqlite.result_cache import SQLiteResultCache
 
     return SQLiteResultCache(settings.data_dir / "result-cache.db", max_entries=settings.result_cache.max_entries)
+
+
+def open_batch_store(settings: Settings) -> BatchStore:
+    """Batches live where files live (on AWS, in the conversations table, large line results in its bucket)."""
+    if settings.conversation_store == "aws":
+        from shared.storage.aws.batches import AwsBatchStore
+        from shared.storage.aws.files import aws_clients
+
+        ddb, s3 = aws_clients(settings)
+        return AwsBatchStore(
+            ddb, settings.conversations_table, s3, settings.conversations_bucket,
+            kms_key_id=settings.conversations_kms_key_id,
+        )  # fmt: skip
+    from shared.storage.sqlite.batches import SQLiteBatchStore
+
+    return SQLiteBatchStore(settings.db_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -14,6 +14,10 @@ from shared.fleet.embedding_pools import EMBEDDING_LEDGER_PREFIX
 # Ledger entries of `/v1/embeddings` name their model `embedding:<pool>`. Their (prompt) tokens are billed on the
 # embedding meter only: `totals` sums them apart, never into the chat prompt tokens.
 EMBEDDING_MODEL_PREFIX = EMBEDDING_LEDGER_PREFIX  # an embedding model's ledger name: the prefix, then its pool
+
+# What price a request's tokens are billed at: `standard` (interactive) or `batch` (a line of a batch, at the batch
+# price: functions/batches/). Batch tokens are summed apart and sent on the batch meters, never mixed in.
+PriceClass = Literal["standard", "batch"]
 
 
 class Outcome(StrEnum):
@@ -33,13 +37,15 @@ class LedgerEntry(BaseModel):
     cached_tokens: int = Field(ge=0)
     outcome: Outcome
     created_at: datetime  # UTC; the time the request ended
+    price_class: PriceClass = "standard"
 
 
 class UsageRow(BaseModel):
-    """One tenant's usage of one model on one UTC day."""
+    """One tenant's usage of one model at one price class on one UTC day."""
 
     day: date
     model: str
+    price_class: PriceClass = "standard"
     requests: int
     prompt_tokens: int
     completion_tokens: int
@@ -48,7 +54,8 @@ class UsageRow(BaseModel):
 
 class TenantTotals(BaseModel):
     """One tenant's totals over a time range (what the meter exporter bills). The token counts are chat's (and
-    moderations'); embedding entries count only in `embedding_tokens` (and in `requests`)."""
+    moderations'); embedding entries count only in `embedding_tokens` (and in `requests`); batch entries only in the
+    `batch_*` counts (and in `requests`), by the same split."""
 
     tenant_id: str
     requests: int
@@ -56,6 +63,10 @@ class TenantTotals(BaseModel):
     completion_tokens: int
     cached_tokens: int
     embedding_tokens: int = 0
+    batch_prompt_tokens: int = 0
+    batch_completion_tokens: int = 0
+    batch_cached_tokens: int = 0
+    batch_embedding_tokens: int = 0
 
 
 class LedgerStore(Protocol):
@@ -65,7 +76,8 @@ class LedgerStore(Protocol):
         ...
 
     def usage(self, tenant_id: str, start: datetime, end: datetime) -> list[UsageRow]:
-        """The tenant's entries with start <= created_at < end, summed per UTC day and model (day, model order)."""
+        """The tenant's entries with start <= created_at < end, summed per UTC day, model and price class (in that
+        order)."""
         ...
 
     def totals(self, start: datetime, end: datetime) -> list[TenantTotals]:

@@ -260,6 +260,20 @@ class ModelPricing(BaseModel):
     input_usd_per_mtok: float = Field(ge=0)  # prompt tokens the prefix cache did not serve
     cached_input_usd_per_mtok: float = Field(ge=0)
     output_usd_per_mtok: float = Field(ge=0)
+    # A line of a batch (/v1/batches) pays this share of the prices above (OpenAI's batch price is half).
+    batch_multiplier: float = Field(default=0.5, gt=0, le=1)
+
+    def for_batch(self) -> ModelPricing:
+        """The batch price: every token price times `batch_multiplier`."""
+        m = self.batch_multiplier
+        return self.model_copy(
+            update={
+                "input_usd_per_mtok": self.input_usd_per_mtok * m,
+                "cached_input_usd_per_mtok": self.cached_input_usd_per_mtok * m,
+                "output_usd_per_mtok": self.output_usd_per_mtok * m,
+                "batch_multiplier": 1.0,
+            }
+        )
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> float:
         """The charge for tokens as the ledger counts them (cached tokens are part of the prompt's)."""

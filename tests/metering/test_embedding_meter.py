@@ -37,6 +37,11 @@ def test_the_embedding_meter_reads_only_embedding_tokens(world: World) -> None:
         "fleetchat_cached_input_tokens": 40,
         "fleetchat_output_tokens": 20,
         "fleetchat_embedding_tokens": 512,
+        # issue 48: the batch meters read only batch tokens; there are none here
+        "fleetchat_batch_input_tokens": 0,
+        "fleetchat_batch_cached_input_tokens": 0,
+        "fleetchat_batch_output_tokens": 0,
+        "fleetchat_batch_embedding_tokens": 0,
     }
 
 

@@ -24,7 +24,7 @@ from shared.settings import Settings
 from shared.storage.ledger import TenantTotals
 
 T = datetime(2026, 3, 9, 14, 37, 12, 500, tzinfo=UTC)
-INPUT, CACHED, OUTPUT, EMBEDDING = meters_from_settings(Settings())  # issue 22: + the embedding meter
+INPUT, CACHED, OUTPUT, EMBEDDING, *BATCH = meters_from_settings(Settings())  # issue 22: + embedding; 48: batch
 
 
 def test_windows_align_to_the_epoch() -> None:

@@ -61,3 +61,14 @@ def test_a_day_is_priced_as_the_meters_count_its_tokens(priced: str) -> None:
     totals.add(day)
     totals.add(unpriced)
     assert totals.cost_usd == day.cost_usd and totals.requests == 6  # the priced models only
+
+
+def test_batch_lines_are_priced_at_the_pools_batch_multiplier(priced: str) -> None:
+    row = UsageRow(
+        day=date(2026, 12, 1), model="mini", price_class="batch", requests=2, prompt_tokens=1_000_000,
+        completion_tokens=250_000, cached_tokens=400_000,
+    )  # fmt: skip
+    day = UsageDay.of(row)
+    assert day.price_class == "batch"
+    assert day.cost_usd == pytest.approx(0.5 * (0.6 * 2.0 + 0.4 * 0.5 + 0.25 * 8.0))  # half price by default
+    assert CHAT.model_copy(update={"batch_multiplier": 0.25}).for_batch().output_usd_per_mtok == pytest.approx(2.0)

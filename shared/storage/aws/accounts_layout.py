@@ -77,8 +77,9 @@ from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso,
 #                         TransactWriteItems: Delete record (attribute_exists) + guard + entry, or for a held
 #                         tenant's, Update REMOVE expires_at on the three (attribute_exists); count_due only reads
 LEDGER_INDEX = "ledger_by_hour"
-# `model` tells embedding entries (their own meter) from chat's; adding it to a deployed table replaces the index.
-LEDGER_INDEX_ATTRIBUTES = ("tenant_id", "model", "prompt_tokens", "completion_tokens", "cached_tokens")
+# `model` tells embedding entries (their own meter) from chat's, `price_class` batch entries (the batch meters) from
+# interactive ones; adding an attribute to a deployed table replaces the index.
+LEDGER_INDEX_ATTRIBUTES = ("tenant_id", "model", "prompt_tokens", "completion_tokens", "cached_tokens", "price_class")
 LEDGER_SHARDS = 8
 TENANTS_PK = "TENANTS"
 METER_PK = "METER"

@@ -54,17 +54,22 @@ def _sums() -> dict[Any, dict[str, int]]:
 
 
 def _sum_totals(rows: dict[Any, dict[str, int]], item: dict[str, Any]) -> None:
-    """A tenant's totals: an embedding entry's tokens go to `embedding_tokens` only (its own meter)."""
+    """A tenant's totals: an embedding entry's tokens go to `embedding_tokens` only (its own meter), and a batch
+    entry's to the `batch_` counts only (the batch meters)."""
+    totals = rows[item["tenant_id"]]
+    totals["requests"] += 1
+    prefix = "batch_" if item.get("price_class") == "batch" else ""
+    tokens = ints(item, *_TOKENS)
     if str(item.get("model", "")).startswith(EMBEDDING_MODEL_PREFIX):
-        totals = rows[item["tenant_id"]]
-        totals["requests"] += 1
-        totals["embedding_tokens"] += ints(item, "prompt_tokens")["prompt_tokens"]
-    else:
-        _sum(rows, item["tenant_id"], item)
+        totals[f"{prefix}embedding_tokens"] += tokens["prompt_tokens"]
+        return
+    for name, value in tokens.items():
+        totals[f"{prefix}{name}"] += value
 
 
 def _totals_sums() -> dict[Any, dict[str, int]]:
-    return defaultdict(lambda: dict.fromkeys(("requests", *_TOKENS, "embedding_tokens"), 0))
+    names = (*_TOKENS, "embedding_tokens")
+    return defaultdict(lambda: dict.fromkeys(("requests", *names, *(f"batch_{n}" for n in names)), 0))
 
 
 class AwsLedger(AccountsTable):
@@ -85,13 +90,17 @@ class AwsLedger(AccountsTable):
         rows = _sums()
         for item in self._query(
             KeyConditionExpression="#pk = :pk AND #sk BETWEEN :start AND :end",  # `{end}#…` sorts after `{end}`
-            ExpressionAttributeNames={"#pk": "pk", "#sk": "sk", "#model": "model"},
+            ExpressionAttributeNames={"#pk": "pk", "#sk": "sk", "#model": "model", "#class": "price_class"},
             ExpressionAttributeValues={":pk": ledger_pk(tenant_id), ":start": to_iso(start), ":end": to_iso(end)},
-            ProjectionExpression=f"#sk, #model, {', '.join(_TOKENS)}",
+            ProjectionExpression=f"#sk, #model, #class, {', '.join(_TOKENS)}",
             ConsistentRead=True,
         ):
-            _sum(rows, (date.fromisoformat(item["sk"][:10]), item["model"]), item)
-        return [UsageRow(day=day, model=model, **sums) for (day, model), sums in sorted(rows.items())]
+            price_class = item.get("price_class", "standard")  # entries written before batches have none
+            _sum(rows, (date.fromisoformat(item["sk"][:10]), item["model"], price_class), item)
+        return [
+            UsageRow(day=day, model=model, price_class=price_class, **sums)
+            for (day, model, price_class), sums in sorted(rows.items())
+        ]
 
     def totals(self, start: datetime, end: datetime) -> list[TenantTotals]:
         # Each shard of each hour in range, on the index (eventually consistent: the exporter's grace period after a

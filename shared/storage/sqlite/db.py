@@ -302,6 +302,29 @@ MIGRATIONS: list[list[str]] = [
         # The Responses API: a stored response's record, kept with its answer (JSON; NULL: not a stored response).
         "ALTER TABLE messages ADD COLUMN response TEXT",
     ],
+    [
+        # Batch lines are billed at the batch price (shared/storage/ledger.py: PriceClass).
+        "ALTER TABLE ledger ADD COLUMN price_class TEXT NOT NULL DEFAULT 'standard'",
+        # Batches (shared/storage/batches.py): the batch as JSON beside the columns its queries use, and each line's
+        # result as it finishes.
+        """CREATE TABLE batches (
+            tenant_id TEXT NOT NULL,
+            id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            record TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, id)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX batches_by_status ON batches(status)",
+        "CREATE INDEX batches_by_created ON batches(tenant_id, created_at DESC, id DESC)",
+        """CREATE TABLE batch_lines (
+            tenant_id TEXT NOT NULL,
+            batch_id TEXT NOT NULL,
+            line INTEGER NOT NULL,
+            record TEXT NOT NULL,
+            PRIMARY KEY (tenant_id, batch_id, line)
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 

@@ -15,14 +15,22 @@ _SUMS = (
     " SUM(cached_tokens) AS cached_tokens"
 )
 
-# Per tenant: chat's token sums and the embedding tokens apart (an embedding entry's model starts with the prefix).
+# Per tenant: chat's token sums, the embedding tokens apart (an embedding entry's model starts with the prefix), and
+# the batch entries' by the same split, apart again.
 _EMBEDDING = f"substr(model, 1, {len(EMBEDDING_MODEL_PREFIX)}) = '{EMBEDDING_MODEL_PREFIX}'"
-_TOTALS = (
-    f"COUNT(*) AS requests, SUM(CASE WHEN {_EMBEDDING} THEN 0 ELSE prompt_tokens END) AS prompt_tokens,"
-    f" SUM(CASE WHEN {_EMBEDDING} THEN 0 ELSE completion_tokens END) AS completion_tokens,"
-    f" SUM(CASE WHEN {_EMBEDDING} THEN 0 ELSE cached_tokens END) AS cached_tokens,"
-    f" SUM(CASE WHEN {_EMBEDDING} THEN prompt_tokens ELSE 0 END) AS embedding_tokens"
-)
+
+
+def _split(prefix: str, price_class: str) -> str:
+    mine = f"price_class = '{price_class}'"
+    return (
+        f" SUM(CASE WHEN {mine} AND NOT {_EMBEDDING} THEN prompt_tokens ELSE 0 END) AS {prefix}prompt_tokens,"
+        f" SUM(CASE WHEN {mine} AND NOT {_EMBEDDING} THEN completion_tokens ELSE 0 END) AS {prefix}completion_tokens,"
+        f" SUM(CASE WHEN {mine} AND NOT {_EMBEDDING} THEN cached_tokens ELSE 0 END) AS {prefix}cached_tokens,"
+        f" SUM(CASE WHEN {mine} AND {_EMBEDDING} THEN prompt_tokens ELSE 0 END) AS {prefix}embedding_tokens"
+    )
+
+
+_TOTALS = f"COUNT(*) AS requests,{_split('', 'standard')},{_split('batch_', 'batch')}"
 
 
 class SQLiteLedger:
@@ -34,7 +42,7 @@ class SQLiteLedger:
         with self._database.write() as db:
             cursor = db.execute(
                 "INSERT INTO ledger (request_id, tenant_id, key_id, model, prompt_tokens, completion_tokens,"
-                " cached_tokens, outcome, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " cached_tokens, outcome, created_at, price_class) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (request_id) DO NOTHING",
                 (
                     entry.request_id,
@@ -46,6 +54,7 @@ class SQLiteLedger:
                     entry.cached_tokens,
                     entry.outcome.value,
                     to_iso(entry.created_at),
+                    entry.price_class,
                 ),
             )
             return cursor.rowcount == 1
@@ -53,8 +62,9 @@ class SQLiteLedger:
     def usage(self, tenant_id: str, start: datetime, end: datetime) -> list[UsageRow]:
         with self._database.read() as db:
             rows = db.execute(
-                f"SELECT substr(created_at, 1, 10) AS day, model, {_SUMS} FROM ledger"
-                " WHERE tenant_id = ? AND created_at >= ? AND created_at < ? GROUP BY day, model ORDER BY day, model",
+                f"SELECT substr(created_at, 1, 10) AS day, model, price_class, {_SUMS} FROM ledger"
+                " WHERE tenant_id = ? AND created_at >= ? AND created_at < ?"
+                " GROUP BY day, model, price_class ORDER BY day, model, price_class",
                 (tenant_id, to_iso(start), to_iso(end)),
             ).fetchall()
         return [UsageRow(**{**dict(row), "day": date.fromisoformat(row["day"])}) for row in rows]
