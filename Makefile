@@ -36,7 +36,7 @@ test: $(STAMP) $(WEB_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	cd web && npm test
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 # Chaos under load (docs/chaos.md): a local fleet of its own (2 gateways behind HAProxy, 2 replicas, redis-server),
 # aiperf through the balancer while a gateway and a worker are killed and the stores paused; report in

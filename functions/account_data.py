@@ -15,6 +15,7 @@ from functions.accounts.conversation_export import account_export_json
 from functions.files.tenant_data import TenantFiles
 from shared.service_api.conversation_api import AccountDataDeleted
 from shared.service_api.feedback_api import FeedbackObject
+from shared.storage.batches import BatchStore
 from shared.storage.conversations import AuditRecord, ConversationStore
 from shared.storage.feedback import FeedbackStore
 from shared.storage.result_cache import ResultCacheStore
@@ -31,6 +32,7 @@ class AccountData:
         self.files: TenantFiles | None = (
             None  # files, vector stores, chunks, vectors (set by functions/files/wiring.py)
         )
+        self.batches: BatchStore | None = None  # batches and their line results (set by functions/batches/wiring.py)
 
     def erase(self, tenant_id: str) -> AccountDataDeleted:
         audit = AuditRecord(
@@ -42,6 +44,8 @@ class AccountData:
             self.result_cache.forget_tenant(tenant_id)
         if self.files is not None:
             self.files.erase(tenant_id)
+        if self.batches is not None:
+            self.batches.delete_tenant(tenant_id)
         return AccountDataDeleted(deleted_conversations=conversations, deleted_feedback=feedback)
 
     def export(self, tenant_id: str) -> AsyncIterator[bytes]:

@@ -18,6 +18,7 @@ from functions.api.openapi_description import install_openapi_description
 from functions.api.routers import (
     account,
     admin,
+    batches,  # issue 48: /v1/batches
     canary_admin,  # issue 21: canary status and reset
     chat,
     completions,  # issue 48: /v1/completions
@@ -36,6 +37,7 @@ from functions.api.routers import (
 )
 from functions.api.routers import conversations as conversation_routes
 from functions.api.web_ui import SecurityHeadersMiddleware, mount_web_ui
+from functions.batches.wiring import batch_metrics, install_batches
 from functions.chat.conversation_turns import ConversationTurns
 from functions.chat.delivery import Delivery
 from functions.chat.pipeline import ChatPipeline, ChatServices
@@ -267,6 +269,8 @@ def create_app(
                 app.state.chat, app.state.accounting, app.state.safety, app.state.pool_control
             )
             app.state.responses = ResponsesService(app.state.chat_pipeline, app.state.conversations)
+            # Batches (docs/batches.md): lines run through the services above; left running, they resume.
+            install_batches(app.state, settings, owned)
             # Streams whose gateway died are finished by another (functions/chat/streams/takeover.py).
             takeovers = StreamTakeovers(
                 shared_streams,
@@ -294,6 +298,7 @@ def create_app(
     app.state.result_cache_metrics = ResultCacheMetrics(app.state.metrics.registry)
     app.state.embedding_metrics = EmbeddingMetrics(app.state.metrics.registry)
     app.state.ingestion_metrics = ingestion_metrics(app.state.metrics.registry)
+    app.state.batch_metrics = batch_metrics(app.state.metrics.registry)
     app.state.tool_arguments = ToolArguments(app.state.metrics.registry)
     app.state.structured_outputs = StructuredOutputs(app.state.metrics.registry)
     # Places per pool, priority queues, overflow and brownout (docs/reliability-control.md).
@@ -308,7 +313,8 @@ def create_app(
     app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
     routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
-    for module in (*routers, completions, responses, tokenizer, canary_admin, embeddings, files, vector_stores, health):
+    served = (completions, responses, batches, tokenizer, canary_admin, embeddings, files, vector_stores, health)
+    for module in (*routers, *served):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)
     install_method_not_allowed(app)

@@ -217,6 +217,20 @@ def sweep(
         raise typer.Exit(code=1)
 
 
+@app.command("batches")
+def batches(
+    budget_s: Annotated[float, typer.Option(min=1, help="Stop starting lines after this many seconds.")] = 3600,
+    data_dir: Annotated[Path | None, typer.Option(help="The stack's data dir.")] = None,
+) -> None:
+    """Run every active batch (/v1/batches) to its end, outside the gateway (docs/batches.md). A gateway runs batches
+    itself unless FLEETCHAT_BATCH_RUN_IN_GATEWAY=false; this is the deployed scheduled job's local twin."""
+    from functions.jobs.batch_run import run_batches_from_settings
+
+    settings = settings_with(data_dir=data_dir)
+    report = run_batches_from_settings(settings, budget_s=budget_s)
+    typer.echo(report.model_dump_json())
+
+
 @app.command()
 def bench(
     base_url: Annotated[str, typer.Option(help="Gateway base URL.")] = "http://127.0.0.1:8000",

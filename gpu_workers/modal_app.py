@@ -551,6 +551,40 @@ def meter_flush() -> dict[str, object]:
     return report.model_dump(mode="json")
 
 
+# Every five minutes: batches (/v1/batches) keep moving while the gateway is scaled to zero. A run with no active batch
+# returns at once; one with work runs lines until its budget, and the next run (or a gateway) takes over what is left
+# once the lease lapses. Runs may overlap: each batch is run by whoever holds its lease (docs/batches.md).
+BATCH_RUN_SCHEDULE = modal.Period(minutes=5)
+BATCH_RUN_TIMEOUT = 60 * MINUTES
+BATCH_RUN_BUDGET_S = 50 * 60  # stop starting lines with time left to finish those in flight and write the files
+
+
+@app.function(
+    image=gateway_image,
+    secrets=[modal.Secret.from_name("fleetchat-secrets"), modal.Secret.from_name(WORKER_SECRET_NAME)],
+    schedule=BATCH_RUN_SCHEDULE,
+    timeout=BATCH_RUN_TIMEOUT,
+)
+def batch_runner() -> dict[str, int]:
+    from functions.jobs.batch_run import run_batches_from_settings
+    from shared.settings import Settings
+    from shared.storage.aws.identity import use_modal_identity_token
+
+    use_modal_identity_token(os.environ)
+    for name, value in GATEWAY_ENVIRON.items():
+        os.environ.setdefault(name, value)
+    settings = Settings(
+        environment="deployed",
+        worker_urls=resolve_worker_urls(),
+        embedding_worker_urls=resolve_embedding_worker_urls(),
+        **DEPLOYED_STORES,
+        **guard_overrides(DEPLOY_ENVIRON),
+    )
+    report = run_batches_from_settings(settings, budget_s=BATCH_RUN_BUDGET_S)
+    print(report.model_dump_json(), flush=True)
+    return report.model_dump()
+
+
 # On demand (`modal run gpu_workers/modal_app.py::doctor`): `fleetchat doctor`'s checks from inside the deployment,
 # with the gateway's secret, role, settings and network path, so it sees what the gateway sees (docs/operations.md).
 DOCTOR_TIMEOUT = 10 * MINUTES

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 
 from functions.account_data import AccountData
 from functions.accounts.sessions import SessionSigner
+from functions.batches.service import BatchesService
 from functions.chat.pipeline import ChatPipeline
 from functions.chat.service import ChatService
 from functions.chat.streams.resumable import ResumableStreams
@@ -54,6 +55,7 @@ ChatServiceDep = Annotated[ChatService, Depends(_state("chat"))]
 ResumableStreamsDep = Annotated[ResumableStreams, Depends(_state("resumable"))]
 CompletionsServiceDep = Annotated[CompletionsService, Depends(_state("completions"))]
 ResponsesServiceDep = Annotated[ResponsesService, Depends(_state("responses"))]
+BatchesServiceDep = Annotated[BatchesService, Depends(_state("batches"))]
 # control
 AccountingDep = Annotated[Accounting, Depends(_state("accounting"))]
 PoolControlDep = Annotated[PoolControl, Depends(_state("pool_control"))]

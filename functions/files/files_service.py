@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from anyio import to_thread
 from starlette.datastructures import UploadFile
@@ -27,7 +27,10 @@ from shared.storage.timestamps import utc_now
 from shared.wire.files_api import FileDeleted, FileList, FileObject, FilePurpose
 
 _HEAD = 8192  # bytes the type signatures need
-PURPOSES: tuple[FilePurpose, ...] = ("assistants", "user_data")
+PURPOSES: tuple[FilePurpose, ...] = ("assistants", "user_data", "batch")  # what a client may upload
+INDEXED_PURPOSES: tuple[FilePurpose, ...] = ("assistants", "user_data")  # what a vector store may index
+# A file the service writes itself (a batch's output) is kept whatever the tenant's file quota: the work is done.
+UNBOUNDED = FileQuota(max_files=2**62, max_total_bytes=2**62)
 
 
 def file_object(record: StoredFile) -> FileObject:
@@ -72,6 +75,13 @@ class FilesService:
         await upload.seek(0)
         body = await upload.read()
         kind = checked_kind(filename, upload.content_type, body[:_HEAD], body)
+        if (purpose == "batch") != (kind == "jsonl"):
+            raise InvalidRequestError(
+                "A batch's input is a JSONL file (`.jsonl`) uploaded with purpose `batch`; a JSONL file has no other "
+                "purpose here.",
+                param="file" if purpose == "batch" else "purpose",
+                code="invalid_file",
+            )
         record = StoredFile(
             id=new_id("file-"),
             tenant_id=caller.tenant.id,
@@ -87,11 +97,15 @@ class FilesService:
         return file_object(record)
 
     def _store(self, record: StoredFile, body: bytes, quota: FileQuota) -> None:
-        b = self.backends
         with tempfile.NamedTemporaryFile(prefix="fleetchat-upload-") as spooled:
             spooled.write(body)
             spooled.flush()
-            b.blobs.put(record.tenant_id, record.id, spooled.name)
+            self._put(record, spooled.name, quota)
+
+    def _put(self, record: StoredFile, source: str, quota: FileQuota) -> None:
+        """The body from the local file `source`, then the metadata within `quota` (a refused one deletes the body)."""
+        b = self.backends
+        b.blobs.put(record.tenant_id, record.id, source)
         try:
             b.files.add_file(record, quota)
         except QuotaExceeded as exc:
@@ -106,6 +120,26 @@ class FilesService:
         except BaseException:
             b.blobs.delete(record.tenant_id, record.id)
             raise
+
+    def keep_output(self, tenant_id: str, file_id: str, filename: str, chunks: Iterable[bytes]) -> StoredFile:
+        """Store a file the service wrote (a batch's output or error file, purpose `batch_output`) under `file_id`,
+        spooled from `chunks`; blocking. Idempotent: a file already kept under that id is returned as it is."""
+        existing = self.backends.files.get_file(tenant_id, file_id)
+        if existing is not None:
+            return existing
+        digest, size = hashlib.sha256(), 0
+        with tempfile.NamedTemporaryFile(prefix="fleetchat-output-") as spooled:
+            for chunk in chunks:
+                spooled.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+            spooled.flush()
+            record = StoredFile(
+                id=file_id, tenant_id=tenant_id, filename=filename, purpose="batch_output", bytes=size, kind="jsonl",
+                sha256=digest.hexdigest(), created_at=utc_now(),
+            )  # fmt: skip
+            self._put(record, spooled.name, UNBOUNDED)
+        return record
 
     async def get(self, caller: Caller, file_id: str) -> StoredFile:
         record = await to_thread.run_sync(self.backends.files.get_file, caller.tenant.id, file_id)

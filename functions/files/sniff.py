@@ -1,8 +1,8 @@
 """What an uploaded file is, by its content (the `filetype` library's signatures, then a strict UTF-8 decode), and
 whether that is what its name or declared type claims: a PNG named `notes.pdf`, or a PDF named `notes.txt`, is a 400.
 
-Kinds: `pdf`, `docx` (binary, by signature) and `html`, `markdown`, `text` (text: valid UTF-8 without NUL bytes; which
-of the three is the claim's, as a text file has no signature to tell them apart).
+Kinds: `pdf`, `docx` (binary, by signature) and `html`, `markdown`, `text`, `jsonl` (text: valid UTF-8 without NUL
+bytes; which of the four is the claim's, as a text file has no signature to tell them apart).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import filetype
 
 from shared.errors import InvalidRequestError
 
-TEXT_KINDS = ("html", "markdown", "text")
+TEXT_KINDS = ("html", "markdown", "text", "jsonl")
 KINDS_BY_EXTENSION = {
     ".pdf": "pdf",
     ".docx": "docx",
@@ -23,6 +23,7 @@ KINDS_BY_EXTENSION = {
     ".markdown": "markdown",
     ".txt": "text",
     ".text": "text",
+    ".jsonl": "jsonl",  # a batch's input (purpose `batch`): one JSON request per line
 }
 KINDS_BY_MEDIA_TYPE = {
     "application/pdf": "pdf",
@@ -31,6 +32,8 @@ KINDS_BY_MEDIA_TYPE = {
     "text/markdown": "markdown",
     "text/x-markdown": "markdown",
     "text/plain": "text",
+    "application/jsonl": "jsonl",
+    "application/x-ndjson": "jsonl",
 }
 SUPPORTED = ", ".join(sorted(KINDS_BY_EXTENSION))
 

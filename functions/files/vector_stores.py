@@ -12,7 +12,7 @@ from anyio import to_thread
 from functions.accounts.auth import Caller
 from functions.files.backends import FileBackends
 from functions.files.deletion import delete_store
-from functions.files.files_service import PURPOSES
+from functions.files.files_service import INDEXED_PURPOSES
 from functions.files.files_service import not_found as file_not_found
 from functions.files.ingestion import Ingestor
 from shared.errors import InvalidRequestError, NotFoundError
@@ -141,9 +141,10 @@ class VectorStoresService:
         record = await to_thread.run_sync(self.backends.files.get_file, caller.tenant.id, file_id)
         if record is None:
             raise file_not_found(file_id)
-        if record.purpose not in PURPOSES:
+        if record.purpose not in INDEXED_PURPOSES:
             raise InvalidRequestError(
-                f"File {file_id} has purpose '{record.purpose}'; vector stores index {', '.join(PURPOSES)} files.",
+                f"File {file_id} has purpose '{record.purpose}'; vector stores index "
+                f"{', '.join(INDEXED_PURPOSES)} files.",
                 param="file_id",
             )
 

@@ -1,5 +1,5 @@
-# The identity of the Modal functions that use the stores (gateway, retention_sweep, meter_flush): an IAM role they
-# assume with the OIDC identity token Modal injects into each of their containers (MODAL_IDENTITY_TOKEN), traded by
+# The identity of the Modal functions that use the stores (gateway, retention_sweep, meter_flush, batch_runner): an
+# IAM role they assume with the OIDC identity token Modal injects into each of their containers (MODAL_IDENTITY_TOKEN), traded by
 # boto3's web-identity provider for credentials that expire within the hour. No long-lived AWS key exists anywhere,
 # so there is nothing to rotate or leak. https://modal.com/docs/guide/oidc-integration
 

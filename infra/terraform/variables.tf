@@ -138,7 +138,7 @@ variable "modal_app_name" {
 variable "modal_function_names" {
   description = "The Modal functions that may assume the service role: those that open the AWS stores."
   type        = list(string)
-  default     = ["doctor", "gateway", "meter_flush", "retention_sweep"]
+  default     = ["batch_runner", "doctor", "gateway", "meter_flush", "retention_sweep"]
 
   validation {
     condition     = length(var.modal_function_names) > 0 && alltrue([for f in var.modal_function_names : can(regex("^[A-Za-z_][A-Za-z0-9_.-]*$", f))])

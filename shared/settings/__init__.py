@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings
 
 from shared.settings.root import Settings
 from shared.settings.sections import (
+    BatchSettings,
     BreakerSettings,
     BrownoutSettings,
     ControlStateSettings,
@@ -40,6 +41,7 @@ from shared.settings.sections import (
 )
 
 __all__ = [
+    "BatchSettings",
     "BreakerSettings",
     "BrownoutSettings",
     "ControlStateSettings",

@@ -13,6 +13,7 @@ from shared.fleet.canaries import CanarySpec
 from shared.fleet.tiers import Tier
 from shared.server_tool_settings import ServerToolSettings
 from shared.settings.sections import (
+    BatchSettings,
     BreakerSettings,
     BrownoutSettings,
     ControlStateSettings,
@@ -107,6 +108,7 @@ class Settings(BaseSettings):
     stripe: StripeSettings = Field(default_factory=StripeSettings)
     meter: MeterSettings = Field(default_factory=MeterSettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
+    batch: BatchSettings = Field(default_factory=BatchSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
 

@@ -380,6 +380,24 @@ class FilesSettings(Section):
     orphan_grace_s: float = Field(default=3600.0, ge=0.0)
 
 
+class BatchSettings(Section):
+    """Batches (`FLEETCHAT_BATCH_*`, docs/batches.md): how a runner holds a batch, looks for work, paces lines."""
+
+    model_config = SettingsConfigDict(env_prefix="FLEETCHAT_BATCH_")
+
+    # Each gateway runs batches in the background (and the deployed app's scheduled job, for when no gateway is up).
+    run_in_gateway: bool = True
+    # How long a runner's claim on a batch lasts, renewed every third of it; a runner that dies holds its batch this
+    # long at most, then the next look of any runner takes it over and runs the lines without a result.
+    lease_s: float = Field(default=30.0, ge=0.5, le=3600.0)
+    poll_s: float = Field(default=5.0, ge=0.1, le=600.0)  # how often an idle runner looks for work
+    concurrent_lines: int = Field(default=4, ge=1, le=256)  # lines of one batch in flight at once, per runner
+    # A line whose answer was a 5xx is tried this many times in all before its error is kept (a 429 waits and is
+    # tried again without counting, until the batch expires).
+    line_attempts: int = Field(default=3, ge=1, le=10)
+    max_lines: int = Field(default=50_000, ge=1, le=1_000_000)  # OpenAI's limit per input file
+
+
 class RetrievalSettings(Section):
     """Retrieval (`FLEETCHAT_RETRIEVAL_*`): its latency budget, how many candidates each search returns, the fusion and
     re-rank constants, and how much of a prompt passages may take."""

@@ -58,7 +58,7 @@ class StoredBatch(BaseModel):
 
 
 class BatchUpdate(BaseModel):
-    """What `advance` writes: only the fields set (`model_dump(exclude_unset=True)`)."""
+    """What `advance` writes: only the fields set."""
 
     status: BatchStatus | None = None
     in_progress_at: datetime | None = None
@@ -73,6 +73,9 @@ class BatchUpdate(BaseModel):
     errors: list[BatchError] | None = None
     model: str | None = None
     total: int | None = None
+
+    def applied_to(self, batch: StoredBatch) -> StoredBatch:
+        return batch.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
 
 
 class LineResult(BaseModel):

@@ -14,8 +14,9 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
-# OpenAI's purposes; the ones a vector store can index are `assistants` and `user_data` (file_search's).
-FilePurpose = Literal["assistants", "user_data"]
+# OpenAI's purposes; the ones a vector store can index are `assistants` and `user_data` (file_search's); `batch` is
+# a batch's JSONL input, `batch_output` a batch's output or error file (written by the batch runner, never uploaded).
+FilePurpose = Literal["assistants", "user_data", "batch", "batch_output"]
 VectorStoreFileStatus = Literal["in_progress", "completed", "cancelled", "failed"]
 LastErrorCode = Literal["server_error", "unsupported_file", "invalid_file"]
 Metadata = dict[str, str]

@@ -22,23 +22,27 @@ _MEDIA_TYPES = {
     "html": "text/html; charset=utf-8",
     "markdown": "text/markdown; charset=utf-8",
     "text": "text/plain; charset=utf-8",
+    "jsonl": "application/jsonl",  # a batch's input, output and error files
 }
 
 
 _CONTENT_TYPES = ("application/octet-stream", *(media.split(";")[0] for media in _MEDIA_TYPES.values()))
 
 
-@router.post("", response_model=FileObject, responses=error_responses(413, 429))
+# Unset optional fields are left out rather than sent as null: OpenAI's schema types them without null.
+@router.post("", response_model=FileObject, response_model_exclude_none=True, responses=error_responses(413, 429))
 async def create_file(
     caller: CurrentCaller,
     files: FilesServiceDep,
-    file: Annotated[UploadFile, File(description="The file: PDF, DOCX, HTML, Markdown or plain text.")],
+    file: Annotated[
+        UploadFile, File(description="The file: PDF, DOCX, HTML, Markdown or plain text; JSONL for a batch.")
+    ],
     purpose: Annotated[str, Form(max_length=64)],
 ) -> FileObject:
     return await files.upload(caller, file, purpose)
 
 
-@router.get("", response_model=FileList)
+@router.get("", response_model=FileList, response_model_exclude_none=True)
 async def list_files(
     caller: CurrentCaller,
     files: FilesServiceDep,
@@ -50,7 +54,7 @@ async def list_files(
     return await files.list(caller, purpose, after, limit, order)
 
 
-@router.get("/{file_id}", response_model=FileObject, responses=error_responses(404))
+@router.get("/{file_id}", response_model=FileObject, response_model_exclude_none=True, responses=error_responses(404))
 async def retrieve_file(file_id: FileId, caller: CurrentCaller, files: FilesServiceDep) -> FileObject:
     return file_object(await files.get(caller, file_id))
 

@@ -30,6 +30,9 @@ ROOTS = (
     "Response",
     "ResponseStreamEvent",
     "ResponseItemList",
+    "Batch",
+    "ListBatchesResponse",
+    "OpenAIFile",
 )
 _PREFIX = "#/components/schemas/"
 

@@ -157,7 +157,7 @@ class AwsBatchStore:
         batch = _batch(item)
         if batch.status not in from_statuses or (owner is not None and batch.claim_owner != owner):
             return None
-        written = batch.model_copy(update=update.model_dump(exclude_unset=True))
+        written = update.applied_to(batch)
         condition = "version = :version AND #status = :status"
         values: dict[str, Any] = {
             ":version": int(item["version"]), ":status": batch.status, ":record": _record(written), ":one": 1,

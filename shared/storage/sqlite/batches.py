@@ -82,7 +82,7 @@ class SQLiteBatchStore:
             batch = _batch(row)
             if batch.status not in from_statuses or (owner is not None and batch.claim_owner != owner):
                 return None
-            written = batch.model_copy(update=update.model_dump(exclude_unset=True))
+            written = update.applied_to(batch)
             self._write(db, written)
             return written
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -90,6 +91,36 @@ def test_the_sdk_embeds_a_string_as_floats_equal_to_sentence_transformers(gatewa
     np.testing.assert_allclose(np.array(item.embedding), reference([TEXTS[2]])[0], atol=1e-4)
     tokens = count_tokens(tables().embedding_pools[MODEL], [TEXTS[2]])[0]
     assert response.usage.prompt_tokens == response.usage.total_tokens == tokens
+
+
+def test_a_batch_of_embeddings_answers_each_line_with_the_same_vectors(gateway: Gateway, reference: Any) -> None:
+    """`/v1/embeddings` as a batch endpoint (docs/batches.md): each line's vectors are those of a direct call, and
+    the ledger bills the lines at the batch price."""
+    api = _client(gateway, timeout=60)
+    lines = [
+        {"custom_id": "pair", "method": "POST", "url": "/v1/embeddings",
+         "body": {"model": MODEL, "input": TEXTS[:2], "encoding_format": "float"}},
+        {"custom_id": "one", "method": "POST", "url": "/v1/embeddings", "body": {"model": MODEL, "input": TEXTS[2]}},
+    ]  # fmt: skip
+    jsonl = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    uploaded = api.files.create(file=("embed.jsonl", jsonl), purpose="batch")
+    batch = api.batches.create(input_file_id=uploaded.id, endpoint="/v1/embeddings", completion_window="24h")
+    deadline = time.monotonic() + 60
+    while (batch := api.batches.retrieve(batch.id)).status not in ("completed", "failed"):
+        assert time.monotonic() < deadline, batch
+        time.sleep(0.2)
+    assert batch.status == "completed" and batch.request_counts is not None and batch.request_counts.completed == 2
+    assert batch.output_file_id is not None
+    output = {
+        line["custom_id"]: line
+        for line in map(json.loads, api.files.content(batch.output_file_id).text.split("\n")[:-1])
+    }
+    pair = [item["embedding"] for item in output["pair"]["response"]["body"]["data"]]
+    np.testing.assert_allclose(np.array(pair), reference(TEXTS[:2]), atol=1e-4)
+    one = output["one"]["response"]["body"]["data"][0]["embedding"]
+    np.testing.assert_allclose(decode_vector(one), reference([TEXTS[2]])[0], atol=1e-4)  # the default: base64
+    billed = [row for row in _rows(gateway, "ledger") if row["request_id"].startswith("batch_req_")]
+    assert len(billed) == 2 and {row["price_class"] for row in billed} == {"batch"}
 
 
 def test_the_body_validates_against_openais_published_schema(gateway: Gateway) -> None:
