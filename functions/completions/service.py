@@ -139,6 +139,7 @@ class CompletionsService:
             model=call.pool,
             messages=[{"role": "user", "content": text} for text in call.texts],  # type: ignore[misc]
             max_tokens=max(1, wanted) * len(call.texts) if wanted is not None else None,
+            n=call.body.n,  # admission reserves each choice's budget and holds n to the tier's max_choices
         )
 
     def _worker_body(self, call: _Call) -> dict[str, Any]:
@@ -162,7 +163,7 @@ class CompletionsService:
             raise UpstreamError("The model worker returned an unreadable response.") from exc
         outcome = Outcome.COMPLETED
         for choice in completion.choices:
-            echoed = call.texts[choice.index] if call.body.echo and choice.index < len(call.texts) else ""
+            echoed = self._echo(call, choice.index)
             generated = choice.text[len(echoed) :] if choice.text.startswith(echoed) else choice.text
             sent, finding = self.safety.guard(call.caller).scan(generated)
             if finding is not None:
@@ -175,14 +176,22 @@ class CompletionsService:
         await call.account.close(TokenUsage.from_openai(usage), outcome)
         return with_required_nulls(completion.model_dump(exclude_none=True))
 
+    @staticmethod
+    def _echo(call: _Call, index: int) -> str:
+        """The prompt choice `index` echoes ('' without `echo`): choice `p * n + i` answers prompt `p`."""
+        prompt = index // call.body.n
+        return call.texts[prompt] if call.body.echo and prompt < len(call.texts) else ""
+
     async def _relay(self, call: _Call, events: AsyncIterator[bytes], slot: Slot) -> AsyncIterator[bytes]:
-        """The worker's chunks to the client through the post-filter; billed at [DONE], at a halt, or (for what was
-        generated) when the client leaves; the place in the pool is given back at the end, whatever ends it."""
+        """The worker's chunks to the client through the post-filter (each choice read by a guard of its own); billed
+        at [DONE], at a halt, or (for what was generated) when the client leaves; the place in the pool is given back
+        at the end, whatever ends it."""
         account = call.account
         assert account is not None
-        guard: StreamGuard = self.safety.guard(call.caller)
+        guards: dict[int, StreamGuard] = {}
         wants_usage = bool(call.body.stream_options and call.body.stream_options.include_usage)
-        echo = call.texts[0] if call.body.echo else ""
+        echoes = {index: self._echo(call, index) for index in range(len(call.texts) * call.body.n)}
+        finished: set[int] = set()
         usage: dict[str, Any] | None = None
         outcome = Outcome.ABORTED
         try:
@@ -200,14 +209,22 @@ class CompletionsService:
                     yield event
                     continue
                 usage = chunk.get("usage") or usage
-                text = "".join(str(c.get("text") or "") for c in chunk.get("choices") or [])
-                generated, echo = (text[len(echo) :], "") if echo and text.startswith(echo) else (text, echo)
-                if generated and (finding := guard.check(generated)) is not None:
+                finding = None
+                for choice in chunk.get("choices") or []:
+                    index, text = int(choice.get("index", 0)), str(choice.get("text") or "")
+                    echo = echoes.get(index, "")
+                    generated = text[len(echo) :] if echo and text.startswith(echo) else text
+                    echoes[index] = "" if echo and text.startswith(echo) else echo
+                    guard = guards.setdefault(index, self.safety.guard(call.caller))
+                    if generated and (finding := guard.check(generated)) is not None:
+                        break
+                if finding is not None:
                     await self.safety.halted(finding, call.caller, account.request_id, call.pool)
                     outcome = Outcome.FILTERED
-                    yield sse_json(_filtered(chunk))
+                    yield sse_json(_filtered(chunk, sorted(set(echoes) - finished)))
                     yield DONE
                     return
+                finished.update(int(c.get("index", 0)) for c in chunk.get("choices") or [] if c.get("finish_reason"))
                 if chunk.get("choices") == []:  # the worker's final usage chunk
                     if wants_usage:
                         yield event
@@ -236,7 +253,8 @@ def _chunk(event: bytes) -> dict[str, Any] | None:
         return None
 
 
-def _filtered(chunk: dict[str, Any]) -> dict[str, Any]:
-    """The chunk that ends a halted stream: no text, finish reason `content_filter`."""
-    choices = [{"index": 0, "text": "", "logprobs": None, "finish_reason": "content_filter"}]
+def _filtered(chunk: dict[str, Any], unfinished: list[int]) -> dict[str, Any]:
+    """The chunk that ends a halted stream: every choice still open ends with no more text, finish reason
+    `content_filter` (the halt stops the whole request)."""
+    choices = [{"index": i, "text": "", "logprobs": None, "finish_reason": "content_filter"} for i in unfinished]
     return {key: chunk[key] for key in ("id", "object", "created", "model") if key in chunk} | {"choices": choices}

@@ -66,7 +66,7 @@ def create_worker_app(
             include_usage = bool(options and options.include_usage)
             continuous = bool(options and options.include_usage and options.continuous_usage_stats)
             events = completions.stream(
-                prompts[0], include_usage, want_logprobs=body.logprobs is not None, continuous_usage=continuous
+                prompts, include_usage, want_logprobs=body.logprobs is not None, continuous_usage=continuous
             )
             return StreamingResponse(events, media_type="text/event-stream")
         completion = await completions.complete(prompts, want_logprobs=body.logprobs is not None)

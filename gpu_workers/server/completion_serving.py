@@ -1,5 +1,10 @@
 """Completions serving logic of the worker (`POST /v1/completions`, as vLLM serves it): prompts as text or token ids,
-one choice per prompt, `echo` with the prompt's own log-probabilities, OpenAI's legacy `logprobs` shape."""
+`n` choices per prompt (choice `p * n + i` is prompt `p`'s `i`-th, as in vLLM), `echo` with the prompt's own
+log-probabilities, OpenAI's legacy `logprobs` shape, streamed or whole.
+
+`n` > 1 shares each prompt's KV as chat does (gpu_workers/server/chat_serving.py): a prompt's first choice (the
+leader) runs alone until its first step, then its other choices (the followers) start and copy the prompt's cached
+blocks; a seed `s` gives choice `i` of a prompt the seed `s + i`."""
 
 from __future__ import annotations
 
@@ -23,14 +28,25 @@ from gpu_workers.server.generation import (
 from gpu_workers.server.metrics import WorkerMetrics
 from shared.errors import InvalidRequestError, ModelNotFoundError, UpstreamError
 from shared.wire.completions_api import Completion, CompletionChoice, CompletionLogprobs, CompletionRequest
+from shared.wire.schemas import Usage
 from shared.wire.sse import DONE, sse_data, sse_error
 
 
 @dataclass
 class PreparedPrompt(PreparedRequest):
-    index: int = 0
+    index: int = 0  # the choice's index: prompt * n + its number among the prompt's choices
     echo: str = ""  # the prompt's text, when echoed
     score_only: bool = False  # max_tokens 0: the prompt is scored, the one token generated for it is dropped
+    group: int = 0  # which prompt it answers
+    leader: bool = True  # the prompt's first choice: runs first, the others follow once its prompt is cached
+
+
+def _groups(prompts: list[PreparedPrompt]) -> list[list[PreparedPrompt]]:
+    """The choices by prompt, each prompt's leader first."""
+    groups: dict[int, list[PreparedPrompt]] = {}
+    for prompt in prompts:
+        groups.setdefault(prompt.group, []).append(prompt)
+    return list(groups.values())
 
 
 class CompletionServing:
@@ -67,15 +83,26 @@ class CompletionServing:
             )
             echo = (prompt if isinstance(prompt, str) else self.engine.decode(ids)) if request.echo else ""
             rid = f"cmpl-{uuid.uuid4().hex}"
-            prepared.append(PreparedPrompt(rid, ids, params, request.stop_sequences(), index, echo, score_only))
+            for choice in range(request.n):
+                seed = None if params.seed is None else params.seed + choice
+                prepared.append(
+                    PreparedPrompt(
+                        rid if choice == 0 else f"{rid}-{choice}", ids, params.model_copy(update={"seed": seed}),
+                        request.stop_sequences(), index * request.n + choice, echo, score_only, group=index,
+                        leader=choice == 0,
+                    )
+                )  # fmt: skip
         return prepared
 
     async def complete(self, prompts: list[PreparedPrompt], want_logprobs: bool) -> Completion:
-        """Every prompt's answer, generated side by side (one batch in the engine), as one completion."""
+        """Every choice of every prompt, generated side by side (one batch in the engine), as one completion."""
         try:
-            results = await asyncio.gather(*(self._collect(p) for p in prompts))
+            answered = await asyncio.gather(*(self._collect_group(group) for group in _groups(prompts)))
         except EngineError as exc:
             raise UpstreamError(f"generation failed: {exc}") from exc
+        by_index = {p.index: r for group, results in zip(_groups(prompts), answered, strict=True)
+                    for p, r in zip(group, results, strict=True)}  # fmt: skip
+        results = [by_index[p.index] for p in prompts]
         choices = [
             CompletionChoice(
                 index=p.index,
@@ -85,18 +112,41 @@ class CompletionServing:
             )
             for p, r in zip(prompts, results, strict=True)
         ]
-        prompt_tokens = sum(len(p.prompt_ids) for p in prompts)
+        leaders = [(p, r) for p, r in zip(prompts, results, strict=True) if p.leader]
+        prompt_tokens = sum(len(p.prompt_ids) for p, _ in leaders)  # each prompt counts once, as in vLLM
         return Completion(
             id=prompts[0].request_id,
             model=self.engine.model_name,
             choices=choices,
-            usage=usage_of(prompt_tokens, sum(r.generated for r in results), sum(r.cached for r in results)),
+            usage=usage_of(prompt_tokens, sum(r.generated for r in results), sum(r.cached for _, r in leaders)),
         )
 
-    async def _collect(self, prompt: PreparedPrompt) -> ChoiceResult:
+    async def _collect_group(self, runs: list[PreparedPrompt]) -> list[ChoiceResult]:
+        """A prompt's choices: the leader first, the followers once its prompt is cached (module docstring)."""
+        if len(runs) == 1:
+            return [await self._collect(runs[0])]
+        started = asyncio.Event()
+        leader = asyncio.create_task(self._collect(runs[0], started))
+        waiting = asyncio.create_task(started.wait())
+        tasks = [leader, waiting]
+        try:
+            await asyncio.wait({leader, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            if leader.done():
+                leader.result()  # a leader that failed before its first step fails the request
+            followers = [asyncio.create_task(self._collect(run)) for run in runs[1:]]
+            tasks += followers
+            return list(await asyncio.gather(leader, *followers))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _collect(self, prompt: PreparedPrompt, started: asyncio.Event | None = None) -> ChoiceResult:
         result = ChoiceResult()
         async with contextlib.aclosing(self.generation.run(prompt)) as run:
             async for step in run:
+                if started is not None:
+                    started.set()
                 if step.prompt_logprobs is not None:
                     result.entries = [*step.prompt_logprobs, *result.entries]
                 if prompt.score_only:  # the prompt's scores were all that was asked for
@@ -108,46 +158,94 @@ class CompletionServing:
         return result
 
     async def stream(
-        self, prompt: PreparedPrompt, include_usage: bool, *, want_logprobs: bool, continuous_usage: bool = False
+        self, prompts: list[PreparedPrompt], include_usage: bool, *, want_logprobs: bool, continuous_usage: bool = False
     ) -> AsyncIterator[bytes]:
-        """SSE chunks of one prompt's answer (the echoed prompt first), usage (if asked), then [DONE]; an engine
-        failure mid-stream is an in-band error event."""
+        """SSE chunks of every choice's answer as it comes (each choice's echoed prompt first), usage (if asked), then
+        [DONE]; an engine failure mid-stream is an in-band error event."""
         created = int(time.time())
-        generated = cached = 0
+        rid = prompts[0].request_id
+        generated: dict[int, int] = {}
+        cached: dict[int, int] = {}
+        sent: dict[int, str] = {}
+        prompt_tokens = sum(len(p.prompt_ids) for p in prompts if p.leader)  # each prompt counts once
 
-        def chunk(text: str, entries: list[TokenLogprobs | None], finish: str | None = None) -> bytes:
-            logprobs = self._logprobs(prompt, entries, offset=len(sent)) if want_logprobs else None
+        def usage() -> Usage:
+            return usage_of(prompt_tokens, sum(generated.values()), sum(cached.values()))
+
+        def chunk(prompt: PreparedPrompt, text: str, entries: list[TokenLogprobs | None], finish: str | None) -> bytes:
+            offset = len(sent.get(prompt.index, ""))
+            logprobs = self._logprobs(prompt, entries, offset=offset) if want_logprobs else None
+            choice = CompletionChoice(index=prompt.index, text=text, logprobs=logprobs, finish_reason=finish)  # type: ignore[arg-type]
             body = Completion(
-                id=prompt.request_id,
-                created=created,
-                model=self.engine.model_name,
-                choices=[CompletionChoice(index=0, text=text, logprobs=logprobs, finish_reason=finish)],  # type: ignore[arg-type]
-                usage=usage_of(len(prompt.prompt_ids), generated, cached) if continuous_usage else None,
-            )
+                id=rid, created=created, model=self.engine.model_name, choices=[choice],
+                usage=usage() if continuous_usage else None,
+            )  # fmt: skip
             return sse_data(body)
 
-        sent = ""
         try:
-            async with contextlib.aclosing(self.generation.run(prompt)) as run:
-                async for step in run:
+            async with contextlib.aclosing(self._all_steps(prompts)) as steps:
+                async for prompt, step in steps:
                     head, entries = self._head(prompt, step)
-                    generated, cached = (0 if prompt.score_only else step.generated), step.cached
+                    generated[prompt.index] = 0 if prompt.score_only else step.generated
+                    if prompt.leader:
+                        cached[prompt.index] = step.cached
                     text = head + ("" if prompt.score_only else step.text)
                     finish = "length" if prompt.score_only else step.finish
-                    yield chunk(text, [*entries, *([] if prompt.score_only else step.logprobs)], finish)
-                    sent += text
-                    if prompt.score_only:
-                        break
+                    yield chunk(prompt, text, [*entries, *([] if prompt.score_only else step.logprobs)], finish)
+                    sent[prompt.index] = sent.get(prompt.index, "") + text
         except EngineError as exc:
             yield sse_error(UpstreamError(f"generation failed: {exc}"))
             yield DONE
             return
         if include_usage:
-            usage = usage_of(len(prompt.prompt_ids), generated, cached)
-            yield sse_data(
-                Completion(id=prompt.request_id, created=created, model=self.engine.model_name, choices=[], usage=usage)
-            )
+            yield sse_data(Completion(id=rid, created=created, model=self.engine.model_name, choices=[], usage=usage()))
         yield DONE
+
+    async def _all_steps(self, prompts: list[PreparedPrompt]) -> AsyncIterator[tuple[PreparedPrompt, RunStep]]:
+        """Every choice's steps as they come: each prompt's leader at once, its followers once the leader's prompt is
+        cached (module docstring). A score-only choice ends at its first step."""
+        queue: asyncio.Queue[tuple[PreparedPrompt, RunStep | BaseException | None]] = asyncio.Queue()
+        tasks: list[asyncio.Task[None]] = []
+
+        async def pump(prompt: PreparedPrompt, started: asyncio.Event | None) -> None:
+            try:
+                async with contextlib.aclosing(self.generation.run(prompt)) as run:
+                    async for step in run:
+                        if started is not None:
+                            started.set()
+                        await queue.put((prompt, step))
+                        if prompt.score_only:
+                            break
+            except Exception as exc:  # handed to the reader, which raises it there
+                await queue.put((prompt, exc))
+                return
+            finally:
+                if started is not None:
+                    started.set()  # a leader that ended without a step still lets its followers go
+            await queue.put((prompt, None))
+
+        async def group(runs: list[PreparedPrompt]) -> None:
+            started = asyncio.Event()
+            tasks.append(asyncio.create_task(pump(runs[0], started)))
+            if len(runs) > 1:
+                await started.wait()
+                tasks.extend(asyncio.create_task(pump(run, None)) for run in runs[1:])
+
+        starters = [asyncio.create_task(group(runs)) for runs in _groups(prompts)]
+        try:
+            ended = 0
+            while ended < len(prompts):
+                prompt, item = await queue.get()
+                if item is None:
+                    ended += 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield prompt, item
+        finally:
+            for task in [*starters, *tasks]:
+                task.cancel()
+            await asyncio.gather(*starters, *tasks, return_exceptions=True)
 
     @staticmethod
     def _head(prompt: PreparedPrompt, step: RunStep) -> tuple[str, list[TokenLogprobs | None]]:

@@ -29,7 +29,7 @@ class CompletionRequest(SamplingControls):
     max_tokens: int | None = Field(default=16, ge=0)  # OpenAI's default; 0 only with `echo` (score the prompt)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    n: int = 1
+    n: int = Field(default=1, ge=1, le=128)  # choices per prompt (the tier's `max_choices` bounds them further)
     best_of: int | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -56,17 +56,10 @@ class CompletionRequest(SamplingControls):
             raise ValueError("a token-id prompt must not be empty")
         return prompt
 
-    @field_validator("n")
-    @classmethod
-    def _only_one_choice(cls, n: int) -> int:
-        if n != 1:
-            raise ValueError("only n=1 is supported (one choice per prompt; send a list of prompts for several)")
-        return n
-
     @field_validator("best_of")
     @classmethod
     def _best_of_one(cls, best_of: int | None) -> int | None:
-        if best_of not in (None, 1):
+        if best_of not in (None, 1):  # choosing the best of several needs their sequence log-probabilities
             raise ValueError("only best_of=1 is supported")
         return best_of
 
@@ -83,13 +76,11 @@ class CompletionRequest(SamplingControls):
             raise ValueError("max_tokens may be 0 only with echo (scoring the prompt)")
         if self.stream_options is not None and not self.stream:
             raise ValueError("stream_options is only allowed when stream is true")
-        if self.stream and len(self.prompts()) > 1:
-            raise ValueError("stream with a list of prompts is not supported; send one prompt per streamed request")
         self.check_min_tokens(self.max_tokens)
         return self
 
     def prompts(self) -> list[str | TokenIds]:
-        """Each prompt of the request (one choice each), as text or token ids."""
+        """Each prompt of the request (`n` choices each), as text or token ids."""
         prompt = self.prompt
         if isinstance(prompt, str):
             return [prompt]

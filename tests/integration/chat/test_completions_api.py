@@ -76,7 +76,8 @@ def test_a_stream_carries_text_then_usage_and_is_billed_what_it_generated(stack:
         ({"prompt": "x", "temprature": 0}, "temprature"),
         ({"prompt": [4, 99_999_999]}, "prompt"),
         ({"prompt": "x", "max_tokens": 0}, None),
-        ({"prompt": ["a", "b"], "stream": True}, None),
+        ({"prompt": "x", "n": 9}, "n"),  # more choices than the tier allows (max_choices)
+        ({"prompt": "x", "best_of": 2}, "best_of"),
     ],
 )
 def test_bad_input_is_a_400_and_bills_nothing(stack: Stack, body: dict[str, Any], param: str | None) -> None:

@@ -102,3 +102,46 @@ def test_what_several_choices_cannot_carry_is_a_400_that_bills_nothing(stack: St
         )
     assert refused.value.body["param"] == "n"  # type: ignore[index]
     assert ledger(stack, tenant_id) == []
+
+
+def test_completions_take_n_choices_per_prompt_sharing_each_prompts_kv(stack: Stack) -> None:
+    """`/v1/completions` with `n`, as vLLM answers it: choice `p * n + i` is prompt `p`'s `i`-th, each prompt is billed
+    once, the followers copy their prompt's KV, and `echo` gives every choice its own prompt."""
+    tenant_id, key = stack.new_tenant(Tier.PLUS, "completion-choices")
+    worker = stack.worker_urls["mini"][0]
+    tickets = [f"Ticket {uuid.uuid4().hex}: " + "A quiet harbour town at dawn, its boats and gulls. " * 3 for _ in "ab"]
+    hits_before = sample(worker, names.counter_sample(names.PREFIX_CACHE_HITS))
+    answer = client(stack, key).completions.create(
+        model="mini", prompt=tickets, n=3, max_tokens=6, temperature=1.0, seed=3, echo=True,
+        extra_body={"ignore_eos": True},
+    )  # fmt: skip
+    hits = sample(worker, names.counter_sample(names.PREFIX_CACHE_HITS)) - hits_before
+    assert [c.index for c in answer.choices] == list(range(6))
+    for choice in answer.choices:
+        assert choice.text.startswith(tickets[choice.index // 3]) and choice.finish_reason == "length"
+    assert len({c.text for c in answer.choices[:3]}) > 1  # seeds s, s+1, s+2: different samples
+    usage = answer.usage
+    assert usage is not None and usage.completion_tokens == 6 * 6
+    per_prompt = usage.prompt_tokens // 2  # the two tickets have the same length in tokens, give or take one
+    assert hits >= 2 * 2 * (per_prompt - 17), f"{hits} hits for two {per_prompt}-token prompts"  # 2 followers each
+    (row,) = ledger(stack, tenant_id)
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (usage.prompt_tokens, 36)  # each prompt once
+
+
+def test_streamed_completions_of_several_prompts_and_choices_arrive_by_index(stack: Stack) -> None:
+    api = client(stack, stack.new_key(Tier.PLUS, "completion-choices-stream"))
+    stream = api.completions.create(
+        model="mini", prompt=["Once upon a time", "The capital of France is"], n=2, max_tokens=5, stream=True,
+        stream_options={"include_usage": True}, extra_body={"ignore_eos": True},
+    )  # fmt: skip
+    texts: dict[int, str] = {}
+    finishes: dict[int, str] = {}
+    usage = None
+    for chunk in stream:
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + choice.text
+            if choice.finish_reason:
+                finishes[choice.index] = choice.finish_reason
+        usage = chunk.usage or usage
+    assert finishes == dict.fromkeys(range(4), "length") and all(texts.values())
+    assert usage is not None and usage.completion_tokens == 4 * 5

@@ -1,5 +1,6 @@
 """The completions request as vLLM and OpenAI validate it: prompt shapes, `echo` with `max_tokens: 0`, and the values
-fleetchat's chat models cannot honour (`suffix`, `n`, `best_of`) refused by name."""
+fleetchat's chat models cannot honour (`suffix`, `best_of`) refused by name; `n` choices per prompt and a streamed list
+of prompts are taken, as vLLM takes them."""
 
 from __future__ import annotations
 
@@ -35,12 +36,12 @@ def test_every_prompt_shape_is_a_list_of_prompts(prompt: Any, prompts: list[Any]
         ({"prompt": [[1], []]}, "prompt"),
         ({"prompt": [-1]}, "prompt"),
         ({"prompt": "x", "suffix": "y"}, "suffix"),
-        ({"prompt": "x", "n": 2}, "n"),
+        ({"prompt": "x", "n": 0}, "n"),
+        ({"prompt": "x", "n": True}, "n"),
         ({"prompt": "x", "best_of": 3}, "best_of"),
         ({"prompt": "x", "logprobs": True}, "logprobs"),
         ({"prompt": "x", "logprobs": 21}, "logprobs"),
         ({"prompt": "x", "max_tokens": 0}, None),  # only with echo
-        ({"prompt": ["a", "b"], "stream": True}, None),
         ({"prompt": "x", "stream_options": {"include_usage": True}}, None),
         ({"prompt": "x", "min_tokens": 20}, None),  # above the default 16
     ],
@@ -50,6 +51,10 @@ def test_bad_values_are_refused_by_name(fields: dict[str, Any], param: str | Non
         request(**fields)
     locations = {str(error["loc"][0]) if error["loc"] else None for error in refused.value.errors()}
     assert param in locations
+
+
+def test_several_choices_and_a_streamed_list_of_prompts_are_taken() -> None:
+    assert request(prompt=["a", "b"], n=3, stream=True).n == 3
 
 
 def test_echo_may_score_without_generating_and_the_controls_are_shared_with_chat() -> None:

@@ -1,6 +1,6 @@
-"""n > 1 in the worker (gpu_workers/server/chat_serving.py): the followers start only after the leader's first step,
-and when one choice fails (or the client goes away) every other choice's run is closed at once, so no sequence keeps
-generating for nobody."""
+"""n > 1 in the worker (gpu_workers/server/chat_serving.py; per prompt, completion_serving.py): the followers start
+only after the leader's first step, and when one choice fails (or the client goes away) every other choice's run is
+closed at once, so no sequence keeps generating for nobody."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from gpu_workers.engine import EngineError, SamplingParams
 from gpu_workers.server.chat_serving import ChatServing, PreparedChat
+from gpu_workers.server.completion_serving import CompletionServing, PreparedPrompt
 from gpu_workers.server.generation import RunStep
 
 
@@ -106,6 +107,55 @@ def test_a_failing_follower_fails_the_stream_and_closes_every_other_run() -> Non
     async def read_all() -> None:
         async with contextlib.aclosing(serving_with(runs)._all_deltas(prepared(3))) as deltas:
             async for _ in deltas:
+                pass
+
+    assert closed_when_it_failed(runs, read_all) == set(runs.started)
+
+
+# -- /v1/completions: n choices per prompt (gpu_workers/server/completion_serving.py) ---------------------------------
+def completion_serving_with(runs: ScriptedRuns) -> CompletionServing:
+    serving = CompletionServing.__new__(CompletionServing)
+    serving.engine = SimpleNamespace(model_name="m")  # type: ignore[assignment]
+    serving.generation = runs  # type: ignore[assignment]
+    return serving
+
+
+def completion_prompts(prompts: int, n: int) -> list[PreparedPrompt]:
+    return [
+        PreparedPrompt(
+            f"cmpl-{p}" if i == 0 else f"cmpl-{p}-{i}", [1, 2, 3], SamplingParams(max_tokens=10_000), [], p * n + i,
+            group=p, leader=i == 0,
+        )
+        for p in range(prompts)
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_each_prompts_followers_start_after_its_leaders_first_step() -> None:
+    runs = ScriptedRuns(set())
+
+    async def read_until_every_choice_spoke() -> list[int]:
+        order: list[int] = []
+        async with contextlib.aclosing(completion_serving_with(runs)._all_steps(completion_prompts(2, 3))) as steps:
+            async for prompt, _ in steps:
+                order.append(prompt.index)
+                if set(order) == set(range(6)):
+                    break
+        return order
+
+    order = asyncio.run(read_until_every_choice_spoke())
+    for leader, followers in ((0, (1, 2)), (3, (4, 5))):
+        assert all(order.index(leader) < order.index(f) for f in followers)
+    assert set(runs.started) == {f"cmpl-{p}" + ("" if i == 0 else f"-{i}") for p in range(2) for i in range(3)}
+    assert runs.closed == set(runs.started)  # the reader left: every run closed
+
+
+def test_a_failing_completion_choice_fails_the_stream_and_closes_every_run() -> None:
+    runs = ScriptedRuns({"cmpl-1-1"})
+
+    async def read_all() -> None:
+        async with contextlib.aclosing(completion_serving_with(runs)._all_steps(completion_prompts(2, 2))) as steps:
+            async for _ in steps:
                 pass
 
     assert closed_when_it_failed(runs, read_all) == set(runs.started)
