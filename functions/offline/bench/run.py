@@ -25,6 +25,7 @@ from functions.offline.bench.engine.phase import engine_phase
 from functions.offline.bench.guidellm_check import find_guidellm
 from functions.offline.bench.machine import machine_info
 from functions.offline.bench.phases.admission_phase import admission_phase
+from functions.offline.bench.phases.choices_phase import choices_phase
 from functions.offline.bench.phases.continuation_phase import ContinuationConfig, continuation_phase
 from functions.offline.bench.phases.control_state_phase import control_state_phase
 from functions.offline.bench.phases.conversation_phase import multi_turn
@@ -391,6 +392,9 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                     result.notes.append(f"retrieval phase failed: {type(exc).__name__}: {exc}")
             result.notes.append(
                 await structured_phase(phases.client, cfg.model, cfg.out_dir, progress, quick=cfg.quick)
+            )
+            result.notes.append(  # issue 48: n choices sharing the prompt's KV vs n separate requests
+                await choices_phase(phases.client, cfg.model, cfg.out_dir, progress, quick=cfg.quick)
             )
         finally:
             await phases.close()
