@@ -180,6 +180,7 @@ def vllm_serve_command(pool: ModelPool) -> list[str]:
         "--generation-config",
         "vllm",
         *tool_call_flags(deployed.tool_call_parser),
+        *reasoning_flags(deployed.reasoning_parser),
         *deployed.vllm.flags(),  # speculative decoding, quantisation, batch tokens: the pool table's (docs/engine.md)
     ]
 
@@ -215,6 +216,11 @@ def start_vllm(command: list[str]) -> subprocess.Popen[bytes]:
 def tool_call_flags(parser: str | None) -> list[str]:
     """vLLM parses the model's tool calls into OpenAI `tool_calls` (`tool_choice: auto`) with the model's parser."""
     return [] if parser is None else ["--enable-auto-tool-choice", "--tool-call-parser", parser]
+
+
+def reasoning_flags(parser: str | None) -> list[str]:
+    """vLLM separates a reasoning model's thinking from its answer (`reasoning` on messages and deltas)."""
+    return [] if parser is None else ["--reasoning-parser", parser]
 
 
 def wait_until_healthy(process: subprocess.Popen[bytes], url: str, timeout_s: float, poll_s: float = 2.0) -> None:

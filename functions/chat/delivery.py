@@ -39,6 +39,7 @@ from functions.retrieval.service import Retrieved
 from functions.safety.pipeline import SafetyPipeline
 from shared.storage.ledger import Outcome
 from shared.storage.result_cache import CachedAnswer
+from shared.wire.openai_shape import reasoning_of
 from shared.wire.schemas import ChatCompletionRequest
 
 Answer = ContinuingStream | ReplayedStream | dict[str, Any]
@@ -284,6 +285,17 @@ async def filter_answer(
     texts = [text, *(str((c.get("message") or {}).get("content") or "") for c in choices[1:])]
     total, kept_total, findings = sum(map(len, texts)), 0, []
     for choice, choice_text in zip(choices, texts, strict=False):
+        message = choice.get("message") or {}
+        if (reasoning := reasoning_of(message)) is not None:  # a reasoning model's: read first, as a stream sends it
+            kept, finding = await to_thread.run_sync(safety.guard(account.caller).scan, reasoning)
+            if finding is not None:  # a stream would have halted inside the reasoning, before any answer text
+                findings.append(finding)
+                message.pop("reasoning_content", None)
+                message["reasoning"] = reasoning[:kept]
+                message["content"] = ""
+                choice["finish_reason"] = "content_filter"
+                _keep_logprobs_of(choice, 0)
+                continue
         guard = safety.guard(account.caller)
         kept, finding = await to_thread.run_sync(guard.scan, choice_text)
         kept_total += len(choice_text) if finding is None else kept

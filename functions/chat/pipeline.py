@@ -67,6 +67,7 @@ class ChatCall:
     shape: StreamShape | None = None
     loaded_conversation: Conversation | None = None  # the conversation continued exactly as the caller read it
     fork_to: str | None = None  # ... and where its turn goes if it moved on meanwhile (conversation_turns.Turn)
+    reasoning_param: str = "reasoning_effort"  # how the client named the reasoning effort (`reasoning.effort`)
     # checked
     server_tools: list[str] | None = field(init=False)
     contract: OutputContract | None = field(init=False)
@@ -158,6 +159,7 @@ class ChatPipeline:
         budget the reservation allows joins the request. From here every way out settles the reservation."""
         s = self.services
         call.pool = s.chat.pool_for(call.caller.tenant, call.body)
+        s.chat.check_reasoning(call.pool, call.body, param=call.reasoning_param)
         label_chat(call.caller.tenant, call.pool)  # this request's tier and pool in the SLO metrics
         call.asked_max_tokens = call.body.output_limit()
         call.account = await s.accounting.open(call.caller, call.body, call.pool)

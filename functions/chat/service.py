@@ -17,6 +17,9 @@ from functions.control.routing import PoolRouter, pools_for_tier, resolve_pool
 from functions.metrics.failover import FailoverMetrics
 from functions.metrics.gateway import GatewayMetrics
 from functions.worker_client import UpstreamPolicy, WorkerClient
+from shared.errors import InvalidRequestError
+from shared.fleet.pools import reasons
+from shared.fleet.tables import get_pool
 from shared.settings import Settings
 from shared.storage.accounts import Tenant
 from shared.wire.schemas import ChatCompletionRequest
@@ -41,7 +44,9 @@ class ChatService:
         *,
         failover: FailoverMetrics | None = None,
         max_continuations: int = 2,
+        deployed: bool = False,
     ) -> None:
+        self.deployed = deployed  # which of a pool's models serves it (shared/fleet/pools.py: reasons)
         self.router = router
         self.workers = workers
         self.metrics = metrics
@@ -51,6 +56,16 @@ class ChatService:
     def pool_for(self, tenant: Tenant, request: ChatCompletionRequest) -> str:
         """The pool serving the requested model for this tenant's tier (404 model_not_found otherwise)."""
         return resolve_pool(tenant.tier, request.model, self.router.pools)
+
+    def check_reasoning(self, pool: str, request: ChatCompletionRequest, *, param: str = "reasoning_effort") -> None:
+        """A 400 for a reasoning effort asked of a pool whose model does not reason (`none` asks for no reasoning)."""
+        if request.reasoning_effort in (None, "none") or reasons(get_pool(pool), deployed=self.deployed):
+            return
+        raise InvalidRequestError(
+            f"'{param}' is not supported with model '{pool}': its model does not reason.",
+            param=param,
+            code="unsupported_parameter",
+        )
 
     def fallback(
         self,
@@ -134,4 +149,7 @@ def chat_service_for(
     policy = UpstreamPolicy.of(settings.worker, settings.upstream)
     workers = WorkerClient(client, breakers, policy, failover, balanced=settings.worker.balanced)
     router = PoolRouter(worker_urls, breakers)
-    return ChatService(router, workers, metrics, failover=failover, max_continuations=settings.max_continuations)
+    return ChatService(
+        router, workers, metrics, failover=failover, max_continuations=settings.max_continuations,
+        deployed=settings.environment == "deployed",
+    )  # fmt: skip

@@ -22,12 +22,14 @@ from functions.responses.objects import (
     item_id,
     logprobs_items,
     message_item,
+    reasoning_item,
     response_object,
     status_of,
     stored_conversation,
     usage_record,
 )
 from shared.errors import UpstreamError
+from shared.wire.openai_shape import reasoning_of
 from shared.wire.responses_api import ResponseRecord
 from shared.wire.retrieval_api import Citation
 from shared.wire.sse import DONE, sse_json
@@ -108,6 +110,8 @@ class ResponseEvents:
         self.sequence = 0
         self.next_index = 0  # the next output item's index
         self.message_index: int | None = None  # the open message item
+        self.reasoning_index: int | None = None  # the reasoning item (a reasoning model's), open until text follows
+        self.reasoning_open = False
         self.calls: dict[int, int] = {}  # chat's tool-call index -> output index
 
     def event(self, kind: str, **fields: Any) -> bytes:
@@ -162,6 +166,10 @@ class ResponseEvents:
             events += self._file_search()
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
+            if reasoning := reasoning_of(delta):
+                events += self._reasoning(reasoning)
+            if delta.get("content") or delta.get("tool_calls"):
+                events += self._close_reasoning()  # the reasoning is over once the answer starts
             if content := delta.get("content"):
                 events += self._text(content, (choice.get("logprobs") or {}).get("content"))
             for call in delta.get("tool_calls") or []:
@@ -214,6 +222,36 @@ class ResponseEvents:
         )
         return events
 
+    def _reasoning(self, text: str) -> list[bytes]:
+        events: list[bytes] = []
+        rs_id = item_id("rs", self.record.id)
+        if self.reasoning_index is None:
+            self.reasoning_index, self.reasoning_open = self._take_index(), True
+            item = {"id": rs_id, "type": "reasoning", "status": "in_progress", "summary": [], "content": []}
+            events.append(self.event("response.output_item.added", output_index=self.reasoning_index, item=item))
+        self.parts.reasoning += text
+        events.append(
+            self.event(
+                "response.reasoning_text.delta",
+                item_id=rs_id,
+                output_index=self.reasoning_index,
+                content_index=0,
+                delta=text,
+            )
+        )
+        return events
+
+    def _close_reasoning(self, status: str = "completed") -> list[bytes]:
+        if not self.reasoning_open or self.reasoning_index is None:
+            return []
+        self.reasoning_open = False
+        item = reasoning_item(self.record.id, self.parts.reasoning, status=status)
+        common = {"item_id": item["id"], "output_index": self.reasoning_index, "content_index": 0}
+        return [
+            self.event("response.reasoning_text.done", **common, text=self.parts.reasoning),
+            self.event("response.output_item.done", output_index=self.reasoning_index, item=item),
+        ]
+
     def _call(self, delta: dict[str, Any]) -> list[bytes]:
         events: list[bytes] = []
         position = int(delta.get("index", 0))
@@ -247,7 +285,7 @@ class ResponseEvents:
         """The done events of the items still open, in output order."""
         status, _ = status_of(self.parts)
         item_status = "completed" if status == "completed" else "incomplete"
-        events: list[bytes] = []
+        events: list[bytes] = self._close_reasoning(item_status)
         if self.message_index is None and not self.parts.tool_calls and self.parts.error is None:
             # An answer with no text at all (an empty completion): its empty message item, as OpenAI sends one.
             self.message_index = self._take_index()

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.wire.openai_shape import reasoning_of
 from shared.wire.responses_api import ResponseRecord, ResponseUsageRecord
 from shared.wire.retrieval_api import Citation
 
@@ -21,6 +22,7 @@ class AnswerParts:
     """What one answer holds, however it arrived."""
 
     text: str = ""
+    reasoning: str = ""  # a reasoning model's reasoning text (vLLM's `reasoning`): the reasoning item's content
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # chat's shape: {id, function: {name, arguments}}
     finish_reason: str | None = None
     model: str | None = None
@@ -39,6 +41,7 @@ class AnswerParts:
         retrieval = completion.get("retrieval") or {}
         return cls(
             text=message.get("content") or "",
+            reasoning=reasoning_of(message) or "",
             tool_calls=list(message.get("tool_calls") or []),
             finish_reason=choice.get("finish_reason"),
             model=completion.get("model"),
@@ -146,6 +149,18 @@ def message_item(response_id: str, parts: AnswerParts, *, status: str, with_logp
     }
 
 
+def reasoning_item(response_id: str, text: str, *, status: str) -> dict[str, Any]:
+    """A reasoning model's reasoning as OpenAI's reasoning item: its text as `reasoning_text` content, no summary
+    (vLLM makes none) and no encrypted content (the reasoning is not sent back to the model on later turns)."""
+    return {
+        "id": item_id("rs", response_id),
+        "type": "reasoning",
+        "status": status,
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+    }
+
+
 def function_call_item(response_id: str, index: int, call: dict[str, Any], *, status: str) -> dict[str, Any]:
     function = call.get("function") or {}
     return {
@@ -179,12 +194,15 @@ def file_search_item(response_id: str, parts: AnswerParts, *, with_results: bool
 def output_items(
     record: ResponseRecord, parts: AnswerParts, *, with_logprobs: bool, with_results: bool
 ) -> list[dict[str, Any]]:
-    """The output items in the order the answer made them: the file search, the message, the function calls."""
+    """The output items in the order the answer made them: the file search, the reasoning, the message, the function
+    calls."""
     status, _ = status_of(parts)
     item_status = "completed" if status == "completed" else "incomplete"
     items: list[dict[str, Any]] = []
     if parts.searched:
         items.append(file_search_item(record.id, parts, with_results=with_results))
+    if parts.reasoning:
+        items.append(reasoning_item(record.id, parts.reasoning, status=item_status))
     if parts.text or (not parts.tool_calls and parts.error is None):
         items.append(message_item(record.id, parts, status=item_status, with_logprobs=with_logprobs))
     items += [function_call_item(record.id, i, call, status=item_status) for i, call in enumerate(parts.tool_calls)]

@@ -224,6 +224,7 @@ class ResponsesService:
             shape=StreamShape(record.id, head.frame(), response_events),
             loaded_conversation=placement.loaded,
             fork_to=branch_of(record.id) if placement.exact else None,
+            reasoning_param="reasoning.effort",
         )
         result = await self.pipeline.run(chat_call)
         if isinstance(result, StreamAnswer):

@@ -34,17 +34,14 @@ HONOURED_INCLUDES = frozenset({LOGPROBS_INCLUDE, RESULTS_INCLUDE})
 
 def refuse_unhonoured(request: ResponsesRequest) -> None:
     """A 400 naming the first field set to something no pool here can do; nothing is reserved or stored before it."""
+    # `reasoning.effort` is checked against the pool the request routes to (a model that reasons takes it: the chat
+    # pipeline's `admitted` step); a summary is not: vLLM hands out the reasoning text itself, never a summary of it.
     reasoning = request.reasoning
-    if reasoning is not None and reasoning.effort not in (None, "none"):
-        raise InvalidRequestError(
-            f"'reasoning.effort' is not supported with model '{request.model}': no pool here serves a reasoning "
-            "model (GET /v1/models lists each model's capabilities).",
-            param="reasoning.effort",
-            code="unsupported_parameter",
-        )
     if reasoning is not None and (reasoning.summary or reasoning.generate_summary):
         raise InvalidRequestError(
-            "Reasoning summaries need a reasoning model; none is served here.", param="reasoning.summary"
+            "Reasoning summaries are not offered: a model that reasons here returns its reasoning text itself, as the "
+            "reasoning item's content.",
+            param="reasoning.summary",
         )
     refused: list[tuple[str, bool, str]] = [
         ("background", bool(request.background), "Background responses are not offered; stream the response instead."),
@@ -229,6 +226,7 @@ def chat_request(request: ResponsesRequest, messages: list[dict[str, Any]]) -> C
         "user": request.user,
         "safety_identifier": request.safety_identifier,
         "prompt_cache_key": request.prompt_cache_key,
+        "reasoning_effort": request.reasoning.effort if request.reasoning is not None else None,
     }
     try:
         return ChatCompletionRequest.model_validate({k: v for k, v in body.items() if v is not None})

@@ -55,6 +55,10 @@ class DeployedModel(BaseModel):
     # `tool_choice: auto` works; None: the model has no format vLLM parses, and vLLM refuses `auto` with a 400 (named
     # and `required` choices still work: vLLM constrains them with its structured-output backend). docs/tools.md.
     tool_call_parser: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
+    # vLLM's parser for a reasoning model's thinking (`--reasoning-parser`, e.g. `qwen3`, `deepseek_r1`): the answer's
+    # reasoning comes apart from its content (`reasoning` on the message and on each delta), `reasoning_effort` is
+    # taken, and the Responses API streams it as a reasoning item. None: the model does not reason (docs/responses.md).
+    reasoning_parser: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
     # vLLM engine options (speculative decoding, quantisation, max batch tokens): `vllm serve` flags, docs/engine.md.
     vllm: VllmOptions = VllmOptions()
 
@@ -79,6 +83,12 @@ class ModelPool(BaseModel):
     price: TokenPrice
     # What the customer pays (the operator's prices; unset: the API shows none). docs/configuration.md.
     list_price: ModelPricing | None = None
+
+
+def reasons(pool: ModelPool | None, *, deployed: bool) -> bool:
+    """Whether the pool's model reasons where it serves: deployed, when vLLM parses its reasoning; the local engine's
+    packaged model (SmolLM2) does not."""
+    return deployed and pool is not None and pool.deployed.reasoning_parser is not None
 
 
 def model_version(pool: ModelPool, *, deployed: bool) -> str:

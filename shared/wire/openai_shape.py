@@ -19,3 +19,10 @@ def with_required_nulls(body: dict[str, Any]) -> dict[str, Any]:
         if isinstance(message, dict):
             message.setdefault("refusal", None)
     return body
+
+
+def reasoning_of(part: dict[str, Any]) -> str | None:
+    """A message's or delta's reasoning text: vLLM's `reasoning`, or `reasoning_content` (its name until vLLM
+    removed it, and DeepSeek's)."""
+    text = part.get("reasoning") or part.get("reasoning_content")
+    return text if isinstance(text, str) and text else None

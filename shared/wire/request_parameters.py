@@ -29,7 +29,6 @@ UNHONOURED: dict[str, tuple[Any, ...]] = {
     "modalities": (None, ["text"]),
     "prediction": (None,),
     "web_search_options": (None,),
-    "reasoning_effort": (None,),
     "verbosity": (None,),
     "metadata": _EMPTY,  # OpenAI keeps it with stored completions; fleetchat's stored conversations have no such field
     "service_tier": (None, "auto", "default"),

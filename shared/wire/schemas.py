@@ -95,6 +95,8 @@ class ChatCompletionRequest(SamplingFields):
     stop: str | list[str] | None = None
     seed: int | None = None
     n: int = Field(default=1, ge=1, le=128)  # choices (docs/api-parameters.md: what several choices cannot carry)
+    # Honoured by pools whose model reasons (shared/fleet/pools.reasons), passed to vLLM; a 400 elsewhere.
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None

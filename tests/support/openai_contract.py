@@ -48,6 +48,8 @@ RESPONSE_EVENT_SCHEMAS = {
     "response.output_item.done": "ResponseOutputItemDoneEvent",
     "response.function_call_arguments.delta": "ResponseFunctionCallArgumentsDeltaEvent",
     "response.function_call_arguments.done": "ResponseFunctionCallArgumentsDoneEvent",
+    "response.reasoning_text.delta": "ResponseReasoningTextDeltaEvent",
+    "response.reasoning_text.done": "ResponseReasoningTextDoneEvent",
     "response.completed": "ResponseCompletedEvent",
     "response.incomplete": "ResponseIncompleteEvent",
     "response.failed": "ResponseFailedEvent",

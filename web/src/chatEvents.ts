@@ -5,6 +5,8 @@ import type { ConversationExtension, RetrievalReport, Usage } from "./types";
 export type ChatEvent =
   | { type: "role"; role: string }
   | { type: "delta"; content: string }
+  /** A reasoning model's reasoning (vLLM's `reasoning` delta, or `reasoning_content`): shown collapsed above the answer. */
+  | { type: "reasoning"; content: string }
   | { type: "finish"; reason: string }
   | { type: "usage"; usage: Usage }
   | { type: "conversation"; conversation: ConversationExtension }

@@ -12,6 +12,8 @@ export interface UiMessage {
   key: string;
   role: "user" | "assistant";
   content: string;
+  /** Assistant messages only: a reasoning model's reasoning for this answer (live turns; not stored). */
+  reasoning?: string;
   /** Assistant messages only. */
   status?: AnswerStatus;
   finishReason?: FinishReason;

@@ -50,6 +50,26 @@ describe("readChatEvents", () => {
     ]);
   });
 
+  it("yields a reasoning model's reasoning apart from its answer (vLLM's field, and its former name)", async () => {
+    const events = await collect(
+      body([
+        chunk({ role: "assistant", content: "" }) +
+          chunk({ reasoning: "Porto or " }) +
+          chunk({ reasoning_content: "Lisbon?" }) +
+          chunk({ content: "Lisbon." }, "stop") +
+          "data: [DONE]\n\n",
+      ]),
+    );
+    expect(events).toEqual([
+      { type: "role", role: "assistant" },
+      { type: "reasoning", content: "Porto or " },
+      { type: "reasoning", content: "Lisbon?" },
+      { type: "delta", content: "Lisbon." },
+      { type: "finish", reason: "stop" },
+      { type: "done" },
+    ]);
+  });
+
   it("is unaffected by how the network splits the bytes", async () => {
     const whole = await collect(body([FULL]));
     const bytes = enc.encode(FULL);

@@ -81,7 +81,10 @@ async function* pieces(source: ByteSource): AsyncGenerator<Uint8Array | string> 
 }
 
 interface ChunkJson {
-  choices?: Array<{ delta?: { role?: string; content?: string | null }; finish_reason?: string | null }>;
+  choices?: Array<{
+    delta?: { role?: string; content?: string | null; reasoning?: string | null; reasoning_content?: string | null };
+    finish_reason?: string | null;
+  }>;
   usage?: Usage | null;
   conversation?: ConversationExtension;
   retrieval?: RetrievalReport;
@@ -100,6 +103,8 @@ function* chunkEvents(chunk: ChunkJson): Generator<ChatEvent> {
   for (const choice of chunk.choices ?? []) {
     const delta = choice.delta ?? {};
     if (delta.role) yield { type: "role", role: delta.role };
+    const reasoning = delta.reasoning ?? delta.reasoning_content;
+    if (typeof reasoning === "string" && reasoning.length > 0) yield { type: "reasoning", content: reasoning };
     if (typeof delta.content === "string" && delta.content.length > 0) yield { type: "delta", content: delta.content };
     if (choice.finish_reason) yield { type: "finish", reason: choice.finish_reason };
   }

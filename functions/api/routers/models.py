@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from functions.accounts.auth import CurrentTenant
 from functions.api.deps import AccountingDep, ChatServiceDep, EmbeddingServiceDep, ModerationServiceDep, SettingsDep
 from functions.control.routing import pools_for_tier
-from shared.fleet.pools import model_version
+from shared.fleet.pools import model_version, reasons
 from shared.fleet.tables import get_embedding_pool, get_pool, list_price
 from shared.wire.schemas import ModelCapabilities, ModelCard, ModelList
 
@@ -27,7 +27,7 @@ def _card(name: str, deployed: bool, context_tokens: dict[str, int]) -> ModelCar
         id=name,
         model_version=None if pool is None else model_version(pool, deployed=deployed),
         max_model_len=context_tokens.get(name),
-        capabilities=CHAT,
+        capabilities=CHAT.model_copy(update={"reasoning": reasons(pool, deployed=deployed)}),
         pricing=list_price(name),
     )
 

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.wire.openai_shape import reasoning_of
 from shared.wire.sse import sse_json
 
 _FILTERED_CHOICE = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "content_filter"}
@@ -18,6 +19,7 @@ class CaptureMark:
     """What a capture had seen at one point, to take back an event that is not going to be relayed."""
 
     choice_parts: int
+    reasoning_parts: int
     finished_choices: int
     usage: dict[str, Any] | None
     content_chunks: int
@@ -37,6 +39,9 @@ class StreamCapture:
     # Every choice's text deltas in order, by choice index (n > 1: the post-filter reads each choice apart); the first
     # choice's are the answer stored and judged.
     choice_parts: list[tuple[int, str]] = field(default_factory=list)
+    # A reasoning model's reasoning deltas (vLLM's `reasoning`, formerly `reasoning_content`), by choice index: shown
+    # to the client, so judged by the post-filter as the text is (never stored with the turn, never in a prompt).
+    reasoning_parts: list[tuple[int, str]] = field(default_factory=list)
     finished_choices: list[int] = field(default_factory=list)  # the choices whose finish reason was seen, in order
     finish_reason: str | None = None
     failed: bool = False
@@ -63,9 +68,13 @@ class StreamCapture:
         self.created = self.created or int(chunk.get("created") or 0)
         self.model = chunk.get("model") or self.model
         for choice in chunk.get("choices") or []:
-            content = (choice.get("delta") or {}).get("content")
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
             if content:
                 self.choice_parts.append((int(choice.get("index") or 0), content))
+                self.content_chunks += 1
+            if reasoning := reasoning_of(delta):
+                self.reasoning_parts.append((int(choice.get("index") or 0), reasoning))
                 self.content_chunks += 1
             for fragment in (choice.get("delta") or {}).get("tool_calls") or []:
                 self._add_call_fragment(fragment)
@@ -104,6 +113,7 @@ class StreamCapture:
     def mark(self) -> CaptureMark:
         return CaptureMark(
             len(self.choice_parts),
+            len(self.reasoning_parts),
             len(self.finished_choices),
             self.usage,
             self.content_chunks,
@@ -111,15 +121,19 @@ class StreamCapture:
         )
 
     def text_since(self, mark: CaptureMark) -> dict[int, str]:
-        """Each choice's text since `mark`, by choice index (only choices that said something)."""
+        """Each choice's text since `mark`, by choice index (only choices that said something); a choice's reasoning
+        under the key `-(index + 1)` (read by a post-filter of its own)."""
         texts: dict[int, str] = {}
         for index, text in self.choice_parts[mark.choice_parts :]:
             texts[index] = texts.get(index, "") + text
+        for index, text in self.reasoning_parts[mark.reasoning_parts :]:
+            texts[-(index + 1)] = texts.get(-(index + 1), "") + text
         return texts
 
     def restore(self, mark: CaptureMark) -> None:
         """Forget everything observed since `mark` (the event was withheld from the client)."""
         del self.choice_parts[mark.choice_parts :]
+        del self.reasoning_parts[mark.reasoning_parts :]
         del self.finished_choices[mark.finished_choices :]
         self.usage, self.content_chunks, self.finish_reason = mark.usage, mark.content_chunks, mark.finish_reason
 

@@ -391,6 +391,16 @@ def test_vllm_parses_tool_calls_with_each_pools_parser() -> None:
     assert "--enable-auto-tool-choice" not in vllm_serve_command(tables().guard_pools["llama-guard"])
 
 
+def test_vllm_parses_reasoning_only_for_a_pool_that_names_a_parser() -> None:
+    """The built-in models do not reason (no flag); a pool the operator deploys with a reasoning model names vLLM's
+    parser for it (docs/responses.md)."""
+    mini = tables().pools["mini"]
+    assert "--reasoning-parser" not in vllm_serve_command(mini)
+    reasoning = mini.model_copy(update={"deployed": mini.deployed.model_copy(update={"reasoning_parser": "qwen3"})})
+    command = vllm_serve_command(reasoning)
+    assert command[command.index("--reasoning-parser") + 1] == "qwen3"
+
+
 def test_vllm_requires_every_accepted_worker_key_and_its_printed_command_hides_them(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

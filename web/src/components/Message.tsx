@@ -133,6 +133,12 @@ export function AssistantMessage({ message, canRegenerate, onRegenerate, feedbac
         fc
       </div>
       <div class="message-main">
+        {message.reasoning && (
+          <details class="reasoning" data-testid="reasoning">
+            <summary>{status === "streaming" && !message.content ? "Reasoning…" : "Reasoning"}</summary>
+            <div class="reasoning-text">{message.reasoning}</div>
+          </details>
+        )}
         {message.content ? (
           <Markdown text={message.content} />
         ) : (

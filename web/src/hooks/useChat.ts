@@ -384,6 +384,7 @@ export function useChat(options: ChatOptions) {
       }
 
       let content = "";
+      let reasoning = "";
       let finish: string | null = null;
       let streamError: ApiError | null = null;
       let ended: "done" | "disconnected" | null = null;
@@ -394,7 +395,7 @@ export function useChat(options: ChatOptions) {
       let reconnecting = false;
       const flush = () => {
         frame = 0;
-        patchMessage(answerKey, { content });
+        patchMessage(answerKey, reasoning ? { content, reasoning } : { content });
       };
       try {
         for await (const event of stream.events) {
@@ -412,6 +413,10 @@ export function useChat(options: ChatOptions) {
               } else if (!frame) {
                 frame = requestAnimationFrame(flush);
               }
+              break;
+            case "reasoning":
+              reasoning += event.content;
+              if (!frame) frame = requestAnimationFrame(flush);
               break;
             case "finish":
               finish = event.reason;
