@@ -18,7 +18,7 @@ from functions.accounts.auth import Caller
 from functions.chat.delivery import StreamAnswer
 from functions.chat.pipeline import ChatCall, ChatPipeline
 from functions.completions.service import CompletionsService
-from functions.control.request_accounting import billed_as_batch_line
+from functions.control.batch_lines import billed_as_batch_line
 from functions.embedding_service import EmbeddingService
 from functions.responses.service import ResponseCall, ResponsesService
 from shared.errors import FleetchatError, InvalidRequestError

@@ -34,6 +34,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ra
 from functions.accounts.auth import Caller
 from functions.batches.input_file import read_input
 from functions.batches.lines import LineAnswer, LineRunner
+from functions.control.pool_admission import CapacityExceededError
 from functions.files.files_service import FilesService
 from shared.errors import QuotaExceededError, RateLimitError
 from shared.settings import BatchSettings
@@ -312,8 +313,9 @@ class BatchRunner:
     async def _answer(
         self, caller: Caller, batch: StoredBatch, number: int, line: BatchInputLine, lease: _Lease
     ) -> tuple[LineAnswer | None, str]:
-        """The line's answer: a 429 waits its retry-after and tries again (uncounted; a hard quota is an answer), a
-        5xx is tried again up to `line_attempts` in all, each under the next request id."""
+        """The line's answer: a 429 (or a pool with no place in time: batch lines wait behind interactive traffic)
+        waits its retry-after and tries again (uncounted; a hard quota is an answer), a 5xx is tried again up to
+        `line_attempts` in all, each under the next request id."""
         attempt = 0
         request_id = line_request_id(batch.id, number)
 
@@ -324,7 +326,8 @@ class BatchRunner:
             while True:
                 answer = await self.lines.run(caller, batch.endpoint, line.body, request_id)
                 error = answer.error
-                if not isinstance(error, RateLimitError) or isinstance(error, QuotaExceededError):
+                busy = isinstance(error, RateLimitError | CapacityExceededError)
+                if not busy or isinstance(error, QuotaExceededError):
                     return answer
                 if lease.stop is not None:
                     return None

@@ -23,6 +23,7 @@ from functions.chat.streams.continuation import ContinuingStream
 from functions.chat.structured_output import OutputContract, StructuredOutputs, contract_for
 from functions.chat.tool_arguments import check_request, client_contract
 from functions.control.admission import BROWNOUT_HEADER
+from functions.control.batch_lines import queue_tier
 from functions.control.canary import MODEL_VERSION_HEADER, Canaries, VersionChoice
 from functions.control.pool_admission import Slot
 from functions.control.pool_overflow import PoolControl
@@ -226,7 +227,7 @@ class ChatPipeline:
         tenant = call.caller.tenant
         async with call.account.closed_if_raising():
             placed = await self.services.pool_control.place(
-                tenant.id, tenant.tier, call.pool, call.body, lambda: self._fallback(call), call.receive
+                tenant.id, queue_tier(tenant.tier), call.pool, call.body, lambda: self._fallback(call), call.receive
             )
         call.overflowed = placed.overflowed_from is not None
         if call.overflowed:

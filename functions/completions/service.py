@@ -21,6 +21,7 @@ from starlette.types import Receive
 from functions.accounts.auth import Caller
 from functions.chat.service import ChatService
 from functions.chat.streams.continuation import BROKE_MESSAGE
+from functions.control.batch_lines import queue_tier
 from functions.control.pool_admission import Slot
 from functions.control.pool_overflow import PoolControl
 from functions.control.request_accounting import Accounting, RequestAccount, TokenUsage
@@ -82,7 +83,7 @@ class CompletionsService:
                 refused.param = "prompt"
                 raise
             placed = await self.pool_control.place(
-                caller.tenant.id, caller.tenant.tier, call.pool, as_chat, lambda: None, receive
+                caller.tenant.id, queue_tier(caller.tenant.tier), call.pool, as_chat, lambda: None, receive
             )
         slot = placed.slot
         async with account.closed_if_raising(), slot.released_if_raising():

@@ -70,9 +70,10 @@ class Reservation:
     message_at: datetime | None = None
 
 
-def _scopes(tenant_id: str, key_id: str) -> tuple[str, str]:
-    """The two windows every request is charged to: its API key's and its tenant's."""
-    return f"key:{key_id}", f"tenant:{tenant_id}"
+def _scopes(tenant_id: str, key_id: str, prefix: str = "") -> tuple[str, str]:
+    """The two windows every request is charged to: its API key's and its tenant's (a batch line's own, prefixed:
+    functions/control/batch_lines.py)."""
+    return f"{prefix}key:{key_id}", f"{prefix}tenant:{tenant_id}"
 
 
 def _headers(limits: TierLimits, counts: list[WindowCount], window_end: float, now: float) -> dict[str, str]:
@@ -126,6 +127,7 @@ class Admission:
         now: datetime | None = None,
         *,
         choices: int = 1,
+        scope_prefix: str = "",
     ) -> Reservation:
         """Reserve the request's tokens (the prompt once, the output budget for each of its `choices`) or raise 429
         (nothing is charged when refused)."""
@@ -152,7 +154,7 @@ class Admission:
             )
         moment = now.timestamp()
         window_start = int(moment // WINDOW_S * WINDOW_S)
-        reservation = Reservation(_scopes(tenant_id, key_id), window_start, reserved, max_tokens, capped)
+        reservation = Reservation(_scopes(tenant_id, key_id, scope_prefix), window_start, reserved, max_tokens, capped)
         if limits.message_cap is not None:
             try:
                 self._count_message(tenant_id, limits, now, reservation)
@@ -164,8 +166,9 @@ class Admission:
         return self._admit(reservation, limits, moment)
 
     def admit_tokens(
-        self, tenant_id: str, key_id: str, limits: TierLimits, tokens: int, now: datetime | None = None
-    ) -> Reservation:
+        self, tenant_id: str, key_id: str, limits: TierLimits, tokens: int, now: datetime | None = None,
+        *, scope_prefix: str = "",
+    ) -> Reservation:  # fmt: skip
         """Reserve one request of exactly `tokens` (input only, nothing generated: a moderation) or raise 429. It does
         not count against the free tier's message cap, which counts chat messages."""
         smallest_tpm = min(limits.key_tpm, limits.tenant_tpm)
@@ -179,7 +182,7 @@ class Admission:
             )
         moment = (now or utc_now()).timestamp()
         window_start = int(moment // WINDOW_S * WINDOW_S)
-        reservation = Reservation(_scopes(tenant_id, key_id), window_start, tokens, 0, False)
+        reservation = Reservation(_scopes(tenant_id, key_id, scope_prefix), window_start, tokens, 0, False)
         return self._admit(reservation, limits, moment)
 
     def _charge(self, reservation: Reservation, limits: TierLimits, requests: int, tokens: int) -> ChargeOutcome:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,7 @@ from anyio import CancelScope, to_thread
 
 from functions.accounts.auth import Caller
 from functions.control.admission import Admission, Reservation, check_choices, estimate_prompt_tokens, prompt_messages
+from functions.control.batch_lines import batch_line_request, scope_prefix
 from functions.metrics.gateway import GatewayMetrics
 from functions.spooled_writer import LedgerWriter
 from shared.errors import FleetchatError, RateLimitError
@@ -28,24 +28,11 @@ log = logging.getLogger("fleetchat.accounting")
 
 REQUEST_ID_HEADER = "x-request-id"
 
-# Set while a batch runs one of its lines (functions/batches/lines.py): the request id the line is billed under, the
-# same on every run of that line, so a line run again after a crash is never billed twice (the ledger keeps one entry
-# per request id), and billed at the batch price.
-_BATCH_LINE_REQUEST: ContextVar[str | None] = ContextVar("fleetchat_batch_line_request", default=None)
-
-
-@contextmanager
-def billed_as_batch_line(request_id: str) -> Iterator[None]:
-    """Requests opened inside the block take `request_id` and the batch price class."""
-    token = _BATCH_LINE_REQUEST.set(request_id)
-    try:
-        yield
-    finally:
-        _BATCH_LINE_REQUEST.reset(token)
-
 
 def _request_identity() -> tuple[str, PriceClass]:
-    line = _BATCH_LINE_REQUEST.get()
+    """A new request id at the standard price; a batch line's own id at the batch price (functions/control/
+    batch_lines.py: the same on every run of that line, so a line run again is never billed twice)."""
+    line = batch_line_request()
     return (f"req_{uuid.uuid4().hex}", "standard") if line is None else (line, "batch")
 
 
@@ -175,10 +162,13 @@ class Accounting:
         limits = limits_for(caller.tenant.tier, caller.tenant.limits)
         counted = prompt_messages(request)  # tool definitions and calls are prompt tokens too
 
+        prefix = scope_prefix()  # a batch line's windows are its own
+
         def admit() -> Reservation:
             return self.admission.admit(
-                caller.tenant.id, caller.key.id, limits, counted, request.output_limit(), pool, choices=request.n
-            )
+                caller.tenant.id, caller.key.id, limits, counted, request.output_limit(), pool, choices=request.n,
+                scope_prefix=prefix,
+            )  # fmt: skip
 
         def unchecked() -> Reservation:
             check_choices(limits, request.n)
@@ -200,8 +190,10 @@ class Accounting:
         """Admit a request that reads `tokens` of input and generates nothing (a moderation), billed as `model`."""
         limits = limits_for(caller.tenant.tier, caller.tenant.limits)
 
+        prefix = scope_prefix()
+
         def admit() -> Reservation:
-            return self.admission.admit_tokens(caller.tenant.id, caller.key.id, limits, tokens)
+            return self.admission.admit_tokens(caller.tenant.id, caller.key.id, limits, tokens, scope_prefix=prefix)
 
         def unchecked() -> Reservation:
             return Reservation((), 0, 0, 0, False)

@@ -1,6 +1,8 @@
-"""A batch survives kill -9 of the gateway running it: a second gateway takes the batch over once the lease lapses and
-runs exactly the lines without a result. Every line is in the output once, every line is billed once (one ledger
-entry under the line's own request id, at the batch price), and the worker answered at most the in-flight lines twice.
+"""Batches under faults and limits. A batch survives kill -9 of the gateway running it: a second gateway takes the
+batch over once the lease lapses and runs exactly the lines without a result. Every line is in the output once, every
+line is billed once (one ledger entry under the line's own request id, at the batch price), and the worker answered
+at most the in-flight lines twice. The batch job runs what no gateway runs; a batch spends rate-limit windows of its
+own.
 
 The worker is a stand-in that takes a moment per answer (so the kill lands mid-batch); the gateways are real processes
 on loopback with the real SQLite store, and the client is the `openai` SDK."""
@@ -16,12 +18,15 @@ import time
 from pathlib import Path
 
 import openai
+import pytest
 from fastapi import FastAPI
 
 from functions.batches.runner import line_request_id
 from shared.api_keys import hash_api_key, new_api_key
-from shared.fleet.tiers import Tier
+from shared.fleet.tiers import LimitOverrides, Tier
+from shared.storage.accounts import TenantChanges
 from shared.storage.sqlite.accounts import SQLiteStore
+from tests.integration.conftest import GatewayFactory
 from tests.support.processes import ProcessGroup, free_port, start_gateway
 from tests.support.servers import serve
 
@@ -182,3 +187,36 @@ def test_the_batch_job_runs_what_no_gateway_runs(tmp_path: Path) -> None:
             assert run_batches_from_settings(settings, budget_s=60).active_at_start == 0
         finally:
             group.stop()
+
+
+def test_a_batch_spends_rate_limit_windows_of_its_own(gateway_for: GatewayFactory) -> None:
+    """A tenant allowed 5 requests a minute runs a 4-line batch, then still sends 5 requests of its own in the same
+    minute: a batch never spends the interactive limits (functions/control/batch_lines.py)."""
+    with serve(slow_worker(0.0)) as worker_url:
+        gateway = gateway_for({"mini": [worker_url], "flagship": [worker_url]})
+        store = SQLiteStore(gateway.data_dir / "fleetchat.db")
+        try:
+            owner = next(t for t in store.list_tenants() if t.name == "owner")
+            store.update_tenant(owner.id, TenantChanges(limits=LimitOverrides(key_rpm=5, tenant_rpm=5)))
+        finally:
+            store.close()
+        api = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=gateway.key, max_retries=0, timeout=30)
+        requests = [
+            {"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "mini", "messages": [{"role": "user", "content": f"question {i}"}]}}
+            for i in range(4)
+        ]  # fmt: skip
+        jsonl = "".join(json.dumps(r) + "\n" for r in requests).encode()
+        uploaded = api.files.create(file=("q.jsonl", io.BytesIO(jsonl)), purpose="batch")
+        batch = api.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h")
+        deadline = time.monotonic() + 30
+        while (batch := api.batches.retrieve(batch.id)).status != "completed":
+            assert time.monotonic() < deadline and batch.status in ("validating", "in_progress", "finalizing"), batch
+            time.sleep(0.1)
+        answers = [
+            api.chat.completions.create(model="mini", messages=[{"role": "user", "content": f"now {i}"}])
+            for i in range(5)
+        ]
+        assert len(answers) == 5
+        with pytest.raises(openai.RateLimitError):  # the interactive window itself still holds
+            api.chat.completions.create(model="mini", messages=[{"role": "user", "content": "one more"}])

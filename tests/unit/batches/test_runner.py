@@ -191,3 +191,25 @@ def test_the_input_file_is_checked_line_by_line() -> None:
     too_many = "\n".join(json.dumps({**good, "custom_id": str(i)}) for i in range(3)).encode()
     assert read_input(too_many, CHAT, max_lines=2).errors[0].code == "too_many_requests"
     assert read_input(too_many, CHAT, max_lines=3).model == "mini"
+
+
+def test_a_full_pool_is_waited_out_like_a_rate_limit(world: World) -> None:
+    """Batch lines queue behind interactive traffic (the lowest tier's place in a pool's queue): a pool with no place
+    in time is a 503 the runner waits out without counting it as an attempt."""
+    from functions.control.pool_admission import CapacityExceededError
+
+    batch = world.batch(["busy"])
+    full = _error(CapacityExceededError("The model `mini` is at capacity.", retry_after_s=0))
+    lines = ScriptedLines({"busy": [full, full, full, OK]})  # more than line_attempts (3): not counted
+    world.run(lines)
+    assert [rid for _, rid in lines.asked] == [line_request_id(batch.id, 0)] * 4
+    assert set(world.output(batch, "output")) == {"busy"}
+
+
+def test_a_batch_line_is_charged_to_its_own_windows_and_queues_last() -> None:
+    from functions.control.batch_lines import billed_as_batch_line, queue_tier, scope_prefix
+
+    assert (scope_prefix(), queue_tier(Tier.ENTERPRISE)) == ("", Tier.ENTERPRISE)
+    with billed_as_batch_line("batch_req_x_0"):
+        assert (scope_prefix(), queue_tier(Tier.ENTERPRISE)) == ("batch-", Tier.FREE)
+    assert scope_prefix() == ""
