@@ -21,10 +21,12 @@ from functions.completions.service import CompletionsService
 from functions.control.batch_lines import billed_as_batch_line
 from functions.embedding_service import EmbeddingService
 from functions.responses.service import ResponseCall, ResponsesService
+from functions.safety.moderation_service import ModerationService
 from shared.errors import FleetchatError, InvalidRequestError
 from shared.wire.completions_api import CompletionRequest
 from shared.wire.embeddings_api import EmbeddingRequest
 from shared.wire.http_errors import validation_to_error
+from shared.wire.moderation_api import ModerationRequest
 from shared.wire.openai_shape import with_required_nulls
 from shared.wire.responses_api import ResponsesRequest
 from shared.wire.schemas import ChatCompletionRequest
@@ -78,18 +80,20 @@ class LineRunner:
 
     def __init__(
         self, pipeline: ChatPipeline, responses: ResponsesService, embeddings: EmbeddingService,
-        completions: CompletionsService,
+        completions: CompletionsService, moderation: ModerationService,
     ) -> None:  # fmt: skip
         self._endpoints: dict[str, Callable[[Caller, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
             "/v1/chat/completions": self._chat,
             "/v1/responses": self._response,
             "/v1/embeddings": self._embeddings,
             "/v1/completions": self._completion,
+            "/v1/moderations": self._moderation,
         }
         self.pipeline = pipeline
         self.responses = responses
         self.embeddings = embeddings
         self.completions = completions
+        self.moderation = moderation
 
     async def run(self, caller: Caller, endpoint: str, body: dict[str, Any], request_id: str) -> LineAnswer:
         with billed_as_batch_line(request_id):
@@ -116,6 +120,10 @@ class LineRunner:
     async def _embeddings(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         response, _ = await self.embeddings.embed(caller, _parsed(EmbeddingRequest, body))
         return response
+
+    async def _moderation(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
+        response, _ = await self.moderation.moderate(caller, _parsed(ModerationRequest, body))
+        return response.model_dump()
 
     async def _completion(self, caller: Caller, body: dict[str, Any]) -> dict[str, Any]:
         _unstreamed(body)

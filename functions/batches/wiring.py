@@ -19,7 +19,7 @@ def install_batches(state: Any, settings: Settings, owned: AsyncExitStack) -> No
     """Call after the chat pipeline and the other endpoints' services are on `state` (a line runs through them)."""
     store = open_batch_store(settings)
     owned.callback(store.close)
-    lines = LineRunner(state.chat_pipeline, state.responses, state.embeddings, state.completions)
+    lines = LineRunner(state.chat_pipeline, state.responses, state.embeddings, state.completions, state.moderation)
     runner = BatchRunner(store, state.files_service, state.store, lines, settings.batch, state.batch_metrics)
     state.batch_runner = runner
     state.batches = BatchesService(store, state.files_service, runner if settings.batch.run_in_gateway else None)

@@ -2,7 +2,7 @@
 uploaded JSONL and a line of the output and error files (docs/batches.md).
 
 A field OpenAI's description does not define is a 400, as OpenAI refuses it. The endpoints a batch may name are the
-ones fleetchat serves that OpenAI batches: chat completions, responses, embeddings and completions."""
+ones fleetchat serves that OpenAI batches: chat completions, responses, embeddings, completions and moderations."""
 
 from __future__ import annotations
 
@@ -13,13 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 BATCH_ID_PATTERN = r"^batch_[0-9a-f]{1,64}$"
 BATCH_ID_RE = re.compile(BATCH_ID_PATTERN)
-BatchEndpoint = Literal["/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions"]
-BATCH_ENDPOINTS: tuple[BatchEndpoint, ...] = (
-    "/v1/chat/completions",
-    "/v1/responses",
-    "/v1/embeddings",
-    "/v1/completions",
-)
+BatchEndpoint = Literal["/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions", "/v1/moderations"]
 BatchStatus = Literal[
     "validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled"
 ]

@@ -1,8 +1,8 @@
 """`/v1/batches` through the real gateway to the real llama.cpp workers, with the `openai` SDK as the client:
 `files.create(purpose="batch")`, `batches.create` / `.retrieve` / `.list` / `.cancel`, the output and error files,
-chat completions, responses and completions as batch endpoints (embeddings: tests/integration/files/), the ledger
-(one entry per line, at the batch price), `/v1/usage` showing the batch price class, every body validated against
-OpenAI's published schema, and bad input refused with nothing created."""
+chat completions, responses, completions and moderations as batch endpoints (embeddings: tests/integration/files/),
+the ledger (one entry per line, at the batch price), `/v1/usage` showing the batch price class, every body validated
+against OpenAI's published schema, and bad input refused with nothing created."""
 
 from __future__ import annotations
 
@@ -115,13 +115,14 @@ def test_a_chat_batch_answers_every_line_bills_each_once_at_the_batch_price(stac
     assert done.value.code == "invalid_state"
 
 
-def test_responses_and_completions_run_as_batches(stack: Stack) -> None:
+def test_responses_completions_and_moderations_run_as_batches(stack: Stack) -> None:
     """(Embeddings as a batch endpoint: tests/integration/files/test_embeddings_api.py, beside an embedding worker.)"""
     _, key = stack.new_tenant(Tier.PLUS, "batch-endpoints")
     api = client(stack, key)
     cases = {
         "/v1/responses": [_line("r", "/v1/responses", {"model": "mini", "input": "Say hi.", "max_output_tokens": 8})],
         "/v1/completions": [_line("c", "/v1/completions", {"model": "mini", "prompt": "Once upon", "max_tokens": 6})],
+        "/v1/moderations": [_line("m", "/v1/moderations", {"input": "How do I bake bread?"})],
     }
     batches = {}
     for endpoint, requests in cases.items():
@@ -136,6 +137,8 @@ def test_responses_and_completions_run_as_batches(stack: Stack) -> None:
         assert batch.status == "completed" and batch.request_counts.failed == 0, (endpoint, batch)
     response = _lines(api, results["/v1/responses"].output_file_id)["r"]["response"]["body"]
     assert response["object"] == "response" and response["output"]
+    moderation = _lines(api, results["/v1/moderations"].output_file_id)["m"]["response"]["body"]
+    assert moderation["results"][0]["flagged"] is False
     completion = _lines(api, results["/v1/completions"].output_file_id)["c"]["response"]["body"]
     assert completion["object"] == "text_completion" and completion["choices"][0]["text"] is not None
 
