@@ -21,6 +21,7 @@ from gpu_workers.server.generation import (
     Generation,
     PreparedRequest,
     RunStep,
+    leader_first,
     sampling_params,
     too_long,
     usage_of,
@@ -155,25 +156,7 @@ class ChatServing:
 
     async def _collect_all(self, prepared: PreparedChat) -> list[ChoiceResult]:
         """Every choice's run: the leader first, the followers once its prompt is cached (module docstring)."""
-        runs = prepared.choices()
-        if len(runs) == 1:
-            return [await self._collect(prepared)]
-        started = asyncio.Event()
-        leader = asyncio.create_task(self._collect(runs[0], started))
-        waiting = asyncio.create_task(started.wait())
-        tasks = [leader, waiting]
-        try:
-            await asyncio.wait({leader, waiting}, return_when=asyncio.FIRST_COMPLETED)
-            if leader.done():
-                leader.result()  # a leader that failed before its first step fails the request: no follower starts
-            followers = [asyncio.create_task(self._collect(run)) for run in runs[1:]]
-            tasks += followers
-            return list(await asyncio.gather(leader, *followers))  # the first failure fails the request
-        finally:
-            # Whatever ended it (a failure, the client gone): no choice goes on generating for nobody.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return await leader_first(prepared.choices(), self._collect)
 
     async def complete(
         self, prepared: PreparedChat, is_disconnected: Callable[[], Awaitable[bool]]

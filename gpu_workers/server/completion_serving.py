@@ -21,6 +21,7 @@ from gpu_workers.server.generation import (
     Generation,
     PreparedRequest,
     RunStep,
+    leader_first,
     sampling_params,
     too_long,
     usage_of,
@@ -123,23 +124,7 @@ class CompletionServing:
 
     async def _collect_group(self, runs: list[PreparedPrompt]) -> list[ChoiceResult]:
         """A prompt's choices: the leader first, the followers once its prompt is cached (module docstring)."""
-        if len(runs) == 1:
-            return [await self._collect(runs[0])]
-        started = asyncio.Event()
-        leader = asyncio.create_task(self._collect(runs[0], started))
-        waiting = asyncio.create_task(started.wait())
-        tasks = [leader, waiting]
-        try:
-            await asyncio.wait({leader, waiting}, return_when=asyncio.FIRST_COMPLETED)
-            if leader.done():
-                leader.result()  # a leader that failed before its first step fails the request
-            followers = [asyncio.create_task(self._collect(run)) for run in runs[1:]]
-            tasks += followers
-            return list(await asyncio.gather(leader, *followers))
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return await leader_first(runs, self._collect)
 
     async def _collect(self, prompt: PreparedPrompt, started: asyncio.Event | None = None) -> ChoiceResult:
         result = ChoiceResult()

@@ -1,12 +1,14 @@
-"""What the worker's endpoints share: a request's sampling as the engine takes it, and one generation run (the engine's
-tokens to text with stop strings held back, log-probabilities alongside, latency metrics recorded)."""
+"""What the worker's endpoints share: a request's sampling as the engine takes it, one generation run (the engine's
+tokens to text with stop strings held back, log-probabilities alongside, latency metrics recorded), and the choices of
+one prompt collected leader first (`n` > 1: the followers copy the leader's cached prompt)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from gpu_workers.engine import Engine, SamplingParams, TokenLogprobs
 from gpu_workers.server.metrics import WorkerMetrics
@@ -96,6 +98,35 @@ class Generation:
             self.metrics.generation_tokens.labels(**labels).inc(generated)
             self.metrics.e2e.labels(**labels).observe(time.perf_counter() - start)
             self.metrics.request_success.labels(finished_reason=finish or "abort", **labels).inc()
+
+
+_Run = TypeVar("_Run")
+
+
+async def leader_first(
+    runs: list[_Run], collect: Callable[[_Run, asyncio.Event | None], Awaitable[ChoiceResult]]
+) -> list[ChoiceResult]:
+    """Every run of one prompt collected: the first (the leader) alone until its first step (`collect` sets the event
+    then), so its prompt's KV blocks are in the prefix cache, then the others (the followers), which copy them. A
+    leader that fails before its first step fails the request with no follower started; the first failure fails it,
+    and whatever ends it (a failure, the client gone) closes every run."""
+    if len(runs) == 1:
+        return [await collect(runs[0], None)]
+    started = asyncio.Event()
+    leader = asyncio.create_task(collect(runs[0], started))
+    waiting = asyncio.create_task(started.wait())
+    tasks = [leader, waiting]
+    try:
+        await asyncio.wait({leader, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        if leader.done():
+            leader.result()
+        followers = [asyncio.create_task(collect(run, None)) for run in runs[1:]]
+        tasks += followers
+        return list(await asyncio.gather(leader, *followers))
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def too_long(limit: int, prompt: int, wanted: int, *, what: str, param: str) -> ContextLengthExceededError:

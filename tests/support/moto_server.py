@@ -52,3 +52,24 @@ def unique_names() -> tuple[str, str]:
     """A fresh (table, bucket) pair so tests sharing one moto server never see each other's data."""
     suffix = uuid.uuid4().hex[:12]
     return f"fleetchat-test-{suffix}", f"fleetchat-test-{suffix}"
+
+
+def new_pk_sk_table(endpoint: str) -> tuple[Any, str, str]:
+    """A fresh DynamoDB table keyed (pk, sk) and a fresh S3 bucket on the moto server at `endpoint`: (a DynamoDB client
+    on plain Python values, the table's name, the bucket's name), as the conversations table's stores take them."""
+    import boto3
+    from botocore.config import Config
+
+    table, bucket = unique_names()
+    # Patient timeouts: moto's first request loads its DynamoDB backend, slow on busy shared cores.
+    ddb = boto3.resource(
+        "dynamodb", endpoint_url=endpoint, region_name="us-east-1", config=Config(read_timeout=120)
+    ).meta.client
+    ddb.create_table(
+        TableName=table,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk")],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    )
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    return ddb, table, bucket

@@ -23,6 +23,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from shared.storage.aws.paging import query_pages
 from shared.storage.aws.retry import Retrier, cancel_reasons
 from shared.storage.aws.s3_encryption import s3_encryption
 from shared.storage.batches import BatchUpdate, LineResult, StoredBatch
@@ -76,18 +77,7 @@ class AwsBatchStore:
         return answer.get("Item")
 
     def _query(self, pk: str, prefix: str) -> Iterator[dict[str, Any]]:
-        args: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)" if prefix else "pk = :pk",
-            "ExpressionAttributeValues": {":pk": pk, ":prefix": prefix} if prefix else {":pk": pk},
-            "ConsistentRead": True,
-        }
-        while True:
-            answer = self._call(self._ddb.query, **args)
-            yield from answer.get("Items", [])
-            if "LastEvaluatedKey" not in answer:
-                return
-            args["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return query_pages(self._call, self._ddb, self._table, pk, prefix)
 
     def _transact(self, items: list[dict[str, Any]]) -> bool:
         """False when a condition failed (nothing was written)."""

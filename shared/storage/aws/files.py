@@ -23,6 +23,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.settings import Settings
+from shared.storage.aws.paging import query_pages
 from shared.storage.aws.retry import Retrier, cancel_reasons
 from shared.storage.files import Attachment, FileQuota, QuotaExceeded, StoredFile, StoredVectorStore
 from shared.storage.timestamps import from_iso, to_iso
@@ -107,18 +108,7 @@ class AwsFileStore:
         return answer.get("Item")
 
     def _query(self, pk: str, prefix: str) -> Iterator[dict[str, Any]]:
-        args: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)" if prefix else "pk = :pk",
-            "ExpressionAttributeValues": {":pk": pk, ":prefix": prefix} if prefix else {":pk": pk},
-            "ConsistentRead": True,
-        }
-        while True:
-            answer = self._call(self._ddb.query, **args)
-            yield from answer.get("Items", [])
-            if "LastEvaluatedKey" not in answer:
-                return
-            args["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+        return query_pages(self._call, self._ddb, self._table, pk, prefix)
 
     def _put(self, item: dict[str, Any]) -> None:
         self._call(self._ddb.put_item, TableName=self._table, Item=item)

@@ -67,6 +67,18 @@ def slow_worker(delay_s: float) -> FastAPI:
     return app
 
 
+def plus_tenant(data_dir: Path) -> tuple[str, str]:
+    """(tenant id, API key) of a new plus tenant in the data dir's store, before any gateway starts."""
+    store = SQLiteStore(data_dir / "fleetchat.db")
+    try:
+        tenant = store.create_tenant("t", Tier.PLUS)
+        key = new_api_key()
+        store.add_api_key(tenant.id, hash_api_key(key), "t")
+        return tenant.id, key
+    finally:
+        store.close()
+
+
 def _lines_kept(db_path: Path, batch_id: str) -> int:
     db = sqlite3.connect(db_path)
     try:
@@ -87,11 +99,7 @@ def _ledger(db_path: Path, tenant_id: str) -> list[tuple[str, str, int]]:
 
 def test_a_batch_survives_kill_9_of_its_gateway_without_repeating_or_losing_a_line(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    store = SQLiteStore(data_dir / "fleetchat.db")
-    tenant = store.create_tenant("t", Tier.PLUS)
-    key = new_api_key()
-    store.add_api_key(tenant.id, hash_api_key(key), "t")
-    store.close()
+    tenant_id, key = plus_tenant(data_dir)
     requests = [
         {"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
          "body": {"model": "mini", "messages": [{"role": "user", "content": f"question {i}"}], "max_tokens": 8}}
@@ -138,7 +146,7 @@ def test_a_batch_survives_kill_9_of_its_gateway_without_repeating_or_losing_a_li
         assert line["response"]["status_code"] == 200
         assert line["response"]["body"]["choices"][0]["message"]["content"] == f"re: question {number}"
     # Every line billed once, under its own request id, at the batch price.
-    rows = _ledger(data_dir / "fleetchat.db", tenant.id)
+    rows = _ledger(data_dir / "fleetchat.db", tenant_id)
     assert sorted(r[0] for r in rows) == sorted(line_request_id(batch.id, i) for i in range(LINES))
     assert {r[1] for r in rows} == {"batch"}
     # The worker answered every line, and again at most the lines in flight when the gateway died.
@@ -155,11 +163,7 @@ def test_the_batch_job_runs_what_no_gateway_runs(tmp_path: Path) -> None:
     from shared.settings import Settings
 
     data_dir = tmp_path / "data"
-    store = SQLiteStore(data_dir / "fleetchat.db")
-    tenant = store.create_tenant("t", Tier.PLUS)
-    key = new_api_key()
-    store.add_api_key(tenant.id, hash_api_key(key), "t")
-    store.close()
+    _, key = plus_tenant(data_dir)
     requests = [
         {"custom_id": f"q{i}", "method": "POST", "url": "/v1/chat/completions",
          "body": {"model": "mini", "messages": [{"role": "user", "content": f"question {i}"}]}}

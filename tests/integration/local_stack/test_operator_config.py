@@ -168,6 +168,7 @@ def test_a_pool_with_list_prices_shows_them_and_usage_is_priced_at_them(stack: S
         "input_usd_per_mtok": 3.0,
         "cached_input_usd_per_mtok": 1.5,
         "output_usd_per_mtok": 12.0,
+        "batch_multiplier": 0.5,  # a batch line's share of these (docs/batches.md); the default
     }
     assert cards["mini"]["pricing"] is None  # no list price set: none shown, nothing priced
     headers = {"authorization": f"Bearer {key}"}

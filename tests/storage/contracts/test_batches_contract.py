@@ -13,27 +13,16 @@ import pytest
 
 from shared.storage.batches import BatchStore, BatchUpdate, LineResult, StoredBatch, new_batch_id
 from shared.storage.timestamps import utc_now
-from tests.support.moto_server import unique_names
+from tests.support.moto_server import new_pk_sk_table
 
 
 def _open_aws(endpoint: str) -> BatchStore:
     import boto3
-    from botocore.config import Config
 
     from shared.storage.aws.batches import AwsBatchStore
 
-    table, bucket = unique_names()
-    ddb = boto3.resource(
-        "dynamodb", endpoint_url=endpoint, region_name="us-east-1", config=Config(read_timeout=120)
-    ).meta.client
-    ddb.create_table(
-        TableName=table,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-    )
+    ddb, table, bucket = new_pk_sk_table(endpoint)
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-    s3.create_bucket(Bucket=bucket)
     return AwsBatchStore(ddb, table, s3, bucket, retry_budget_s=30.0)
 
 

@@ -12,28 +12,15 @@ import pytest
 
 from shared.storage.files import Attachment, FileQuota, FileStore, QuotaExceeded, StoredFile, StoredVectorStore
 from shared.storage.timestamps import utc_now
-from tests.support.moto_server import unique_names
+from tests.support.moto_server import new_pk_sk_table
 
 ROOMY = FileQuota(max_files=100, max_total_bytes=10_000)
 
 
 def _open_aws(endpoint: str) -> FileStore:
-    import boto3
-    from botocore.config import Config
-
     from shared.storage.aws.files import AwsFileStore
 
-    table, _ = unique_names()
-    # Patient timeouts: moto's first request loads its DynamoDB backend, slow on busy shared cores.
-    ddb = boto3.resource(
-        "dynamodb", endpoint_url=endpoint, region_name="us-east-1", config=Config(read_timeout=120)
-    ).meta.client
-    ddb.create_table(
-        TableName=table,
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk")],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-    )
+    ddb, table, _ = new_pk_sk_table(endpoint)
     return AwsFileStore(ddb, table, retry_budget_s=30.0)
 
 
