@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -366,9 +367,10 @@ class BatchRunner:
         ):
             if chosen:
                 file_id = output_file_id(batch.id, kind)
-                await to_thread.run_sync(
-                    self.files.keep_output, batch.tenant_id, file_id, f"{batch.id}_{kind}.jsonl", _jsonl(chosen)
-                )
+                keep = functools.partial(
+                    self.files.keep_output, expires_after_s=batch.output_expires_after_s
+                )  # the output files' own expiry (`output_expires_after`)
+                await to_thread.run_sync(keep, batch.tenant_id, file_id, f"{batch.id}_{kind}.jsonl", _jsonl(chosen))
                 files[field] = file_id
         now = utc_now()
         update = BatchUpdate(status=final, **{f"{final}_at": now}, **files)  # type: ignore[arg-type]

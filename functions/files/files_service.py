@@ -11,6 +11,7 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 
 from anyio import to_thread
 from starlette.datastructures import UploadFile
@@ -40,6 +41,7 @@ def file_object(record: StoredFile) -> FileObject:
         created_at=int(record.created_at.timestamp()),
         filename=record.filename,
         purpose=record.purpose,
+        expires_at=None if record.expires_at is None else int(record.expires_at.timestamp()),
     )
 
 
@@ -121,9 +123,12 @@ class FilesService:
             b.blobs.delete(record.tenant_id, record.id)
             raise
 
-    def keep_output(self, tenant_id: str, file_id: str, filename: str, chunks: Iterable[bytes]) -> StoredFile:
+    def keep_output(
+        self, tenant_id: str, file_id: str, filename: str, chunks: Iterable[bytes], *, expires_after_s: int | None
+    ) -> StoredFile:
         """Store a file the service wrote (a batch's output or error file, purpose `batch_output`) under `file_id`,
-        spooled from `chunks`; blocking. Idempotent: a file already kept under that id is returned as it is."""
+        spooled from `chunks`, expiring `expires_after_s` after it is written; blocking. Idempotent: a file already
+        kept under that id is returned as it is."""
         existing = self.backends.files.get_file(tenant_id, file_id)
         if existing is not None:
             return existing
@@ -134,16 +139,18 @@ class FilesService:
                 digest.update(chunk)
                 size += len(chunk)
             spooled.flush()
+            now = utc_now()
+            expires = None if expires_after_s is None else now + timedelta(seconds=expires_after_s)
             record = StoredFile(
                 id=file_id, tenant_id=tenant_id, filename=filename, purpose="batch_output", bytes=size, kind="jsonl",
-                sha256=digest.hexdigest(), created_at=utc_now(),
+                sha256=digest.hexdigest(), created_at=now, expires_at=expires,
             )  # fmt: skip
             self._put(record, spooled.name, UNBOUNDED)
         return record
 
     async def get(self, caller: Caller, file_id: str) -> StoredFile:
         record = await to_thread.run_sync(self.backends.files.get_file, caller.tenant.id, file_id)
-        if record is None:
+        if record is None or record.expired(utc_now()):  # an expired file is gone, swept or not yet
             raise not_found(file_id)
         return record
 
@@ -153,7 +160,8 @@ class FilesService:
                 caller.tenant.id, purpose=purpose, after=after, limit=limit + 1, newest_first=order == "desc"
             )
         )
-        data = [file_object(r) for r in records[:limit]]
+        now = utc_now()
+        data = [file_object(r) for r in records[:limit] if not r.expired(now)]
         return FileList(
             data=data,
             first_id=data[0].id if data else None,

@@ -117,8 +117,8 @@ class TenantFiles:
                     if not dry_run:
                         delete_store(self.backends, tenant_id, store.id)
             for record in list(self._all_files(tenant_id)):
-                ends_at = expiry_for(tenant, record.created_at)
-                if ends_at is not None and ends_at <= now:
+                ends = [t for t in (expiry_for(tenant, record.created_at), record.expires_at) if t is not None]
+                if ends and min(ends) <= now:
                     report.files_deleted += 1
                     if not dry_run:
                         delete_file(self.backends, tenant_id, record.id)

@@ -32,6 +32,12 @@ class StoredFile(BaseModel):
     kind: str  # the sniffed type: pdf, docx, html, markdown, text
     sha256: str
     created_at: datetime
+    # When the file goes (a batch's output file with `output_expires_after`): reads treat it as gone from then on and
+    # the retention sweep deletes it. None: kept until deleted or past the tenant's retention.
+    expires_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
 
 
 class StoredVectorStore(BaseModel):

@@ -26,7 +26,7 @@ from shared.settings import Settings
 from shared.storage.aws.paging import query_pages
 from shared.storage.aws.retry import Retrier, cancel_reasons
 from shared.storage.files import Attachment, FileQuota, QuotaExceeded, StoredFile, StoredVectorStore
-from shared.storage.timestamps import from_iso, to_iso
+from shared.storage.timestamps import from_iso, optional_from_iso, to_iso
 
 PENDING_PK = "files-pending"
 TENANTS_PK = "files-tenants"
@@ -56,7 +56,12 @@ def _values(item: dict[str, Any]) -> dict[str, Any]:
 
 def _file(item: dict[str, Any]) -> StoredFile:
     values = _values(item)
-    return StoredFile(**{**values, "bytes": int(values["bytes"]), "created_at": from_iso(values["created_at"])})
+    values.update(
+        bytes=int(values["bytes"]),
+        created_at=from_iso(values["created_at"]),
+        expires_at=optional_from_iso(values.get("expires_at")),
+    )
+    return StoredFile(**values)
 
 
 def _store(item: dict[str, Any]) -> StoredVectorStore:
@@ -125,8 +130,10 @@ class AwsFileStore:
     # -- files ----------------------------------------------------------------------------------------------------
 
     def add_file(self, record: StoredFile, quota: FileQuota) -> None:
-        item = record.model_dump()
+        item = record.model_dump(exclude_none=True)
         item.update(pk=_pk(record.tenant_id), sk=f"file#{record.id}", created_at=to_iso(record.created_at))
+        if record.expires_at is not None:
+            item["expires_at"] = to_iso(record.expires_at)
         usage = {
             "Update": {
                 "TableName": self._table,

@@ -324,6 +324,8 @@ MIGRATIONS: list[list[str]] = [
             record TEXT NOT NULL,
             PRIMARY KEY (tenant_id, batch_id, line)
         ) WITHOUT ROWID""",
+        # A file's own expiry (shared/storage/files.py: StoredFile.expires_at; NULL: none).
+        "ALTER TABLE files ADD COLUMN expires_at TEXT",
     ],
 ]
 

@@ -11,11 +11,13 @@ from typing import Any
 
 from shared.storage.files import Attachment, FileQuota, QuotaExceeded, StoredFile, StoredVectorStore
 from shared.storage.sqlite.db import SQLiteDatabase
-from shared.storage.timestamps import from_iso, to_iso
+from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso, to_iso
 
 
 def _file(row: sqlite3.Row) -> StoredFile:
-    return StoredFile(**{**dict(row), "created_at": from_iso(row["created_at"])})
+    values = dict(row)
+    values.update(created_at=from_iso(row["created_at"]), expires_at=optional_from_iso(row["expires_at"]))
+    return StoredFile(**values)
 
 
 def _store(row: sqlite3.Row) -> StoredVectorStore:
@@ -64,11 +66,11 @@ class SQLiteFileStore:
             if total + record.bytes > quota.max_total_bytes:
                 raise QuotaExceeded("bytes", quota.max_total_bytes)
             db.execute(
-                "INSERT INTO files (tenant_id, id, filename, purpose, bytes, kind, sha256, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO files (tenant_id, id, filename, purpose, bytes, kind, sha256, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.tenant_id, record.id, record.filename, record.purpose, record.bytes, record.kind,
-                    record.sha256, to_iso(record.created_at),
+                    record.sha256, to_iso(record.created_at), optional_iso(record.expires_at),
                 ),
             )  # fmt: skip
 

@@ -147,3 +147,14 @@ def test_one_ingestion_lease_at_a_time_renewed_by_its_owner_taken_over_when_it_l
     assert store.finish(first.model_copy(update={"status": "completed"}))
     assert not store.claim("t1", "vs_1", "file-a", "gw-2", later + timedelta(seconds=60), later)  # finished
     assert store.get_attachment("t1", "vs_1", "file-a").status == "completed"
+
+
+def test_a_files_own_expiry_is_kept(store: FileStore) -> None:
+    expiring = _file("t1", "file-out").model_copy(update={"expires_at": utc_now() + timedelta(hours=1)})
+    store.add_file(expiring, ROOMY)
+    store.add_file(_file("t1", "file-in"), ROOMY)
+    kept = store.get_file("t1", "file-out")
+    assert kept is not None and kept.expires_at is not None
+    assert abs((kept.expires_at - expiring.expires_at).total_seconds()) < 1e-3  # type: ignore[operator]
+    assert not kept.expired(utc_now()) and kept.expired(utc_now() + timedelta(hours=2))
+    assert store.get_file("t1", "file-in").expires_at is None  # type: ignore[union-attr]

@@ -69,7 +69,13 @@ class World:
     key_id: str
     spool: Path
 
-    def batch(self, questions: list[str], *, expires_in: timedelta = timedelta(hours=24)) -> StoredBatch:
+    def batch(
+        self,
+        questions: list[str],
+        *,
+        expires_in: timedelta = timedelta(hours=24),
+        output_expires_after_s: int | None = None,
+    ) -> StoredBatch:
         body = "".join(
             json.dumps({"custom_id": q, "method": "POST", "url": CHAT,
                         "body": {"model": "mini", "messages": [{"role": "user", "content": q}]}}) + "\n"
@@ -88,6 +94,7 @@ class World:
         batch = StoredBatch(
             id=new_batch_id(), tenant_id=self.tenant_id, key_id=self.key_id, endpoint=CHAT, input_file_id=file_id,
             status="validating", created_at=now, expires_at=now + expires_in,
+            output_expires_after_s=output_expires_after_s,
         )  # fmt: skip
         self.store.create(batch)
         return batch
@@ -213,3 +220,18 @@ def test_a_batch_line_is_charged_to_its_own_windows_and_queues_last() -> None:
     with billed_as_batch_line("batch_req_x_0"):
         assert (scope_prefix(), queue_tier(Tier.ENTERPRISE)) == ("batch-", Tier.FREE)
     assert scope_prefix() == ""
+
+
+def test_output_files_expire_as_the_batch_asked_and_are_swept(world: World) -> None:
+    from functions.files.tenant_data import TenantFiles
+
+    batch = world.batch(["a"], output_expires_after_s=3600)
+    world.run(ScriptedLines({}))
+    kept = world.store.get(world.tenant_id, batch.id)
+    assert kept is not None and kept.output_file_id is not None
+    output = world.files.backends.files.get_file(world.tenant_id, kept.output_file_id)
+    assert output is not None and output.expires_at is not None
+    assert 3590 <= (output.expires_at - output.created_at).total_seconds() <= 3600
+    sweep = TenantFiles(world.files.backends).sweep(world.tenants.get_tenant, output.expires_at + timedelta(seconds=1))
+    assert sweep.files_deleted == 1  # the output file; the input file has no expiry of its own
+    assert world.files.backends.files.get_file(world.tenant_id, kept.output_file_id) is None
