@@ -21,8 +21,8 @@ class TextContentPart(BaseModel):
 
 class ChatMessage(BaseModel):
     """A message as OpenAI takes it. A field OpenAI does not define is a 400 naming it (`messages.0.foo`), as OpenAI
-    refuses it; the fields OpenAI's SDK sends back with an answer it received (`refusal`, `annotations`, and null
-    `audio` and `function_call`) are accepted and never reach a model."""
+    refuses it; the fields OpenAI's SDK sends back with an answer it received (`refusal`, `annotations`, a reasoning
+    model's `reasoning`, and null `audio` and `function_call`) are accepted and never reach a model."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -38,6 +38,10 @@ class ChatMessage(BaseModel):
     annotations: list[dict[str, Any]] | None = Field(default=None, exclude=True)
     audio: None = Field(default=None, exclude=True)  # audio answers: no pool produces them
     function_call: None = Field(default=None, exclude=True)  # the legacy call field: `tool_calls` replaces it
+    # A reasoning model's reasoning (vLLM's `reasoning`, formerly `reasoning_content`) sent back with its answer by
+    # clients that keep it (interleaved thinking): accepted and, as reasoning models' chat templates do, not rendered.
+    reasoning: str | None = Field(default=None, exclude=True)
+    reasoning_content: str | None = Field(default=None, exclude=True)
 
     def text(self) -> str:
         """The message's content as one string (text parts joined in order)."""

@@ -86,7 +86,10 @@ def test_an_unknown_field_inside_a_message_is_refused_by_its_path_and_a_replayed
     with pytest.raises(ValidationError):
         request(messages=[{"role": "user", "content": "hi", "audio": {"id": "audio_1"}}])  # only null: no audio pool
     # What the SDK's `message.model_dump()` gives back after an answer: accepted, kept out of the prompt.
-    replayed = {"role": "assistant", "content": "Paris.", "refusal": None, "annotations": [], "audio": None}
+    replayed = {
+        "role": "assistant", "content": "Paris.", "refusal": None, "annotations": [], "audio": None,
+        "reasoning": "France's capital is Paris.",  # a reasoning model's, kept by clients that send it back
+    }  # fmt: skip
     sent = request(
         messages=[{"role": "user", "content": "Capital of France?"}, replayed, {"role": "user", "content": "Why?"}]
     )
