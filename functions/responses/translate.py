@@ -19,6 +19,7 @@ from shared.wire.responses_api import (
     HostedChoice,
     InputItem,
     MessageItem,
+    ReasoningItem,
     RefusalPart,
     ResponsesRequest,
     UnsupportedItem,
@@ -151,6 +152,8 @@ def chat_messages(items: str | list[InputItem], param: str = "input") -> list[di
             output = _text_of(item.output, f"{param}[{index}].output")
             text = output if isinstance(output, str) else "".join(part["text"] for part in output)
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": text})
+        elif isinstance(item, ReasoningItem):
+            continue  # an earlier answer's reasoning: never rendered (reasoning models' templates drop it)
         elif isinstance(item, UnsupportedItem):
             raise InvalidRequestError(
                 f"Input items of type '{item.type[:40]}' are not supported here; send messages, function calls and "

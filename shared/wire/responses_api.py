@@ -105,8 +105,25 @@ class FunctionCallOutputItem(_Strict):
     status: str | None = None
 
 
+class ReasoningText(_Strict):
+    type: Literal["reasoning_text", "summary_text"]
+    text: str
+
+
+class ReasoningItem(_Strict):
+    """A reasoning model's reasoning from an earlier answer, replayed by a client that manages its own context:
+    accepted and, as reasoning models' chat templates do with earlier turns' reasoning, kept out of the prompt."""
+
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[ReasoningText] = Field(default_factory=list)
+    content: list[ReasoningText] | None = None
+    encrypted_content: str | None = None
+    status: str | None = None
+
+
 class UnsupportedItem(BaseModel):
-    """Item types fleetchat cannot take (reasoning, item references, built-in tool calls, ...): refused by name."""
+    """Item types fleetchat cannot take (item references, built-in tool calls, ...): refused by name."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -117,8 +134,9 @@ InputItem = Annotated[
     Annotated[MessageItem, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")]
     | Annotated[UnsupportedItem, Tag("unsupported")],
-    _tagged(("message", "function_call", "function_call_output"), default="message"),
+    _tagged(("message", "function_call", "function_call_output", "reasoning"), default="message"),
 ]
 
 

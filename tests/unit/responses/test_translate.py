@@ -58,6 +58,19 @@ def test_a_function_call_with_no_message_before_it_is_an_assistant_message_of_it
     }
 
 
+def test_an_earlier_answers_reasoning_item_is_taken_back_and_kept_out_of_the_prompt() -> None:
+    """A client that manages its own context sends a reasoning model's output back whole: its reasoning item is
+    accepted and not rendered (reasoning models' chat templates drop earlier turns' reasoning)."""
+    reasoning = {
+        "type": "reasoning", "id": "rs_1", "summary": [], "status": "completed",
+        "content": [{"type": "reasoning_text", "text": "Lisbon is the capital."}],
+    }  # fmt: skip
+    answer = {"role": "assistant", "content": [{"type": "output_text", "text": "Lisbon."}]}
+    items = request(input=[{"role": "user", "content": "A city?"}, reasoning, answer]).input
+    assert isinstance(items, list)
+    assert [m["role"] for m in chat_messages(items)] == ["user", "assistant"]
+
+
 @pytest.mark.parametrize(
     ("item", "param"),
     [
@@ -65,8 +78,8 @@ def test_a_function_call_with_no_message_before_it_is_an_assistant_message_of_it
             {"role": "user", "content": [{"type": "input_image", "image_url": "https://x/y.png"}]},
             "input[0].content[0].type",
         ),
-        ({"type": "reasoning", "summary": []}, "input[0].type"),
         ({"type": "item_reference", "id": "msg_1"}, "input[0].type"),
+        ({"type": "web_search_call", "id": "ws_1", "status": "completed"}, "input[0].type"),
     ],
 )
 def test_content_and_items_no_pool_reads_are_refused_by_name(item: dict[str, Any], param: str) -> None:
