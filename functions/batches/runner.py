@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -359,24 +359,24 @@ class BatchRunner:
     async def _finalize(self, batch: StoredBatch, final: str) -> None:
         """Write the output and error files (ids fixed by the batch: a rerun keeps what was written), then the final
         status with its time."""
-        results = await to_thread.run_sync(lambda: list(self.store.lines(batch.tenant_id, batch.id)))
+        counted = await self._current(batch)  # the counts every kept line added to
         files: dict[str, str | None] = {"output_file_id": None, "error_file_id": None}
-        for field, kind, chosen in (
-            ("output_file_id", "output", [r for r in results if r.ok]),
-            ("error_file_id", "error", [r for r in results if not r.ok]),
+        for field, kind, ok, count in (
+            ("output_file_id", "output", True, counted.completed),
+            ("error_file_id", "error", False, counted.failed),
         ):
-            if chosen:
+            if count:
                 file_id = output_file_id(batch.id, kind)
-                keep = functools.partial(
-                    self.files.keep_output, expires_after_s=batch.output_expires_after_s
-                )  # the output files' own expiry (`output_expires_after`)
+                # Streamed from the store into the file (a batch's results can be large), with the files' own expiry.
+                chosen = (r for r in self.store.lines(batch.tenant_id, batch.id) if r.ok == ok)
+                keep = functools.partial(self.files.keep_output, expires_after_s=batch.output_expires_after_s)
                 await to_thread.run_sync(keep, batch.tenant_id, file_id, f"{batch.id}_{kind}.jsonl", _jsonl(chosen))
                 files[field] = file_id
         now = utc_now()
         update = BatchUpdate(status=final, **{f"{final}_at": now}, **files)  # type: ignore[arg-type]
         if await self._advance_to(batch, update, from_statuses=frozenset({batch.status})):
             self.metrics.batches.labels(final).inc()
-            log.info("batch %s %s: %d lines kept", batch.id, final, len(results))
+            log.info("batch %s %s: %d answered, %d failed", batch.id, final, counted.completed, counted.failed)
 
     async def _fail(self, batch: StoredBatch, code: str, message: str) -> None:
         update = BatchUpdate(status="failed", failed_at=utc_now(), errors=[BatchError(code=code, message=message)])
@@ -403,7 +403,7 @@ class BatchRunner:
         return None if key is None or key.revoked_at is not None else Caller(tenant, key)
 
 
-def _jsonl(results: list[LineResult]) -> Iterator[bytes]:
+def _jsonl(results: Iterable[LineResult]) -> Iterator[bytes]:
     for result in results:
         line = BatchOutputLine(
             id=line_request_id(result.batch_id, result.line),

@@ -14,6 +14,7 @@ from shared.storage.timestamps import to_iso
 from shared.wire.batches_api import FINAL_STATUSES
 
 _FINAL = tuple(sorted(FINAL_STATUSES))
+_PAGE = 500  # line results read at a time
 _NOT_FINAL = f"status NOT IN ({', '.join('?' for _ in _FINAL)})"
 
 
@@ -103,12 +104,19 @@ class SQLiteBatchStore:
             return True
 
     def lines(self, tenant_id: str, batch_id: str) -> Iterator[LineResult]:
-        with self._db.read() as db:
-            rows = db.execute(
-                "SELECT record FROM batch_lines WHERE tenant_id = ? AND batch_id = ? ORDER BY line",
-                (tenant_id, batch_id),
-            ).fetchall()
-        return iter([LineResult.model_validate_json(row["record"]) for row in rows])
+        """Page by page (a batch's results can be large: never all in memory at once)."""
+        after = -1
+        while True:
+            with self._db.read() as db:
+                rows = db.execute(
+                    "SELECT line, record FROM batch_lines WHERE tenant_id = ? AND batch_id = ? AND line > ?"
+                    " ORDER BY line LIMIT ?",
+                    (tenant_id, batch_id, after, _PAGE),
+                ).fetchall()
+            yield from (LineResult.model_validate_json(row["record"]) for row in rows)
+            if len(rows) < _PAGE:
+                return
+            after = int(rows[-1]["line"])
 
     def done_lines(self, tenant_id: str, batch_id: str) -> set[int]:
         with self._db.read() as db:

@@ -26,7 +26,7 @@ from functions.files.files_service import FilesService
 from shared.errors import RateLimitError, UpstreamError
 from shared.fleet.tiers import Tier
 from shared.settings import BatchSettings
-from shared.storage.batches import StoredBatch, new_batch_id
+from shared.storage.batches import LineResult, StoredBatch, new_batch_id
 from shared.storage.file_blobs import LocalBlobStore
 from shared.storage.files import FileQuota, StoredFile
 from shared.storage.sqlite.accounts import SQLiteStore
@@ -235,3 +235,12 @@ def test_output_files_expire_as_the_batch_asked_and_are_swept(world: World) -> N
     sweep = TenantFiles(world.files.backends).sweep(world.tenants.get_tenant, output.expires_at + timedelta(seconds=1))
     assert sweep.files_deleted == 1  # the output file; the input file has no expiry of its own
     assert world.files.backends.files.get_file(world.tenant_id, kept.output_file_id) is None
+
+
+def test_the_sqlite_store_reads_line_results_page_by_page_in_order(world: World) -> None:
+    batch = world.batch(["a"])
+    for line in reversed(range(1203)):  # more than two pages of 500, written out of order
+        world.store.record_line(
+            LineResult(tenant_id=batch.tenant_id, batch_id=batch.id, line=line, custom_id=f"c{line}", request_id="r")
+        )
+    assert [r.line for r in world.store.lines(batch.tenant_id, batch.id)] == list(range(1203))
