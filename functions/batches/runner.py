@@ -101,6 +101,7 @@ class BatchRunner:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._leases: dict[tuple[str, str], _Lease] = {}
+        self._watcher: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
     # -- looking for work ------------------------------------------------------------------------------------------
@@ -115,6 +116,10 @@ class BatchRunner:
         if lease is not None:
             lease.stop = lease.stop or "cancelling"
         self.nudge()
+
+    def start_watching(self) -> None:
+        """Look for work in the background until `aclose` (a gateway's runner)."""
+        self._watcher = asyncio.create_task(self.watch(), name="batch runner")
 
     async def watch(self) -> None:
         while True:
@@ -166,8 +171,9 @@ class BatchRunner:
             await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
 
     async def aclose(self) -> None:
-        """Stop running batches: they stay active and are taken over once the lease lapses (or at the next start)."""
-        tasks = list(self._tasks.values())
+        """Stop looking for work and running batches: they stay active and are taken over once the lease lapses (or
+        at the next start)."""
+        tasks = [*self._tasks.values(), *([self._watcher] if self._watcher is not None else [])]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -227,10 +233,11 @@ class BatchRunner:
                 await renewer
 
     async def _advance(self, batch: StoredBatch, lease: _Lease) -> None:
+        lines: list[BatchInputLine] | None = None  # the input, read once per run (validated lines go on to run)
         if batch.status == "validating":
-            batch = await self._validate(batch)
+            batch, lines = await self._validate(batch)
         if batch.status == "in_progress":
-            batch = await self._run_lines(batch, lease)
+            batch = await self._run_lines(batch, lease, lines if lines is not None else await self._input(batch))
         if lease.stop == "lost":
             return
         if batch.status == "cancelling":
@@ -249,21 +256,19 @@ class BatchRunner:
             return None
         return found.lines
 
-    async def _validate(self, batch: StoredBatch) -> StoredBatch:
+    async def _validate(self, batch: StoredBatch) -> tuple[StoredBatch, list[BatchInputLine] | None]:
         lines = await self._input(batch)
         if lines is None:
-            return batch.model_copy(update={"status": "failed"})
+            return batch.model_copy(update={"status": "failed"}), None
         model = next((line.body["model"] for line in lines if isinstance(line.body.get("model"), str)), None)
         update = BatchUpdate(status="in_progress", in_progress_at=utc_now(), total=len(lines), model=model)
-        return await self._advance_to(batch, update, from_statuses=frozenset({"validating"})) or (
-            await self._current(batch)
-        )
+        moved = await self._advance_to(batch, update, from_statuses=frozenset({"validating"}))
+        return moved or await self._current(batch), lines
 
-    async def _run_lines(self, batch: StoredBatch, lease: _Lease) -> StoredBatch:
-        lines = await self._input(batch)
-        caller = await to_thread.run_sync(self._caller_of, batch)
-        if lines is None:
+    async def _run_lines(self, batch: StoredBatch, lease: _Lease, lines: list[BatchInputLine] | None) -> StoredBatch:
+        if lines is None:  # the input failed its read (the batch is failed by now)
             return await self._current(batch)
+        caller = await to_thread.run_sync(self._caller_of, batch)
         if caller is None:
             await self._fail(batch, "invalid_api_key", "The API key that created this batch was revoked or deleted.")
             return await self._current(batch)

@@ -3,8 +3,6 @@ batches in the background while the gateway is up (settings `batch.run_in_gatewa
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -25,15 +23,8 @@ def install_batches(state: Any, settings: Settings, owned: AsyncExitStack) -> No
     state.batches = BatchesService(store, state.files_service, runner if settings.batch.run_in_gateway else None)
     state.account_data.batches = store  # erased with the account
     if settings.batch.run_in_gateway:
+        runner.start_watching()
         owned.push_async_callback(runner.aclose)
-        watcher = asyncio.create_task(runner.watch(), name="batch runner")
-        owned.push_async_callback(_stopped, watcher)
-
-
-async def _stopped(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 def batch_metrics(registry: Any) -> BatchMetrics:

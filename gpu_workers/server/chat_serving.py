@@ -22,6 +22,7 @@ from gpu_workers.server.generation import (
     PreparedRequest,
     RunStep,
     leader_first,
+    leader_first_streams,
     sampling_params,
     too_long,
     usage_of,
@@ -227,47 +228,10 @@ class ChatServing:
         """Every choice's deltas as they come, by choice index: the leader's at once, the followers' once the
         leader's prompt is cached (module docstring)."""
         runs = prepared.choices()
-        if len(runs) == 1:
-            async with contextlib.aclosing(self._deltas(prepared)) as only:
-                async for delta in only:
-                    yield 0, delta
-            return
-        queue: asyncio.Queue[tuple[int, Delta | BaseException | None]] = asyncio.Queue()
-        started = asyncio.Event()
-
-        async def pump(index: int, run: PreparedChat, signal: asyncio.Event | None) -> None:
-            try:
-                async with contextlib.aclosing(self._deltas(run, signal)) as deltas:
-                    async for delta in deltas:
-                        await queue.put((index, delta))
-            except Exception as exc:  # handed to the reader, which raises it there
-                await queue.put((index, exc))
-                return
-            finally:
-                started.set()  # a leader that ended without a step still lets the followers go
-            await queue.put((index, None))
-
-        tasks = [asyncio.create_task(pump(0, runs[0], started))]
-
-        async def followers() -> None:
-            await started.wait()
-            tasks.extend(asyncio.create_task(pump(i, run, None)) for i, run in enumerate(runs[1:], start=1))
-
-        tasks.append(asyncio.create_task(followers()))
-        try:
-            ended = 0
-            while ended < len(runs):
-                index, item = await queue.get()
-                if item is None:
-                    ended += 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield index, item
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        index = {id(run): number for number, run in enumerate(runs)}
+        async with contextlib.aclosing(leader_first_streams([runs], self._deltas)) as deltas:
+            async for run, delta in deltas:
+                yield index[id(run)], delta
 
     async def stream(
         self, prepared: PreparedChat, include_usage: bool, *, continuous_usage: bool = False

@@ -22,6 +22,7 @@ from gpu_workers.server.generation import (
     PreparedRequest,
     RunStep,
     leader_first,
+    leader_first_streams,
     sampling_params,
     too_long,
     usage_of,
@@ -186,51 +187,20 @@ class CompletionServing:
             yield sse_data(Completion(id=rid, created=created, model=self.engine.model_name, choices=[], usage=usage()))
         yield DONE
 
-    async def _all_steps(self, prompts: list[PreparedPrompt]) -> AsyncIterator[tuple[PreparedPrompt, RunStep]]:
+    def _all_steps(self, prompts: list[PreparedPrompt]) -> AsyncIterator[tuple[PreparedPrompt, RunStep]]:
         """Every choice's steps as they come: each prompt's leader at once, its followers once the leader's prompt is
-        cached (module docstring). A score-only choice ends at its first step."""
-        queue: asyncio.Queue[tuple[PreparedPrompt, RunStep | BaseException | None]] = asyncio.Queue()
-        tasks: list[asyncio.Task[None]] = []
+        cached (module docstring)."""
+        return leader_first_streams(_groups(prompts), self._steps)
 
-        async def pump(prompt: PreparedPrompt, started: asyncio.Event | None) -> None:
-            try:
-                async with contextlib.aclosing(self.generation.run(prompt)) as run:
-                    async for step in run:
-                        if started is not None:
-                            started.set()
-                        await queue.put((prompt, step))
-                        if prompt.score_only:
-                            break
-            except Exception as exc:  # handed to the reader, which raises it there
-                await queue.put((prompt, exc))
-                return
-            finally:
+    async def _steps(self, prompt: PreparedPrompt, started: asyncio.Event | None) -> AsyncIterator[RunStep]:
+        """One choice's steps (`started` set at its first); a score-only choice ends at its first step."""
+        async with contextlib.aclosing(self.generation.run(prompt)) as run:
+            async for step in run:
                 if started is not None:
-                    started.set()  # a leader that ended without a step still lets its followers go
-            await queue.put((prompt, None))
-
-        async def group(runs: list[PreparedPrompt]) -> None:
-            started = asyncio.Event()
-            tasks.append(asyncio.create_task(pump(runs[0], started)))
-            if len(runs) > 1:
-                await started.wait()
-                tasks.extend(asyncio.create_task(pump(run, None)) for run in runs[1:])
-
-        starters = [asyncio.create_task(group(runs)) for runs in _groups(prompts)]
-        try:
-            ended = 0
-            while ended < len(prompts):
-                prompt, item = await queue.get()
-                if item is None:
-                    ended += 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield prompt, item
-        finally:
-            for task in [*starters, *tasks]:
-                task.cancel()
-            await asyncio.gather(*starters, *tasks, return_exceptions=True)
+                    started.set()
+                yield step
+                if prompt.score_only:
+                    return
 
     @staticmethod
     def _head(prompt: PreparedPrompt, step: RunStep) -> tuple[str, list[TokenLogprobs | None]]:

@@ -5,6 +5,7 @@ one prompt collected leader first (`n` > 1: the followers copy the leader's cach
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -127,6 +128,62 @@ async def leader_first(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+_Item = TypeVar("_Item")
+
+
+async def leader_first_streams(
+    groups: list[list[_Run]], stream: Callable[[_Run, asyncio.Event | None], AsyncIterator[_Item]]
+) -> AsyncIterator[tuple[_Run, _Item]]:
+    """Every run's items as they come, each with its run: a group's first run (its leader) at once, the group's others
+    once the leader's prompt is cached (`stream` sets the event at the leader's first step; a leader that ends without
+    one still lets them go). The first failure is raised to the reader; however the reading ends, every run is
+    closed. A lone run is read directly (no queue on the one-choice path)."""
+    if len(groups) == 1 and len(groups[0]) == 1:
+        (only,) = groups[0]
+        async with contextlib.aclosing(stream(only, None)) as items:
+            async for item in items:
+                yield only, item
+        return
+    queue: asyncio.Queue[tuple[_Run, _Item | BaseException | None]] = asyncio.Queue()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def pump(run: _Run, started: asyncio.Event | None) -> None:
+        try:
+            async with contextlib.aclosing(stream(run, started)) as items:
+                async for item in items:
+                    await queue.put((run, item))
+        except Exception as exc:  # handed to the reader, which raises it there
+            await queue.put((run, exc))
+            return
+        finally:
+            if started is not None:
+                started.set()
+        await queue.put((run, None))
+
+    async def group(runs: list[_Run]) -> None:
+        started = asyncio.Event()
+        tasks.append(asyncio.create_task(pump(runs[0], started)))
+        if len(runs) > 1:
+            await started.wait()
+            tasks.extend(asyncio.create_task(pump(run, None)) for run in runs[1:])
+
+    starters = [asyncio.create_task(group(runs)) for runs in groups]
+    try:
+        ended, total = 0, sum(len(runs) for runs in groups)
+        while ended < total:
+            run, item = await queue.get()
+            if item is None:
+                ended += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield run, item
+    finally:
+        for task in [*starters, *tasks]:
+            task.cancel()
+        await asyncio.gather(*starters, *tasks, return_exceptions=True)
 
 
 def too_long(limit: int, prompt: int, wanted: int, *, what: str, param: str) -> ContextLengthExceededError:
