@@ -231,6 +231,27 @@ def batches(
     typer.echo(report.model_dump_json())
 
 
+vectors_app = typer.Typer(help="The vector stores' index (LanceDB): maintenance (docs/files.md).", no_args_is_help=True)
+app.add_typer(vectors_app, name="vectors")
+
+
+@vectors_app.command("maintain")
+def vectors_maintain(
+    purge_now: Annotated[
+        bool, typer.Option(help="Remove old versions at once, not after the grace (only with no gateway searching).")
+    ] = False,
+    data_dir: Annotated[Path | None, typer.Option(help="The stack's data dir.")] = None,
+) -> None:
+    """Compact every vector store, bring its BM25 and vector indexes up to date (building the approximate one past its
+    size threshold) and remove old versions: the deployed scheduled job's local twin."""
+    from functions.jobs.vector_maintenance import maintain_from_settings
+
+    report = maintain_from_settings(settings_with(data_dir=data_dir), purge_now=purge_now)
+    typer.echo(report.model_dump_json())
+    if report.failed:
+        raise typer.Exit(code=1)
+
+
 @app.command()
 def bench(
     base_url: Annotated[str, typer.Option(help="Gateway base URL.")] = "http://127.0.0.1:8000",

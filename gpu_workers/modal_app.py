@@ -591,6 +591,34 @@ def batch_runner() -> dict[str, int]:
     return report.model_dump()
 
 
+# Hourly, off the retention sweep's minute: every vector store's table compacted (a deleted or expired file's chunks
+# leave the bucket here, at the first run after the purge grace), its BM25 and vector indexes brought up to date, the
+# approximate vector index built once a store is big enough. Gateways search correctly without it (unindexed rows are
+# scanned), only slower.
+VECTOR_MAINTENANCE_SCHEDULE = modal.Cron("47 * * * *")
+VECTOR_MAINTENANCE_TIMEOUT = 45 * MINUTES
+
+
+@app.function(
+    image=gateway_image,
+    secrets=[modal.Secret.from_name("fleetchat-secrets")],
+    schedule=VECTOR_MAINTENANCE_SCHEDULE,
+    timeout=VECTOR_MAINTENANCE_TIMEOUT,
+)
+def vector_maintenance() -> dict[str, object]:
+    from functions.jobs.vector_maintenance import maintain_from_settings
+    from shared.settings import Settings
+    from shared.storage.aws.identity import use_modal_identity_token
+
+    use_modal_identity_token(os.environ)
+
+    report = maintain_from_settings(Settings(**DEPLOYED_STORES))
+    print(report.model_dump_json(), flush=True)
+    if report.failed:
+        raise RuntimeError(f"{report.failed} vector stores failed maintenance")  # the next run tries them again
+    return report.model_dump()
+
+
 # On demand (`modal run gpu_workers/modal_app.py::doctor`): `fleetchat doctor`'s checks from inside the deployment,
 # with the gateway's secret, role, settings and network path, so it sees what the gateway sees (docs/operations.md).
 DOCTOR_TIMEOUT = 10 * MINUTES

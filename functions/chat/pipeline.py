@@ -191,7 +191,9 @@ class ChatPipeline:
         """Passages from the named stores join the request as context, after the ask itself was screened
         (functions/retrieval/context.py)."""
         async with call.account.closed_if_raising():
-            call.retrieved = await self.services.retrieval.retrieve(call.plan, call.caller, call.body, call.pool)
+            call.retrieved = await self.services.retrieval.retrieve(
+                call.plan, call.caller, call.body, call.pool, call.account.request_id
+            )
         call.body = call.retrieved.apply(call.body)
         call.headers.update(call.retrieved.headers)
         if call.turn is not None:

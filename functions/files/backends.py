@@ -1,5 +1,6 @@
-"""The stores behind files and vector stores, opened from the settings: SQLite, the data dir and the embedded index
-locally; DynamoDB (the conversations table), S3 (the conversations bucket, SSE-KMS) and the S3 index deployed."""
+"""The stores behind files and vector stores, opened from the settings: SQLite and the data dir locally; DynamoDB (the
+conversations table) and S3 (the conversations bucket, SSE-KMS) deployed; the vector stores' LanceDB index in the data
+dir locally and under the bucket deployed (DynamoDB its commit store)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 
 from shared.settings import Settings
 from shared.storage.files import BlobStore, FileStore
+from shared.storage.lance_vector_index import LanceVectorIndex
 from shared.storage.vector_index import VectorIndex
 
 
@@ -24,7 +26,6 @@ class FileBackends:
 def open_file_backends(settings: Settings) -> FileBackends:
     if settings.conversation_store == "aws":
         from shared.storage.aws.files import AwsFileStore, aws_clients
-        from shared.storage.aws.vector_index import S3VectorIndex
         from shared.storage.file_blobs import S3BlobStore
 
         ddb, s3 = aws_clients(settings)
@@ -32,14 +33,46 @@ def open_file_backends(settings: Settings) -> FileBackends:
         return FileBackends(
             AwsFileStore(ddb, settings.conversations_table),
             S3BlobStore(s3, bucket, kms_key_id=key),
-            S3VectorIndex(s3, bucket, kms_key_id=key),
+            open_vector_index(settings),
         )
     from shared.storage.file_blobs import LocalBlobStore
     from shared.storage.sqlite.files import SQLiteFileStore
-    from shared.storage.sqlite.vector_index import SQLiteVectorIndex
+    from shared.storage.sqlite.vector_chunks_move import move_sqlite_chunks
 
-    return FileBackends(
-        SQLiteFileStore(settings.db_path),
-        LocalBlobStore(settings.data_dir / "files"),
-        SQLiteVectorIndex(settings.db_path),
+    files = SQLiteFileStore(settings.db_path)  # migrates the file first
+    index = open_vector_index(settings)
+    move_sqlite_chunks(settings.db_path, index)  # a data dir from before LanceDB: its chunks move over once
+    return FileBackends(files, LocalBlobStore(settings.data_dir / "files"), index)
+
+
+def vector_index_location(settings: Settings) -> tuple[str, dict[str, str]]:
+    """(LanceDB URI, storage options): `<data dir>/vectors` locally; deployed, the bucket's prefix with the DynamoDB
+    commit store, objects written with SSE-KMS under the storage key (the same as every other object in the bucket)."""
+    v = settings.vectors
+    if settings.conversation_store != "aws":
+        return str(settings.data_dir / "vectors"), {}
+    uri = f"s3+ddb://{settings.conversations_bucket}/{v.prefix}?ddbTableName={v.commit_table}"
+    options = {"aws_region": settings.aws_region}
+    if settings.aws_endpoint_url:  # moto in tests, or any S3-compatible endpoint
+        options.update(
+            aws_endpoint=settings.aws_endpoint_url,
+            dynamodb_endpoint=settings.aws_endpoint_url,
+            allow_http=str(settings.aws_endpoint_url.startswith("http://")).lower(),
+        )
+    if settings.conversations_kms_key_id:
+        options.update(aws_server_side_encryption="aws:kms", aws_sse_kms_key_id=settings.conversations_kms_key_id)
+    return uri, options
+
+
+def open_vector_index(settings: Settings) -> LanceVectorIndex:
+    uri, options = vector_index_location(settings)
+    v = settings.vectors
+    return LanceVectorIndex(
+        uri,
+        options or None,
+        ann_min_rows=v.ann_min_rows,
+        ann_nprobes=v.ann_nprobes,
+        ann_refine_factor=v.ann_refine_factor,
+        read_consistency_s=v.read_consistency_s,
+        purge_grace_s=v.purge_grace_s,
     )

@@ -18,7 +18,7 @@ def _content(backends: FileBackends, tenant_id: str, store_id: str, file_id: str
         raise store_not_found(store_id)
     if backends.files.get_attachment(tenant_id, store_id, file_id) is None:
         raise file_not_found(file_id)
-    hits = sorted((h for h in backends.index.chunks(tenant_id, store_id) if h.file_id == file_id), key=lambda h: h.seq)
+    hits = list(backends.index.chunks(tenant_id, store_id, file_id))
     return FileContentPage(
         data=[FileContentPart(text=h.text, chunk_id=h.chunk_id, start_offset=h.start, end_offset=h.end) for h in hits]
     )

@@ -190,13 +190,13 @@ class Ingestor:
         text = await to_thread.run_sync(extract_text, record.kind, body)
         model = store.embedding_model
         spans = self.embedder.token_spans(model)
-        # Room for the heading line the chunk is embedded with (see _embedded_text) under the model's input limit.
+        # Room for the heading line the chunk is embedded with (see embedded_text) under the model's input limit.
         budget = self.embedder.max_input_tokens(model) - 56
         chunks = await to_thread.run_sync(lambda: chunk_text(text, spans, max_tokens=budget))
         vectors = []
         for first in range(0, len(chunks), BATCH):
             batch = chunks[first : first + BATCH]
-            texts = [_embedded_text(chunk, spans, budget + 54) for chunk in batch]
+            texts = [embedded_text(chunk, spans, budget + 54) for chunk in batch]
             vectors.extend(await self.embedder.embed_patiently(caller, model, texts))
             self.metrics.chunks.inc(len(batch))
             if self.on_batch is not None:
@@ -230,7 +230,7 @@ class Ingestor:
         self.metrics.files.labels("failed" if code else "completed").inc()
 
 
-def _embedded_text(chunk: Chunk, spans: Callable[[str], list[tuple[int, int]]], limit: int) -> str:
+def embedded_text(chunk: Chunk, spans: Callable[[str], list[tuple[int, int]]], limit: int) -> str:
     """The chunk with its heading path in front (retrieval by section titles), when both fit the model's input."""
     if chunk.heading and not chunk.text.lstrip().startswith("#"):
         with_heading = f"{chunk.heading}\n{chunk.text}"

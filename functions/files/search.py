@@ -4,14 +4,14 @@ ask the store's index for the nearest chunks, keep those of files still attached
     hits = await app.state.vector_search.search(caller, "vs_…", "how do I reset my password?", k=10)
     hits[0].file_id, hits[0].filename, hits[0].chunk_id, hits[0].text, hits[0].start, hits[0].end, hits[0].score
 
-`embed_query` embeds once for several stores; `chunk_texts` lists a store's chunks (no vectors) for a lexical index.
-Another tenant's store is a 404 (NotFoundError). A `filters` (OpenAI's, over the files' attachment attributes) keeps
-only chunks of the files that pass it (functions/files/filters.py).
+`embed_query` embeds once for several stores; `keyword_search` ranks a store's chunks by BM25 (the index's full-text
+search). Another tenant's store is a 404 (NotFoundError). A `filters` (OpenAI's, over the files' attachment attributes)
+keeps only chunks of the files that pass it (functions/files/filters.py), applied by the index before it ranks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -82,47 +82,43 @@ class VectorStoreSearch:
     def _search(
         self, store: StoredVectorStore, vector: np.ndarray, k: int, filters: Filter | None = None
     ) -> list[SearchHit]:
+        found = self._ranked(store.tenant_id, store.id, filters, lambda files: self.backends.index.search(
+            store.tenant_id, store.id, vector, k, file_ids=files))  # fmt: skip
+        self.backends.files.touch_vector_store(store.tenant_id, store.id, utc_now())
+        return found
+
+    def keyword_search(
+        self, tenant_id: str, vector_store_id: str, text: str, k: int, filters: Filter | None = None
+    ) -> list[SearchHit]:
+        """The store's `k` chunks that best match `text` by BM25, best first (sync: call it in a worker thread)."""
+        return self._ranked(tenant_id, vector_store_id, filters, lambda files: self.backends.index.keyword_search(
+            tenant_id, vector_store_id, text, k, file_ids=files))  # fmt: skip
+
+    def _ranked(
+        self, tenant_id: str, store_id: str, filters: Filter | None, rank: Callable[[set[str] | None], list[ChunkHit]]
+    ) -> list[SearchHit]:
+        """`rank(files)`'s hits of the store's completed files that pass `filters`, with their file names. The index
+        ranks only those files where some chunks are of others (a filter, a file still ingesting or being detached)."""
         b = self.backends
-        live = self.searchable_files(store.tenant_id, store.id, filters)
-        # Asked for more than k: a hit of a file detached a moment ago (its vectors going) is dropped, not counted.
-        # With a filter, most of the nearest chunks may be of files it excludes: ask again, wider, until k pass or
-        # the whole store was looked at.
-        ask = k + 8
-        while True:
-            nearest = b.index.search(store.tenant_id, store.id, vector, ask) if live else []
-            found = [h for h in nearest if h.file_id in live][:k]
-            if len(found) >= k or len(nearest) < ask:
-                break
-            ask *= 4
+        attachments = b.files.list_attachments(tenant_id, store_id)
+        live = {a.file_id for a in attachments if a.status == "completed" and matches(filters, a.attributes)}
+        if not live:
+            return []
+        # Every file of the store counts: no filter for the index to apply (a file detached a moment ago, its chunks
+        # still going, is dropped below).
+        found = [h for h in rank(None if len(live) == len(attachments) else live) if h.file_id in live]
         names: dict[str, str] = {}
         for hit in found:
             if hit.file_id not in names:
-                record = b.files.get_file(store.tenant_id, hit.file_id)
+                record = b.files.get_file(tenant_id, hit.file_id)
                 names[hit.file_id] = "" if record is None else record.filename
-        b.files.touch_vector_store(store.tenant_id, store.id, utc_now())
-        return [SearchHit(**hit.model_dump(), vector_store_id=store.id, filename=names[hit.file_id]) for hit in found]
+        return [SearchHit(**hit.model_dump(), vector_store_id=store_id, filename=names[hit.file_id]) for hit in found]
 
     async def require(self, caller: Caller, vector_store_id: str) -> StoreRef:
         """The caller's store, or the 404 (before any retrieval budget is spent)."""
         store = await self._store(caller.tenant.id, vector_store_id)
         revision = await to_thread.run_sync(self.backends.index.revision, store.tenant_id, store.id)
         return StoreRef(id=store.id, name=store.name or None, revision=revision)
-
-    def chunk_texts(self, tenant_id: str, vector_store_id: str) -> Iterator[SearchHit]:
-        """Every chunk of the store's completed files, by file and position, with their file names (sync: call it
-        in a worker thread). Raises NotFoundError for a store that is not the tenant's."""
-        b = self.backends
-        if b.files.get_vector_store(tenant_id, vector_store_id) is None:
-            raise store_not_found(vector_store_id)
-        live = {a.file_id for a in b.files.list_attachments(tenant_id, vector_store_id) if a.status == "completed"}
-        names: dict[str, str] = {}
-        for hit in b.index.chunks(tenant_id, vector_store_id):
-            if hit.file_id not in live:
-                continue
-            if hit.file_id not in names:
-                record = b.files.get_file(tenant_id, hit.file_id)
-                names[hit.file_id] = "" if record is None else record.filename
-            yield SearchHit(**hit.model_dump(), vector_store_id=vector_store_id, filename=names[hit.file_id])
 
     def vectors(self, tenant_id: str, vector_store_id: str, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """The normalised vectors of the named chunks of the store (sync); unknown ids are absent."""

@@ -12,16 +12,19 @@ the new passages are computed again.
 
 Safety: the user's ask is judged by the pre-filter as always, before retrieval (functions/api/routers/chat.py). Passages
 are the documents' words, not the user's intent, so they are never judged as the ask (a manual that mentions poisons
-must not refuse the user's question). They pass the pre-filter's deny rules as context: a passage that matches one
-(an injected instruction override, a weapon recipe) is withheld from the prompt and counted, not a refusal. The answer
+must not refuse the user's question). They are screened as untrusted context: a passage that matches a deny rule (a
+weapon recipe, an instruction override) or that the prompt-injection screen flags (an instruction planted in the
+document, functions/safety/injection_screen.py) is withheld from the prompt and counted, not a refusal. The answer
 goes through the post-filter as every answer does."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from functions.control.admission import MESSAGE_OVERHEAD_TOKENS, prompt_token_bound
 from functions.retrieval.hybrid import Passage
+from functions.safety.injection_screen import InjectionScreen
 from functions.safety.rules import first_deny
 from shared.wire.retrieval_api import Citation
 from shared.wire.schemas import ChatMessage
@@ -47,10 +50,28 @@ def _entry(number: int, passage: Passage) -> str:
     return f"[{number}] {hit.filename}\n{hit.text.strip()}"
 
 
-def screened(passages: Sequence[Passage]) -> tuple[list[Passage], int]:
-    """The passages the deny rules let into the context, and how many they withheld."""
-    kept = [p for p in passages if first_deny(p.hit.text) is None]
-    return kept, len(passages) - len(kept)
+@dataclass
+class Screened:
+    kept: list[Passage] = field(default_factory=list)
+    by_rules: int = 0  # withheld by a deny rule
+    injected: list[tuple[Passage, float]] = field(default_factory=list)  # flagged by the injection screen, its score
+
+    @property
+    def withheld(self) -> int:
+        return self.by_rules + len(self.injected)
+
+
+def screened(passages: Sequence[Passage], injection: InjectionScreen | None) -> Screened:
+    """The passages let into the context: none that a deny rule matches or the injection screen flags."""
+    out = Screened()
+    for passage in passages:
+        if first_deny(passage.hit.text) is not None:
+            out.by_rules += 1
+        elif injection is not None and (score := injection.score(passage.hit.text)) >= injection.meta.threshold:
+            out.injected.append((passage, score))
+        else:
+            out.kept.append(passage)
+    return out
 
 
 def packed(passages: Sequence[Passage], room: int) -> list[Passage]:

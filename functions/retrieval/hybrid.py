@@ -1,5 +1,5 @@
-"""Hybrid search over one or more vector stores: the question embedded once, each store searched by vector (the
-index, functions/files) and by BM25 (functions/retrieval/keyword.py), the rankings fused by reciprocal rank, then
+"""Hybrid search over one or more vector stores: the question embedded once, each store searched by vector and by
+BM25 (both the index's own searches, shared/storage/lance_vector_index.py), the rankings fused by reciprocal rank, then
 re-ranked by the passages' similarity to the question with MMR diversity (functions/retrieval/fusion.py).
 
 The stores are reached through `StoreSearch`, the files service's search (`app.state.vector_search`); this module
@@ -11,7 +11,7 @@ both rankings; `score_threshold` drops passages whose cosine similarity to the q
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -21,7 +21,6 @@ from anyio import to_thread
 
 from functions.accounts.auth import Caller
 from functions.retrieval.fusion import maximal_marginal_relevance, normalised, reciprocal_rank_fusion
-from functions.retrieval.keyword import KeywordHit, KeywordIndexes
 from shared.settings import RetrievalSettings
 from shared.wire.files_api import Filter
 
@@ -46,9 +45,9 @@ class StoreSearch(Protocol):
         query_vector: np.ndarray | None = None, filters: Filter | None = None,
     ) -> list[Any]: ...  # fmt: skip
 
-    def searchable_files(self, tenant_id: str, vector_store_id: str, filters: Filter | None = None) -> set[str]: ...
-
-    def chunk_texts(self, tenant_id: str, vector_store_id: str) -> Iterator[Any]: ...
+    def keyword_search(
+        self, tenant_id: str, vector_store_id: str, text: str, k: int, filters: Filter | None = None
+    ) -> list[Any]: ...
 
     def vectors(self, tenant_id: str, vector_store_id: str, chunk_ids: list[str]) -> dict[str, np.ndarray]: ...
 
@@ -63,7 +62,6 @@ class HybridSearch:
     def __init__(self, stores: StoreSearch, settings: RetrievalSettings) -> None:
         self.stores = stores
         self.settings = settings
-        self.keyword = KeywordIndexes(settings.keyword_cache_stores)
 
     async def search(
         self, caller: Caller, refs: list[Any], question: str, count: int, mode: Mode = "hybrid", *,
@@ -81,7 +79,7 @@ class HybridSearch:
         k = max(self.settings.candidates, count)
         vector = None if mode == "keyword" else await self.stores.embed_query(caller, question)
         by_vector: list[Any] = []
-        by_keyword: list[list[KeywordHit]] = []
+        by_keyword: list[list[Any]] = []
 
         async def one_store(ref: Any) -> None:
             if vector is not None:
@@ -89,11 +87,11 @@ class HybridSearch:
                 found = await self.stores.search(caller, ref.id, question, k, query_vector=vector, filters=only)
                 by_vector.extend(found)
             if mode != "vector":
-                by_keyword.append(
-                    await to_thread.run_sync(
-                        self._keyword, caller.tenant.id, ref, question, k, filters.get(ref.id), abandon_on_cancel=True
-                    )
-                )
+                ranking = await to_thread.run_sync(
+                    self.stores.keyword_search, caller.tenant.id, ref.id, question, k, filters.get(ref.id),
+                    abandon_on_cancel=True,
+                )  # fmt: skip
+                by_keyword.append(ranking)
 
         async with anyio.create_task_group() as group:
             for ref in refs:
@@ -103,8 +101,8 @@ class HybridSearch:
         by_vector.sort(key=lambda hit: -hit.score)
         chunks = {hit.chunk_id: hit for hit in by_vector}
         for ranking in by_keyword:
-            chunks.update({h.chunk.chunk_id: h.chunk for h in ranking if h.chunk.chunk_id not in chunks})
-        rankings = [[hit.chunk_id for hit in by_vector]] + [[h.chunk.chunk_id for h in r] for r in by_keyword]
+            chunks.update({h.chunk_id: h for h in ranking if h.chunk_id not in chunks})
+        rankings = [[hit.chunk_id for hit in by_vector]] + [[h.chunk_id for h in r] for r in by_keyword]
         scale = [weights[0]] + [weights[1]] * len(by_keyword)
         kept = [(r, w) for r, w in zip(rankings, scale, strict=True) if r]
         fused = reciprocal_rank_fusion([r for r, _ in kept], self.settings.rrf_k, [w for _, w in kept])
@@ -115,17 +113,6 @@ class HybridSearch:
         candidates = [chunks[c] for c in list(fused)[: max(3 * count, 10)]]
         assert vector is not None
         return await self._reranked(caller, candidates, fused, vector, count)
-
-    def _keyword(self, tenant_id: str, ref: Any, question: str, k: int, filters: Filter | None) -> list[KeywordHit]:
-        index = self.keyword.get(
-            tenant_id, ref.id, str(ref.revision), lambda: self.stores.chunk_texts(tenant_id, ref.id)
-        )
-        if filters is None:
-            return index.search(question, k)
-        # The store's BM25 index is shared by every filter (cached per revision): rank the whole store, keep the
-        # files that pass (a few milliseconds on 10k chunks).
-        allowed = self.stores.searchable_files(tenant_id, ref.id, filters)
-        return [h for h in index.search(question, len(index.chunks)) if h.chunk.file_id in allowed][:k]
 
     async def _reranked(
         self, caller: Caller, candidates: list[Any], fused: dict[str, float], question: np.ndarray, count: int

@@ -13,17 +13,21 @@ import logging
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
+from anyio import to_thread
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from functions.accounts.auth import Caller
 from functions.retrieval import context
 from functions.retrieval.hybrid import HybridSearch, StoreSearch
+from functions.safety.findings import SafetyFinding
+from functions.safety.injection_screen import InjectionScreen, shipped_injection_screen
 from shared.errors import InvalidRequestError, NotFoundError, ServiceUnavailableError
 from shared.fleet.tables import limits_for
 from shared.settings import RetrievalSettings
+from shared.storage.safety_audit import SafetyAction, SafetyDetector, SafetyLayer
 from shared.wire.files_api import CompoundFilter, Filter
 from shared.wire.retrieval_api import RETRIEVAL_HEADER, Citation, RetrievalReport, RetrievalStatus
 from shared.wire.schemas import ChatCompletionRequest
@@ -99,6 +103,14 @@ class Retrieved:
                 yield event
 
 
+class WithheldAudit(Protocol):
+    """Where a request's withheld passages are audited (the safety pipeline's `record`)."""
+
+    async def record(
+        self, finding: SafetyFinding, action: SafetyAction, caller: Caller, request_id: str, model: str
+    ) -> None: ...
+
+
 class Retrieval:
     def __init__(
         self,
@@ -106,11 +118,15 @@ class Retrieval:
         context_tokens: dict[str, int],
         settings: RetrievalSettings,
         metrics: RetrievalMetrics,
+        injection: InjectionScreen | None = None,
+        audit: WithheldAudit | None = None,
     ) -> None:
         self.stores = stores
         self.context_tokens = context_tokens
         self.settings = settings
         self.metrics = metrics
+        self.injection = injection
+        self.audit = audit
         self.search = HybridSearch(stores, settings) if stores is not None else None
 
     async def plan(self, caller: Caller, body: ChatCompletionRequest) -> Plan | None:
@@ -134,7 +150,9 @@ class Retrieval:
                 raise NotFoundError(str(exc.message), param="vector_store_ids", code=exc.code) from exc
         return Plan(stores, min([self.settings.max_passages, *limits]), filters, threshold, weights)
 
-    async def retrieve(self, plan: Plan | None, caller: Caller, body: ChatCompletionRequest, pool: str) -> Retrieved:
+    async def retrieve(
+        self, plan: Plan | None, caller: Caller, body: ChatCompletionRequest, pool: str, request_id: str = ""
+    ) -> Retrieved:
         if plan is None:
             return Retrieved()
         started = time.perf_counter()
@@ -175,15 +193,31 @@ class Retrieval:
         if passages is None:
             log.warning("retrieval skipped (%s) after %.0f ms", reason, (time.perf_counter() - started) * 1000)
             return Retrieved(report("skipped", reason))
-        kept, withheld = context.screened(passages)
-        self.metrics.withheld.inc(withheld)
-        kept = context.packed(kept, room)
+        screened = await to_thread.run_sync(context.screened, passages, self.injection)
+        self.metrics.withheld.inc(screened.withheld)
+        if screened.injected:
+            await self._audited(screened, caller, request_id, pool)
+        counts = {"withheld": screened.withheld, "withheld_injection": len(screened.injected)}
+        kept = context.packed(screened.kept, room)
         if not kept:
-            return Retrieved(report("empty", withheld=withheld))
+            return Retrieved(report("empty", **counts))
         message = context.context_message(kept)
         cited = context.citations(kept)
         used = len(message.text().encode())
-        return Retrieved(report("used", withheld=withheld, citations=cited, context_tokens=used), message, cited)
+        return Retrieved(report("used", citations=cited, context_tokens=used, **counts), message, cited)
+
+    async def _audited(self, screened: context.Screened, caller: Caller, request_id: str, pool: str) -> None:
+        """One audit record for the request: the most suspicious flagged passage (the record keys on request and
+        layer)."""
+        passage, score = max(screened.injected, key=lambda pair: pair[1])
+        log.info("retrieval withheld %d passages flagged as planted instructions", len(screened.injected))
+        if self.audit is None or self.injection is None or not request_id:
+            return
+        finding = SafetyFinding(
+            layer=SafetyLayer.CONTEXT, detector=SafetyDetector.INJECTION_SCREEN, category="prompt_injection",
+            score=min(1.0, score), excerpt=passage.hit.text, policy_version=f"injection-{self.injection.meta.version}",
+        )  # fmt: skip
+        await self.audit.record(finding, SafetyAction.WITHHELD, caller, request_id, pool)
 
 
 def _search_options(body: ChatCompletionRequest) -> tuple[dict[str, Filter | None], float, tuple[float, float]]:
@@ -220,4 +254,7 @@ def retrieval_for(state: Any) -> Retrieval:
     """The app's retrieval, from the files service's search (`state.vector_search`) and the pools' context lengths
     (admission's); made once at start-up, after both are installed."""
     metrics = RetrievalMetrics(state.metrics.registry)
-    return Retrieval(state.vector_search, state.accounting.admission.context_tokens, state.settings.retrieval, metrics)
+    return Retrieval(
+        state.vector_search, state.accounting.admission.context_tokens, state.settings.retrieval, metrics,
+        injection=shipped_injection_screen(), audit=state.safety,
+    )  # fmt: skip

@@ -64,3 +64,32 @@ resource "aws_dynamodb_table" "conversations" {
     kms_key_arn = aws_kms_key.storage.arn
   }
 }
+
+# The vector stores' LanceDB commit store (shared/storage/lance_vector_index.py; ensure_resources creates the same table
+# for local and test runs): one item per committed version of a store's table, keyed by the table's path in the bucket,
+# so two gateway containers writing one store never both commit the same version (plain S3 is safe for one writer only).
+resource "aws_dynamodb_table" "vector_commits" {
+  name                        = var.vector_commit_table_name
+  billing_mode                = "PAY_PER_REQUEST"
+  hash_key                    = "base_uri"
+  range_key                   = "version"
+  deletion_protection_enabled = var.deletion_protection
+
+  attribute {
+    name = "base_uri"
+    type = "S"
+  }
+  attribute {
+    name = "version"
+    type = "N"
+  }
+
+  point_in_time_recovery {
+    enabled = true
+  }
+
+  server_side_encryption {
+    enabled     = true
+    kms_key_arn = aws_kms_key.storage.arn
+  }
+}

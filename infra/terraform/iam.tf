@@ -1,5 +1,6 @@
-# The identity of the Modal functions that use the stores (gateway, retention_sweep, meter_flush, batch_runner): an
-# IAM role they assume with the OIDC identity token Modal injects into each of their containers (MODAL_IDENTITY_TOKEN), traded by
+# The identity of the Modal functions that use the stores (gateway, retention_sweep, meter_flush, batch_runner,
+# vector_maintenance): an IAM role they assume with the OIDC identity token Modal injects into each of their containers
+# (MODAL_IDENTITY_TOKEN), traded by
 # boto3's web-identity provider for credentials that expire within the hour. No long-lived AWS key exists anywhere,
 # so there is nothing to rotate or leak. https://modal.com/docs/guide/oidc-integration
 
@@ -73,6 +74,20 @@ data "aws_iam_policy_document" "service" {
       "dynamodb:UpdateItem",
     ]
     resources = [aws_dynamodb_table.conversations.arn]
+  }
+
+  # LanceDB's S3 + DynamoDB commit protocol (the vector stores): a conditional PutItem per commit, Query and GetItem for
+  # the latest version, DeleteItem when a store's table is dropped, DescribeTable when it opens the commit store.
+  statement {
+    sid = "VectorCommits"
+    actions = [
+      "dynamodb:DeleteItem",
+      "dynamodb:DescribeTable",
+      "dynamodb:GetItem",
+      "dynamodb:PutItem",
+      "dynamodb:Query",
+    ]
+    resources = [aws_dynamodb_table.vector_commits.arn]
   }
 
   # Listing (by_updated) and the sweep (by_sweep) read the indexes; nothing writes to an index directly.

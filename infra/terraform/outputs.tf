@@ -62,6 +62,7 @@ output "modal_secret_command" {
       FLEETCHAT_CONVERSATIONS_BUCKET=${aws_s3_bucket.conversations.id} \
       FLEETCHAT_CONVERSATIONS_KMS_KEY_ID=${aws_kms_key.storage.arn} \
       FLEETCHAT_ACCOUNTS_TABLE=${aws_dynamodb_table.accounts.name} \
+      FLEETCHAT_VECTORS_COMMIT_TABLE=${aws_dynamodb_table.vector_commits.name} \
       AWS_DEFAULT_REGION=${var.region} \
       AWS_ROLE_ARN=${aws_iam_role.service.arn}
   EOT

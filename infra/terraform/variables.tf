@@ -43,6 +43,17 @@ variable "table_name" {
   }
 }
 
+variable "vector_commit_table_name" {
+  description = "DynamoDB table LanceDB commits the vector stores' versions through (FLEETCHAT_VECTORS_COMMIT_TABLE)."
+  type        = string
+  default     = "fleetchat-vector-commits"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_.-]{3,255}$", var.vector_commit_table_name))
+    error_message = "vector_commit_table_name must be 3-255 letters, digits, '_', '.' or '-'."
+  }
+}
+
 variable "accounts_table_name" {
   description = "DynamoDB table of tenants, keys, admission counters, the token ledger and the meter outbox (FLEETCHAT_ACCOUNTS_TABLE)."
   type        = string
@@ -138,7 +149,7 @@ variable "modal_app_name" {
 variable "modal_function_names" {
   description = "The Modal functions that may assume the service role: those that open the AWS stores."
   type        = list(string)
-  default     = ["batch_runner", "doctor", "gateway", "meter_flush", "retention_sweep"]
+  default     = ["batch_runner", "doctor", "gateway", "meter_flush", "retention_sweep", "vector_maintenance"]
 
   validation {
     condition     = length(var.modal_function_names) > 0 && alltrue([for f in var.modal_function_names : can(regex("^[A-Za-z_][A-Za-z0-9_.-]*$", f))])

@@ -37,6 +37,7 @@ from shared.settings.sections import (
     TracingOptions,
     TracingSettings,
     UpstreamSettings,
+    VectorIndexSettings,
     WorkerSettings,
 )
 
@@ -65,6 +66,7 @@ __all__ = [
     "TracingOptions",
     "TracingSettings",
     "UpstreamSettings",
+    "VectorIndexSettings",
     "WorkerSettings",
     "setting_names",
 ]

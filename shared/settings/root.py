@@ -31,6 +31,7 @@ from shared.settings.sections import (
     StripeSettings,
     TracingSettings,
     UpstreamSettings,
+    VectorIndexSettings,
     WorkerSettings,
 )
 
@@ -110,6 +111,7 @@ class Settings(BaseSettings):
     files: FilesSettings = Field(default_factory=FilesSettings)
     batch: BatchSettings = Field(default_factory=BatchSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    vectors: VectorIndexSettings = Field(default_factory=VectorIndexSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)
 
     @model_validator(mode="after")

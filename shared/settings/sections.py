@@ -418,8 +418,31 @@ class RetrievalSettings(Section):
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
     # Passages never take more than this share of the pool's context window, whatever room the request leaves.
     max_context_share: float = Field(default=0.75, gt=0.0, le=1.0)
-    # BM25 indexes kept in memory, one per (tenant, store, revision); least recently used ones are dropped.
-    keyword_cache_stores: int = Field(default=64, ge=1)
+
+
+class VectorIndexSettings(Section):
+    """The vector stores' search engine (`FLEETCHAT_VECTORS_*`, docs/files.md): LanceDB, one table per store, under the
+    data dir locally and under the conversations bucket deployed (DynamoDB as its commit store)."""
+
+    model_config = SettingsConfigDict(env_prefix="FLEETCHAT_VECTORS_")
+
+    # Deployed: the tables' prefix in the conversations bucket, and the DynamoDB table Lance commits through (several
+    # gateway containers write one store at once; plain S3 is safe for one writer only). One commit table per bucket:
+    # Lance keys a commit by the table's path inside the bucket.
+    prefix: str = Field(default="vectors", pattern=r"^[A-Za-z0-9_-]+$")
+    commit_table: str = "fleetchat-vector-commits"
+    # A store gets an approximate (IVF-HNSW) vector index from this many chunks on, built by the maintenance job; below
+    # it, search is exact (a scan of the store's vectors, a few milliseconds at this size).
+    ann_min_rows: int = Field(default=50_000, ge=256)
+    # Partitions an approximate search looks in, and how many times k candidates it re-scores exactly.
+    ann_nprobes: int = Field(default=20, ge=1)
+    ann_refine_factor: int = Field(default=4, ge=1)
+    # How stale a gateway's view of a store may be (seconds): 0 checks for a newer version on every search (a file
+    # another replica ingested is found at once), at one small read per search.
+    read_consistency_s: float = Field(default=0.0, ge=0.0, le=3600.0)
+    # Deleted chunks' bytes (a deleted file, an expired one) leave the disk or the bucket at the maintenance job's first
+    # run after this grace: a search that started on the version before the delete can still finish.
+    purge_grace_s: float = Field(default=300.0, ge=0.0)
 
 
 class EvalSettings(Section):

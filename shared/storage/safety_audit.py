@@ -1,4 +1,5 @@
-"""The storage contract for safety audit records: one per blocked request and per halted stream, kept per tier."""
+"""The storage contract for safety audit records: one per blocked request, per halted stream and per request whose
+untrusted context was withheld, kept per tier."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pydantic import BaseModel, Field
 class SafetyLayer(StrEnum):
     PRE = "pre"  # the gate on the whole conversation, before any worker sees it
     POST = "post"  # the filter on the generated stream
+    CONTEXT = "context"  # text the user did not write, before it enters a prompt (retrieved passages)
 
 
 class SafetyDetector(StrEnum):
@@ -21,11 +23,13 @@ class SafetyDetector(StrEnum):
     PII = "pii"  # outbound PII (enterprise opt-in)
     GUARD_MODEL = "guard_model"  # a guard model served as a chat-completions pool (Llama Guard)
     MODERATION_API = "moderation_api"  # a remote OpenAI-compatible /v1/moderations endpoint
+    INJECTION_SCREEN = "injection_screen"  # the prompt-injection screen (functions/safety/injection_screen.py)
 
 
 class SafetyAction(StrEnum):
     BLOCKED = "blocked"  # the request was refused (400 content_policy_violation)
     HALTED = "halted"  # the stream was stopped (finish_reason content_filter)
+    WITHHELD = "withheld"  # untrusted text was kept out of the prompt; the request went on without it
 
 
 class SafetyAuditRecord(BaseModel):

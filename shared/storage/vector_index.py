@@ -1,22 +1,17 @@
-"""The vector index's contract (`VectorIndex`) and the exact cosine search both adapters share.
+"""The vector stores' index contract (`VectorIndex`): chunks of files with their embeddings, searched by vector and by
+keywords (BM25), written a file at a time.
 
-Two adapters: `SQLiteVectorIndex` (embedded: one row per chunk in the SQLite file, float32 blobs, the store's matrix
-cached in memory until its generation moves) and `S3VectorIndex` (deployed: one object per indexed file in the S3
-bucket). A file's chunks are written all at once or not at all (`replace_file`), so a crash mid-ingestion never
-leaves a file half-indexed: ingestion re-runs and replaces.
-
-Search is exact (a matrix-vector product over the store's normalised vectors). Measured on a 2-core machine
-(docs/files.md): 10k chunks x 384 dims answer in well under a few milliseconds once the matrix is in memory, so an
-approximate index (its recall loss, build time and extra dependency) buys nothing at the sizes a tenant's vector
-stores reach here; sqlite-vec was the other candidate, but Python builds without loadable-extension support (this
-one's) cannot load it at all.
+One adapter, two homes: `LanceVectorIndex` (shared/storage/lance_vector_index.py) keeps one LanceDB table per store in
+a directory under the data dir locally, and under the conversations bucket deployed. A file's chunks are written all at
+once or not at all (`replace_file`), so a crash mid-ingestion never leaves a file half-indexed: ingestion re-runs and
+replaces.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -50,6 +45,15 @@ class ChunkHit(BaseModel):
     score: float = 0.0
 
 
+class Maintained(BaseModel):
+    """What one maintenance pass did to a store's table."""
+
+    rows: int
+    compacted: bool  # small fragments merged and deleted rows' bytes rewritten away
+    vector_index: Literal["none", "built", "updated"]
+    versions_removed: int  # old versions (and the files only they held) deleted
+
+
 class VectorIndex(Protocol):
     def replace_file(self, tenant_id: str, store_id: str, file_id: str, chunks: Sequence[IndexedChunk]) -> None:
         """Index the file's chunks in place of any it had, atomically (all or none)."""
@@ -57,26 +61,45 @@ class VectorIndex(Protocol):
 
     def remove_file(self, tenant_id: str, store_id: str, file_id: str) -> None: ...
 
-    def drop_store(self, tenant_id: str, store_id: str) -> None: ...
+    def drop_store(self, tenant_id: str, store_id: str) -> None:
+        """Every chunk of the store gone, its files' bytes deleted at once (erasure)."""
+        ...
 
     def drop_tenant(self, tenant_id: str) -> None: ...
 
-    def search(self, tenant_id: str, store_id: str, vector: np.ndarray, k: int) -> list[ChunkHit]:
-        """The `k` chunks most similar to `vector` (cosine), best first."""
+    def search(
+        self, tenant_id: str, store_id: str, vector: np.ndarray, k: int, file_ids: Collection[str] | None = None
+    ) -> list[ChunkHit]:
+        """The `k` chunks most similar to `vector` (cosine), best first; only chunks of `file_ids` where given."""
         ...
 
-    def chunks(self, tenant_id: str, store_id: str) -> Iterator[ChunkHit]:
-        """Every chunk of the store (no vectors), by file and position: a lexical (BM25) index's corpus."""
+    def keyword_search(
+        self, tenant_id: str, store_id: str, text: str, k: int, file_ids: Collection[str] | None = None
+    ) -> list[ChunkHit]:
+        """The `k` chunks that best match `text`'s words (BM25, `score`), best first; none share no word with it."""
+        ...
+
+    def chunks(self, tenant_id: str, store_id: str, file_id: str | None = None) -> Iterator[ChunkHit]:
+        """Every chunk of the store (or of one file in it), no vectors, by file and position."""
         ...
 
     def count(self, tenant_id: str, store_id: str, file_id: str | None = None) -> int: ...
 
     def revision(self, tenant_id: str, store_id: str) -> str:
-        """Changes whenever the store's set of chunks changes (a cache key for indexes built from `chunks`)."""
+        """Changes whenever the store's set of chunks changes (a cache key)."""
         ...
 
     def vectors(self, tenant_id: str, store_id: str, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The normalised vectors of the named chunks; unknown ids are absent."""
+        ...
+
+    def stores(self) -> Iterator[tuple[str, str]]:
+        """(tenant, store) of every store with a table: what the maintenance job walks."""
+        ...
+
+    def maintain(self, tenant_id: str, store_id: str, *, purge_now: bool = False) -> Maintained:
+        """Compaction, index builds and old versions' removal for one store (the scheduled maintenance job's unit).
+        `purge_now`: deleted chunks' bytes go at once, not after the grace (only where no search may be reading)."""
         ...
 
     def close(self) -> None: ...
@@ -87,16 +110,3 @@ def normalised(vectors: np.ndarray) -> np.ndarray:
     matrix = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
     return matrix / np.where(norms == 0, 1, norms)
-
-
-def top_k(matrix: np.ndarray, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-    """(row, cosine) of the k best rows of a normalised matrix for a query vector, best first."""
-    if matrix.shape[0] == 0 or k <= 0:
-        return []
-    # einsum, not `@`: a matrix-vector product goes to multi-threaded BLAS, whose spinning threads took 130 ms per
-    # 10k x 384 search on a busy 2-core machine (0.3 ms single-threaded, as einsum's own loop is).
-    scores = np.einsum("ij,j->i", matrix, normalised(vector.reshape(1, -1))[0])
-    k = min(k, scores.shape[0])
-    best = np.argpartition(-scores, k - 1)[:k]
-    best = best[np.argsort(-scores[best], kind="stable")]
-    return [(int(i), float(scores[i])) for i in best]

@@ -78,4 +78,6 @@ class RetrievalReport(BaseModel):
     budget_ms: int
     context_tokens: int = 0  # the bound on the tokens the passages added to the prompt
     withheld: int = 0  # passages the safety screen kept out of the context (see docs/files.md)
+    # Of those, the passages the prompt-injection screen flagged (an instruction planted in the document).
+    withheld_injection: int = 0
     citations: list[Citation] = Field(default_factory=list)

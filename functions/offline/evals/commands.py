@@ -187,7 +187,37 @@ def eval_tenants(
     console.print(f"eval tenants of {url}: {', '.join(tier.value for tier in keys)}; keys in {path}")
 
 
+def eval_beir(
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", help="BEIR sets (scifact, nfcorpus); default: both.")
+    ] = None,
+    engines: Annotated[
+        list[str] | None,
+        typer.Option("--engine", help="lancedb (the service's engine) and/or sqlite-vec; default: lancedb."),
+    ] = None,
+    out_dir: Annotated[Path, typer.Option(help="Where beir.json, beir.md and beir.png go.")] = Path(
+        "bench-results/beir"
+    ),
+) -> None:
+    """Retrieval quality on public BEIR sets: keyword, vector and hybrid nDCG@10 and recall@100 against the published
+    BM25 and MiniLM figures (docs/retrieval-engines.md). Embeds each corpus once (cached in ~/.cache/fleetchat/beir)."""
+    from rich.console import Console
+
+    from functions.offline.evals.beir.data_sets import SETS
+    from functions.offline.evals.beir.retrieval_eval import report_lines, run
+
+    console = Console()
+    chosen = sets or sorted(SETS, reverse=True)
+    unknown = sorted(set(chosen) - set(SETS)) + sorted(set(engines or []) - {"lancedb", "sqlite-vec"})
+    if unknown:
+        raise _fail(console, f"unknown set or engine: {', '.join(unknown)}")
+    results = run(chosen, engines or ["lancedb"], out_dir)  # type: ignore[arg-type]
+    console.print("\n".join(report_lines(results)))
+    console.print(f"report: {out_dir / 'beir.md'}, plot: {out_dir / 'beir.png'}")
+
+
 def register(eval_app: typer.Typer) -> None:
+    eval_app.command("beir")(eval_beir)
     eval_app.command("run")(eval_run)
     eval_app.command("baseline")(eval_baseline)
     eval_app.command("compare")(eval_compare)

@@ -58,6 +58,9 @@ class AwsStoreConfig(BaseModel):
     region: str = "us-east-1"
     endpoint_url: str | None = None
     kms_key_id: str | None = None  # SSE-KMS with this key; SSE-S3 (AES256) when None
+    # The vector stores' LanceDB commit store (shared/storage/lance_vector_index.py): a DynamoDB table keyed
+    # (base_uri, version), as Lance's S3 + DynamoDB commit protocol requires.
+    vector_commit_table: str = "fleetchat-vector-commits"
     max_attempts: int = Field(default=4, ge=1)
     retry_budget_s: float = Field(default=3.0, gt=0)
     # An unreferenced body older than this is a crashed writer's and may be replaced. It must exceed the longest
@@ -90,7 +93,8 @@ def clients(config: AwsStoreConfig) -> tuple[Any, Any]:
 
 
 def ensure_resources(config: AwsStoreConfig) -> None:
-    """Create the table (both indexes, TTL on `expires_at`) and the bucket where missing; safe to run again."""
+    """Create the table (both indexes, TTL on `expires_at`), the vector stores' commit table and the bucket where
+    missing; safe to run again."""
     ddb, s3 = clients(config)
 
     def index(name: str, hash_key: str, range_key: str) -> dict[str, Any]:
@@ -120,6 +124,7 @@ def ensure_resources(config: AwsStoreConfig) -> None:
         ddb.update_time_to_live(
             TableName=config.table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
         )
+    _ensure_vector_commit_table(ddb, config.vector_commit_table)
     location = {"LocationConstraint": config.region}
     try:
         if config.region == "us-east-1":  # the one region that refuses a LocationConstraint
@@ -129,6 +134,23 @@ def ensure_resources(config: AwsStoreConfig) -> None:
     except ClientError as exc:
         if error_code(exc) != "BucketAlreadyOwnedByYou":
             raise
+
+
+def _ensure_vector_commit_table(ddb: Any, name: str) -> None:
+    try:
+        ddb.create_table(
+            TableName=name,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[
+                {"AttributeName": "base_uri", "AttributeType": "S"},
+                {"AttributeName": "version", "AttributeType": "N"},
+            ],
+            KeySchema=key_schema("base_uri", "version"),
+        )
+    except ClientError as exc:
+        if error_code(exc) != "ResourceInUseException":
+            raise
+    ddb.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 120})
 
 
 def key_schema(hash_key: str, range_key: str) -> list[dict[str, str]]:

@@ -15,8 +15,8 @@ import pytest
 from shared.api_keys import hash_api_key
 from shared.fleet.tiers import LimitOverrides
 from shared.storage.accounts import TenantChanges
+from shared.storage.lance_vector_index import LanceVectorIndex
 from shared.storage.sqlite.accounts import SQLiteStore
-from shared.storage.sqlite.vector_index import SQLiteVectorIndex
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.documents import docx_with, malformed_pdf, pdf_with_pages
 from tests.support.processes import free_port
@@ -205,7 +205,7 @@ def test_detaching_and_deleting_take_the_vectors_with_them(gateway: Gateway) -> 
     store = client.vector_stores.create(name="s", file_ids=[file.id])
     _settle(client, store.id)
     tenant = _tenant_id(gateway, gateway.key)
-    index = SQLiteVectorIndex(gateway.data_dir / "fleetchat.db")
+    index = LanceVectorIndex(str(gateway.data_dir / "vectors"))
     try:
         assert index.count(tenant, store.id, file.id) > 0
         assert client.vector_stores.files.delete(file_id=file.id, vector_store_id=store.id).deleted

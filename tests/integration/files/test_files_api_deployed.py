@@ -10,6 +10,9 @@ import boto3
 import openai
 import pytest
 
+from functions.files.backends import open_vector_index
+from functions.jobs.vector_maintenance import maintain_from_settings
+from shared.settings import Settings
 from shared.storage.aws.conversations import AwsStoreConfig, ensure_resources
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.documents import pdf_with_pages
@@ -56,12 +59,22 @@ def test_files_and_vector_stores_live_in_dynamodb_and_s3(deployed: tuple[Gateway
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     keys = {item["Key"] for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
     assert any(k.startswith("files/") and k.endswith(file.id) for k in keys)
-    assert any(k.startswith("vectors/") and k.endswith(f"{store.id}/{file.id}") for k in keys)
+    assert any(k.startswith("vectors/") and f".{store.id}.lance/" in k for k in keys)  # the store's LanceDB table
     other = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=gateway.other_key, max_retries=0)
     with pytest.raises(openai.NotFoundError):
         other.vector_stores.search(store.id, query="warranty")
 
     client.files.delete(file.id)
     keys = {item["Key"] for item in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
-    assert not any(file.id in k for k in keys)  # body and vectors gone
+    assert not any(file.id in k for k in keys)  # the body gone
     assert client.vector_stores.retrieve(store.id).file_counts.total == 0
+    settings = Settings(conversation_store="aws", aws_endpoint_url=endpoint, conversations_bucket=bucket)
+    index = open_vector_index(settings)
+    try:
+        [(tenant, _)] = [found for found in index.stores() if found[1] == store.id]
+        assert index.count(tenant, store.id) == 0 and index.keyword_search(tenant, store.id, "warranty", 5) == []
+        assert maintain_from_settings(settings, purge_now=True).failed == 0  # the job: the deleted rows' bytes go
+        table = index._open(tenant, store.id)
+        assert sum(f.physical_rows for f in table.to_lance().get_fragments()) == 0
+    finally:
+        index.close()

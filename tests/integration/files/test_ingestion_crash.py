@@ -16,9 +16,9 @@ import openai
 
 from shared.api_keys import hash_api_key, new_api_key
 from shared.fleet.tiers import Tier
+from shared.storage.lance_vector_index import LanceVectorIndex
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.files import SQLiteFileStore
-from shared.storage.sqlite.vector_index import SQLiteVectorIndex
 from tests.support.processes import ProcessGroup, free_port, start_gateway
 from tests.support.servers import serve
 from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
@@ -74,7 +74,7 @@ def test_a_gateway_killed_mid_ingestion_leaves_nothing_half_indexed_and_the_next
             group.procs[-1].wait(timeout=30)
             embedded_before_kill = embedder.calls
 
-            index, files = SQLiteVectorIndex(data / "fleetchat.db"), SQLiteFileStore(data / "fleetchat.db")
+            index, files = LanceVectorIndex(str(data / "vectors")), SQLiteFileStore(data / "fleetchat.db")
             try:
                 assert index.count(tenant_id, store.id, file.id) == 0  # none of it: not half
                 assert files.get_attachment(tenant_id, store.id, file.id).status == "in_progress"
@@ -135,7 +135,7 @@ def test_two_gateways_resuming_the_same_file_at_once_ingest_it_once(tmp_path: Pa
                 120,
                 "neither gateway finished the ingestion",
             )
-            index, files = SQLiteVectorIndex(data / "fleetchat.db"), SQLiteFileStore(data / "fleetchat.db")
+            index, files = LanceVectorIndex(str(data / "vectors")), SQLiteFileStore(data / "fleetchat.db")
             try:
                 stored = files.get_attachment(tenant_id, store.id, file.id)
                 assert stored.status == "completed" and stored.chunks > 64 * 2

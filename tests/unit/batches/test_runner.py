@@ -29,10 +29,10 @@ from shared.settings import BatchSettings
 from shared.storage.batches import LineResult, StoredBatch, new_batch_id
 from shared.storage.file_blobs import LocalBlobStore
 from shared.storage.files import FileQuota, StoredFile
+from shared.storage.lance_vector_index import LanceVectorIndex
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.batches import SQLiteBatchStore
 from shared.storage.sqlite.files import SQLiteFileStore
-from shared.storage.sqlite.vector_index import SQLiteVectorIndex
 from shared.storage.timestamps import utc_now
 
 CHAT = "/v1/chat/completions"
@@ -124,7 +124,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     tenants = SQLiteStore(db)
     tenant, minted = create_tenant_with_key(tenants, "t", Tier.PLUS, "t")
     blobs = LocalBlobStore(tmp_path / "files")
-    backends = FileBackends(SQLiteFileStore(db), blobs, SQLiteVectorIndex(db))
+    backends = FileBackends(SQLiteFileStore(db), blobs, LanceVectorIndex(str(tmp_path / "vectors")))
     store = SQLiteBatchStore(db)
     yield World(store, FilesService(backends), tenants, tenant.id, minted.record.id, tmp_path)
     store.close()

@@ -60,7 +60,7 @@ def test_app_registers_one_gpu_server_per_pool_and_the_gateway() -> None:
     }  # + issue 22
     assert modal_app.app.name == modal_app.APP_NAME
     assert set(_registered("registered_classes")) == set()  # Servers, not Clses: no web_server endpoints
-    jobs = {"retention_sweep", "meter_flush", "nightly_eval", "doctor", "batch_runner"}
+    jobs = {"retention_sweep", "meter_flush", "nightly_eval", "doctor", "batch_runner", "vector_maintenance"}
     assert set(_registered("registered_functions")) == expected_servers | {"gateway", *jobs}
     assert set(_registered("registered_web_endpoints")) == {"gateway"}
 
@@ -258,6 +258,14 @@ def test_the_batch_runner_runs_every_5_minutes_with_the_worker_credential_and_no
     ]
     assert info.schedule == "Period(minutes=5)"
     assert info.timeout == modal_app.BATCH_RUN_TIMEOUT > modal_app.BATCH_RUN_BUDGET_S
+
+
+def test_vector_maintenance_runs_hourly_against_the_deployed_stores() -> None:
+    info = modal_app.vector_maintenance.info()
+    assert info.gpus == [] and info.web_info is None
+    assert info.secrets == ["modal.Secret.from_name('fleetchat-secrets')"]
+    assert info.schedule == "Cron('47 * * * *', UTC)"
+    assert info.timeout == modal_app.VECTOR_MAINTENANCE_TIMEOUT
 
 
 def test_the_nightly_eval_runs_daily_with_the_eval_secret_and_no_gpu() -> None:

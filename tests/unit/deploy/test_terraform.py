@@ -56,6 +56,11 @@ OBJECT_ARN = "${aws_s3_bucket.conversations.arn}/*"
 KEY_ARN = "${aws_kms_key.storage.arn}"
 ACCOUNTS_TABLE_ARN = "${aws_dynamodb_table.accounts.arn}"
 ACCOUNTS_INDEX_ARN = f"${{aws_dynamodb_table.accounts.arn}}/index/{LEDGER_INDEX}"
+VECTOR_COMMITS_ARN = "${aws_dynamodb_table.vector_commits.arn}"
+# LanceDB's S3 + DynamoDB commit store (Rust, so no boto3 calls to read): lance's io/commit/dynamodb.rs builds GetItem,
+# PutItem and Query requests and checks the table with DescribeTable; dropping a table deletes its items (DeleteItem).
+# The same five were the calls seen on moto's server by the vector index's contract tests.
+LANCE_COMMIT_ACTIONS = {f"dynamodb:{a}" for a in ("DeleteItem", "DescribeTable", "GetItem", "PutItem", "Query")}
 
 # boto3 method of the adapter -> the IAM actions it needs. A method missing here fails the test: map it first.
 DYNAMODB_ACTIONS: dict[str, set[str]] = {
@@ -98,9 +103,11 @@ def created() -> dict[str, Any]:
     ddb, s3 = MagicMock(name="dynamodb"), MagicMock(name="s3")
     ddb.describe_time_to_live.return_value = {"TimeToLiveDescription": {"TimeToLiveStatus": "DISABLED"}}
     with patch.object(aws_layout, "clients", return_value=(ddb, s3)):
-        aws_layout.ensure_resources(AwsStoreConfig(table_name="t", bucket="b"))
+        aws_layout.ensure_resources(AwsStoreConfig(table_name="t", bucket="b", vector_commit_table="v"))
+    tables = {call.kwargs["TableName"]: call.kwargs for call in ddb.create_table.call_args_list}
     return {
-        "table": ddb.create_table.call_args.kwargs,
+        "table": tables["t"],
+        "vector_commits": tables["v"],
         "ttl": ddb.update_time_to_live.call_args.kwargs["TimeToLiveSpecification"],
         "ddb_calls": {call[0].split(".")[0] for call in ddb.method_calls},
         "s3_calls": {call[0].split(".")[0] for call in s3.method_calls},
@@ -174,6 +181,22 @@ def test_ttl_is_the_adapter_attribute(table_case) -> None:
     table, created, _ = table_case
     assert one_block(table, "ttl") == {"attribute_name": TTL_ATTRIBUTE, "enabled": True}
     assert created["ttl"] == {"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+
+
+def test_the_vector_commit_table_matches_the_adapter(created: dict[str, Any]) -> None:
+    """LanceDB's commit store: the keys Lance reads and writes, the table the settings name."""
+    table, made = resource("aws_dynamodb_table.vector_commits"), created["vector_commits"]
+    keys = {entry["KeyType"]: entry["AttributeName"] for entry in made["KeySchema"]}
+    assert (table["hash_key"], table["range_key"]) == (keys["HASH"], keys["RANGE"]) == ("base_uri", "version")
+    assert table["billing_mode"] == made["BillingMode"]
+    expected = sorted((d["AttributeName"], d["AttributeType"]) for d in made["AttributeDefinitions"])
+    assert sorted((a["name"], a["type"]) for a in table["attribute"]) == expected
+    assert variable_default("vector_commit_table_name") == Settings().vectors.commit_table
+    config = AwsStoreConfig(table_name="t", bucket="b")
+    assert variable_default("vector_commit_table_name") == config.vector_commit_table
+    assert one_block(table, "server_side_encryption") == {"enabled": True, "kms_key_arn": KEY_ARN}
+    assert one_block(table, "point_in_time_recovery")["enabled"] is True
+    assert table["deletion_protection_enabled"] == "${var.deletion_protection}"
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))
@@ -341,10 +364,11 @@ def test_service_policy_allows_exactly_the_adapter_calls() -> None:
     conversations, accounts = required_actions([ADAPTER_SOURCE]), required_actions(ACCOUNT_SOURCES)
     assert {"s3:PutObject", "dynamodb:UpdateItem"} <= conversations and "dynamodb:BatchGetItem" in accounts
     storage_actions = {action for action in granted() if not action.startswith("kms:")}
-    assert storage_actions == conversations | accounts
+    assert storage_actions == conversations | accounts | LANCE_COMMIT_ACTIONS
     # Each table gets exactly its own adapter's calls.
     assert granted_on(TABLE_ARN, INDEX_ARN) == {a for a in conversations if a.startswith("dynamodb:")}
     assert granted_on(ACCOUNTS_TABLE_ARN, ACCOUNTS_INDEX_ARN) == accounts
+    assert granted_on(VECTOR_COMMITS_ARN) == LANCE_COMMIT_ACTIONS
 
 
 def test_account_adapters_never_scan() -> None:
@@ -357,9 +381,11 @@ def test_service_policy_is_scoped_to_the_tables_indexes_bucket_and_key() -> None
         assert "*" not in action, action
         service = action.split(":")[0]
         if action == "dynamodb:Query":
-            assert resources == {TABLE_ARN, INDEX_ARN, ACCOUNTS_TABLE_ARN, ACCOUNTS_INDEX_ARN}
+            assert resources == {TABLE_ARN, INDEX_ARN, ACCOUNTS_TABLE_ARN, ACCOUNTS_INDEX_ARN, VECTOR_COMMITS_ARN}
+        elif action == "dynamodb:DescribeTable":
+            assert resources == {VECTOR_COMMITS_ARN}  # Lance's check of its commit store, nothing else
         elif service == "dynamodb":
-            assert resources and resources <= {TABLE_ARN, ACCOUNTS_TABLE_ARN}, action
+            assert resources and resources <= {TABLE_ARN, ACCOUNTS_TABLE_ARN, VECTOR_COMMITS_ARN}, action
         elif action == "s3:ListBucket":
             assert resources == {BUCKET_ARN}
         elif service == "s3":
@@ -387,8 +413,10 @@ def test_service_cannot_create_reconfigure_or_drop_resources(
         for method in methods
     }
     assert {"dynamodb:CreateTable", "dynamodb:UpdateTimeToLive", "s3:CreateBucket"} <= local_only
+    # DescribeTable (the creation waiter's) is granted on the vector commit table alone: Lance reads it at start.
     actions = set(granted())
-    assert not actions & local_only
+    assert not actions & (local_only - {"dynamodb:DescribeTable"})
+    assert granted()["dynamodb:DescribeTable"] == {VECTOR_COMMITS_ARN}
     admin = re.compile(
         r":(Create|Delete|Update|Put)(Table|Bucket|TimeToLive|Backup|Key|Alias)|:PutBucket|ObjectVersion|Grant"
     )

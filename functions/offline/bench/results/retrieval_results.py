@@ -26,7 +26,7 @@ class RetrievalStats(BaseModel):
     ingestion: IngestionStats | None = None  # through the gateway: upload, extract, chunk, embed, index
     gateway: list[LatencyStats]  # the search endpoint, and chat's retrieval step as its report times it
     chunks: int  # the in-process index the engine latencies below were measured on
-    keyword_build_s: float | None  # building the BM25 index of that store (once per store revision)
+    maintenance_s: float | None  # the maintenance pass after ingesting that store (compaction, BM25 index update)
     engine: list[LatencyStats]  # vector search, BM25, the whole hybrid step (embedding excluded)
     note: str
 
@@ -46,7 +46,7 @@ def retrieval_lines(stats: RetrievalStats) -> list[str]:
             + f") in {i.wall_s:.1f} s: **{i.pages_per_s:.2f} pages/s** ({i.failed} failed)",
         ]
     lines += [
-        f"- BM25 index of {stats.chunks} chunks built in {_num(stats.keyword_build_s, 2)} s",
+        f"- maintenance pass over {stats.chunks} chunks (compaction, BM25 index) in {_num(stats.maintenance_s, 2)} s",
         "",
         "| what | runs | p50 ms | p95 ms |",
         "|---|---|---|---|",
