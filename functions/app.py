@@ -69,6 +69,7 @@ from functions.safety.classifier.cascade import shipped_classifier
 from functions.safety.classifier.output_classifier import OutputClassifier
 from functions.safety.guards.configured import open_guard
 from functions.safety.guards.embedded import EmbeddedGuard
+from functions.safety.injection_screen import shipped_injection_screen
 from functions.safety.log_redaction import install_log_redaction
 from functions.safety.moderation_service import ModerationService
 from functions.safety.pii import pii_detector
@@ -136,6 +137,7 @@ def chat_pipeline_for(state: Any) -> ChatPipeline:
             result_cache=state.result_cache,
             delivery=delivery,
             shadow_judge=state.shadow_judge,
+            injection=shipped_injection_screen(),
         )
     )
 

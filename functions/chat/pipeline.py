@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from anyio import to_thread
 from starlette.types import Receive
 
 from functions.accounts.auth import Caller
@@ -31,11 +32,15 @@ from functions.control.request_accounting import Accounting, RequestAccount, Tok
 from functions.control.slo_observation import label_chat
 from functions.judging.shadow import ShadowJudge
 from functions.retrieval.service import Plan, Retrieval, Retrieved
+from functions.safety.findings import SafetyFinding
+from functions.safety.injection_screen import InjectionScreen
 from functions.safety.pipeline import SafetyPipeline
+from functions.safety.untrusted_context import QUOTED_HEADER, Quoted, quote_flagged_tool_results
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.storage.conversations import Conversation
 from shared.storage.ledger import Outcome
+from shared.storage.safety_audit import SafetyAction, SafetyDetector, SafetyLayer
 from shared.wire.request_parameters import refuse_unknown_or_unhonoured
 from shared.wire.responses_api import ResponseRecord
 from shared.wire.schemas import ChatCompletionRequest
@@ -75,6 +80,7 @@ class ChatCall:
     plan: Plan | None = field(init=False)
     # conversation
     turn: Turn | None = field(init=False)
+    quoted: Quoted | None = field(init=False)  # the tool results the injection screen flagged, quoted inertly
     # admitted
     pool: str = field(init=False)
     asked_max_tokens: int | None = field(init=False)
@@ -108,6 +114,7 @@ class ChatServices:
     result_cache: ResultCache
     delivery: Delivery
     shadow_judge: ShadowJudge | None
+    injection: InjectionScreen | None = None  # screens tool results (functions/safety/untrusted_context.py)
 
 
 class ChatPipeline:
@@ -154,6 +161,14 @@ class ChatPipeline:
             call.turn.response = call.response
             call.body = call.turn.apply(call.body)
         check_request(call.body, call.server_tools or ())
+        call.quoted = None
+        screen = self.services.injection
+        if screen is not None and any(m.role == "tool" for m in call.body.messages):
+            # Before admission, so the quotes' own tokens are counted; the stored turn keeps what the client sent.
+            quoted = await to_thread.run_sync(quote_flagged_tool_results, list(call.body.messages), screen)
+            if quoted.scores:
+                call.quoted = quoted
+                call.body = call.body.model_copy(update={"messages": quoted.messages})
 
     async def admitted(self, call: ChatCall) -> None:
         """The tier's pool for the model, then the rate limits and a token reservation (429 otherwise); the output
@@ -186,6 +201,15 @@ class ChatPipeline:
             except ContentPolicyViolationError:
                 await account.close(TokenUsage(0, 0), Outcome.FILTERED)
                 raise
+        if call.quoted is not None:
+            call.headers[QUOTED_HEADER] = str(len(call.quoted.scores))
+            screen = self.services.injection
+            finding = SafetyFinding(
+                layer=SafetyLayer.CONTEXT, detector=SafetyDetector.INJECTION_SCREEN, category="prompt_injection",
+                score=min(1.0, max(call.quoted.scores)), excerpt=call.quoted.excerpt,
+                policy_version=f"injection-{screen.meta.version}" if screen is not None else None,
+            )  # fmt: skip
+            await self.services.safety.record(finding, SafetyAction.QUOTED, call.caller, account.request_id, call.pool)
 
     async def retrieved(self, call: ChatCall) -> None:
         """Passages from the named stores join the request as context, after the ask itself was screened

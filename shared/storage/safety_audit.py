@@ -30,6 +30,7 @@ class SafetyAction(StrEnum):
     BLOCKED = "blocked"  # the request was refused (400 content_policy_violation)
     HALTED = "halted"  # the stream was stopped (finish_reason content_filter)
     WITHHELD = "withheld"  # untrusted text was kept out of the prompt; the request went on without it
+    QUOTED = "quoted"  # untrusted text entered the prompt quoted as data, with a note not to follow it
 
 
 class SafetyAuditRecord(BaseModel):

@@ -19,10 +19,14 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from anyio import to_thread
+
 from functions.chat.server_tools.replay import ReplayedStream
 from functions.chat.server_tools.runner import RunContext, ToolRun, ToolRunner
 from functions.chat.streams.continuation import Leg
 from functions.control.request_accounting import RequestAccount, TokenUsage
+from functions.safety.injection_screen import InjectionScreen
+from functions.safety.untrusted_context import quoted
 from shared.errors import FleetchatError, UpstreamError
 from shared.storage.ledger import Outcome
 
@@ -54,7 +58,11 @@ class ToolLoop:
     # Closed here with the rounds' usage when the loop fails after some rounds ran (the chat router's own close,
     # without usage, is then a no-op): tokens a worker generated are billed whatever happens next.
     account: RequestAccount | None = None
+    # Screens each run's result: a flagged one reaches the model quoted inertly (functions/safety/untrusted_context.py)
+    # and its summary says `"quoted": true`.
+    injection: InjectionScreen | None = None
     runs: list[ToolRun] = dataclasses.field(default_factory=list)
+    quoted_calls: set[str] = dataclasses.field(default_factory=set)
     usage: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     async def answer(self, complete: Complete, leg: Leg, *, streamed: bool) -> dict[str, Any] | ReplayedStream:
@@ -96,7 +104,11 @@ class ToolLoop:
                 arguments = str((call.get("function") or {}).get("arguments") or "")
                 run = await self.runner.run(str(call.get("id") or ""), _name(call), arguments, self.context)
                 self.runs.append(run)
-                messages.append({"role": "tool", "tool_call_id": run.call_id, "content": run.content})
+                content = run.content
+                if self.injection is not None and await to_thread.run_sync(self.injection.flagged, content):
+                    content = quoted(content)
+                    self.quoted_calls.add(run.call_id)
+                messages.append({"role": "tool", "tool_call_id": run.call_id, "content": content})
         raise AssertionError("unreachable")
 
     def _without_server_tools(self, request: dict[str, Any], client_tools: list[Any]) -> dict[str, Any]:
@@ -115,7 +127,10 @@ class ToolLoop:
     def _final(self, completion: dict[str, Any], streamed: bool) -> dict[str, Any] | ReplayedStream:
         if self.usage:
             completion["usage"] = self.usage
-        extension = {"server_tool_runs": [run.summary() for run in self.runs]}
+        summaries = [
+            {**run.summary(), **({"quoted": True} if run.call_id in self.quoted_calls else {})} for run in self.runs
+        ]
+        extension = {"server_tool_runs": summaries}
         if streamed:
             return ReplayedStream(completion, extension)
         return {**completion, **extension}

@@ -14,6 +14,7 @@ from functions.chat.server_tools.runner import RunContext, ToolRunner
 from functions.chat.server_tools.sandboxing import bwrap_works
 from functions.chat.server_tools.tools import CalculatorTool, PythonTool, ServerTool
 from functions.control.request_accounting import RequestAccount
+from functions.safety.injection_screen import shipped_injection_screen
 from functions.spooled_writer import SpooledWriter
 from shared.errors import InvalidRequestError
 from shared.fleet.tables import safety_for
@@ -30,6 +31,8 @@ class ServerTools:
         self.settings = settings
         self.tools = tools
         self.runner = runner
+        # Tool results the prompt-injection screen flags are quoted inertly (functions/safety/untrusted_context.py).
+        self.injection = shipped_injection_screen()
 
     def requested(self, body: ChatCompletionRequest) -> list[str] | None:
         """The server tools the request asked for, in its order (None: none). Raises a 400 for anything else."""
@@ -68,7 +71,9 @@ class ServerTools:
             audit_content=safety_for(tenant.tier, tenant.safety).audit_raw_content,
         )
         definitions = [self.tools[name].definition() for name in names]
-        return ToolLoop(self.runner, names, definitions, context, self.settings.max_rounds, account)
+        return ToolLoop(
+            self.runner, names, definitions, context, self.settings.max_rounds, account, injection=self.injection
+        )
 
 
 def server_tools_for(

@@ -11,8 +11,8 @@ Build (deterministic, seed 2023; the inputs are checked against each source fold
         --out-dir functions/offline/injection_data/data
 
 Read with `load.load_rows(split=..., sources=[...])`; `train_screen.py` fits and measures the screen on them
-(`python -m functions.offline.injection_data.train_screen`). `data/sources.json` records each source's repo and commit (or
-wheel sha256), licence, counts per split and label, and the build command.
+(`python -m functions.offline.injection_data.train_screen`). `data/sources.json` records each source's repo and
+commit (or wheel sha256), licence, counts per split and label, and the build command.
 
 Sources and how they are composed:
 

@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from functions.app import create_app
 from functions.chat.server_tools.sandboxing import bwrap_works
+from functions.safety.untrusted_context import QUOTE_NOTE
 from shared.api_keys import hash_api_key, new_api_key
 from shared.fleet.tiers import SafetyOverrides, Tier
 from shared.server_tool_settings import ServerToolSettings, ToolQuota
@@ -30,6 +31,7 @@ from shared.storage.sqlite.ledger import SQLiteLedger
 from shared.storage.sqlite.tool_audit import SQLiteToolAudit
 from shared.storage.timestamps import utc_now
 from shared.storage.tool_audit import ToolRunRecord
+from tests.support.injection import held_out_attack_the_screen_flags
 from tests.support.servers import serve
 from tests.support.stand_ins.tool_worker import answer, last_tool_result, tool_call, tool_names, tool_worker
 
@@ -41,6 +43,9 @@ def script(body: dict[str, Any]) -> dict[str, Any]:
     """Dispatch on the first user message, `kind:argument`."""
     user = next(m["content"] for m in body["messages"] if m["role"] == "user")
     kind, _, argument = user.partition(":")
+    if kind == "printed":  # runs the code, then answers with the tool message exactly as it reached the model
+        last = body["messages"][-1]
+        return answer(last["content"]) if last.get("role") == "tool" else tool_call("python", {"code": argument})
     result = last_tool_result(body)
     if kind == "calc":
         return (
@@ -208,6 +213,22 @@ def test_the_sandbox_sees_neither_the_data_dir_nor_the_network(stack: Stack) -> 
     output = json.loads(completion.choices[0].message.content.removeprefix("Tool said: "))["output"]
     assert "READ" not in output and "CONNECTED" not in output
     assert output.count("denied FileNotFoundError") == 2 and "no socket" in output
+
+
+def test_a_tool_result_carrying_planted_instructions_reaches_the_model_quoted(stack: Stack) -> None:
+    if not bwrap_works():
+        pytest.skip("bubblewrap not installed (.ci/run installs it)")
+    _, key = stack.key()
+    attack = held_out_attack_the_screen_flags()
+    # Hex in the code, so the user's own message carries no injection for the pre-filter to block: only the program's
+    # output does, which is what a tool result is.
+    completion = _ask(stack, key, f"printed:print(bytes.fromhex('{attack.encode().hex()}').decode())")
+    seen = completion.choices[0].message.content  # the model's view of the python tool's result
+    assert seen.startswith(QUOTE_NOTE) and json.dumps(attack)[1:200] in seen  # the output, JSON-escaped
+    [run] = completion.model_extra["server_tool_runs"]
+    assert run["tool"] == "python" and run["status"] == "ok" and run["quoted"] is True
+    plain = _ask(stack, key, "printed:print(6 * 7)").choices[0].message.content
+    assert not plain.startswith(QUOTE_NOTE) and "42" in plain
 
 
 def test_quota_exhaustion_is_told_to_the_model_counted_and_audited(stack: Stack) -> None:

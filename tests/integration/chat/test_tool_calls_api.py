@@ -11,6 +11,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support.injection import held_out_attack_the_screen_flags
 from tests.support.prom import labelled
 from tests.support.servers import serve
 from tests.support.stand_ins.tool_call_worker import call, tool_worker
@@ -178,3 +179,33 @@ def test_tool_turns_are_stored_and_rendered(gateway_for) -> None:
             timeout=10,
         ).text
         assert 'get_weather({"city": "Paris"})' in markdown and "call_1" in markdown
+
+
+def test_a_tool_result_carrying_planted_instructions_reaches_the_model_quoted_and_is_audited(gateway_for) -> None:
+    import sqlite3
+    import time
+
+    from functions.safety.untrusted_context import QUOTE_NOTE, QUOTED_HEADER
+
+    attack = held_out_attack_the_screen_flags()
+    app = tool_worker([ANSWER, ANSWER])
+    with serve(app) as worker:
+        gw = gateway_for({"mini": [worker], "flagship": [worker]})
+        history = [*ASK, {"role": "assistant", "tool_calls": [GOOD]}]
+        planted = [*history, {"role": "tool", "tool_call_id": "call_1", "content": attack}]
+        plain = [*history, {"role": "tool", "tool_call_id": "call_1", "content": '{"sky": "sunny"}'}]
+        raw = _api(gw).chat.completions.with_raw_response.create(model="mini", messages=planted, tools=[WEATHER])
+        assert raw.headers[QUOTED_HEADER] == "1" and raw.parse().choices[0].message.content == ANSWER["content"]
+        sent = app.state.bodies[0]["messages"][-1]["content"]
+        assert sent.startswith(QUOTE_NOTE) and attack in sent  # the data still there, fenced as data
+        ordinary = _api(gw).chat.completions.with_raw_response.create(model="mini", messages=plain, tools=[WEATHER])
+        assert QUOTED_HEADER not in ordinary.headers
+        assert app.state.bodies[1]["messages"][-1]["content"] == '{"sky": "sunny"}'
+    deadline = time.monotonic() + 10
+    while True:  # the audit record is written behind the response
+        with sqlite3.connect(gw.data_dir / "fleetchat.db") as db:
+            rows = db.execute("SELECT layer, detector, action, category FROM safety_audit").fetchall()
+        if rows or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert rows == [("context", "injection_screen", "quoted", "prompt_injection")]
