@@ -75,4 +75,5 @@ def open_vector_index(settings: Settings) -> LanceVectorIndex:
         ann_refine_factor=v.ann_refine_factor,
         read_consistency_s=v.read_consistency_s,
         purge_grace_s=v.purge_grace_s,
+        cache_bytes=v.index_cache_mb * 2**20,
     )

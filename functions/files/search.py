@@ -74,11 +74,6 @@ class VectorStoreSearch:
         vector = query_vector if query_vector is not None else await self.embed_query(caller, query_text)
         return await to_thread.run_sync(self._search, store, vector, k, filters)
 
-    def searchable_files(self, tenant_id: str, vector_store_id: str, filters: Filter | None = None) -> set[str]:
-        """The store's completed files that pass `filters` (sync)."""
-        attachments = self.backends.files.list_attachments(tenant_id, vector_store_id)
-        return {a.file_id for a in attachments if a.status == "completed" and matches(filters, a.attributes)}
-
     def _search(
         self, store: StoredVectorStore, vector: np.ndarray, k: int, filters: Filter | None = None
     ) -> list[SearchHit]:
