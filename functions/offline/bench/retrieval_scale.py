@@ -58,8 +58,10 @@ class ScaleReport(BaseModel):
     vector_index: str
     recall_at_10: float  # of the approximate search, against exact search of the same vectors
     latencies: list[Latency]
-    rss_mb: float  # resident memory of this process after the searches
+    rss_mb: float  # resident memory of the process that searched (a fresh one, as a gateway opens the store)
     disk_mb: float
+    gateway: Latency | None = None  # the search endpoint through a real gateway (`--gateway`)
+    gateway_rss_mb: float | None = None
 
 
 def passages(paths: list[Path], limit: int) -> list[str]:
@@ -178,7 +180,7 @@ def _search_phase(
     return recall, latencies, _rss_mb()
 
 
-def run(corpus: list[Path], chunks: int, work_dir: Path, progress: Progress) -> ScaleReport:
+def run(corpus: list[Path], chunks: int, work_dir: Path, progress: Progress, *, gateway: bool = False) -> ScaleReport:
     texts = passages(corpus, chunks + QUERIES)
     queries, texts = texts[-QUERIES:], texts[:-QUERIES]  # questions from passages that are not in the store
     vectors, embed_s = vectors_for(texts + queries, work_dir / f"vectors-{len(texts)}.npy", progress)
@@ -202,13 +204,21 @@ def run(corpus: list[Path], chunks: int, work_dir: Path, progress: Progress) -> 
         work_dir, query_vectors, questions, maintained.vector_index
     )
     disk = sum(p.stat().st_size for p in (work_dir / "vectors").rglob("*") if p.is_file()) / 2**20
+    through, gateway_rss = None, None
+    if gateway:
+        from functions.offline.bench.retrieval_scale_gateway import gateway_phase
+
+        files = -(-len(texts) // PER_FILE)
+        p50, p95, gateway_rss = gateway_phase(work_dir, TENANT, STORE, questions[:50], files, PER_FILE)
+        what = "through the gateway: POST /v1/vector_stores/{id}/search (auth, MiniLM embedding, hybrid ranking)"
+        through = Latency(what=what, p50_ms=p50, p95_ms=p95)
     return ScaleReport(
         chunks=len(texts), dimensions=int(vectors.shape[1]), embed_s=round(embed_s, 1),
         write_s=None if write_s is None else round(write_s, 1),
         chunks_per_s=None if write_s is None else round(len(texts) / max(write_s, 1e-9), 1),
         maintain_s=round(maintain_s, 1),
         vector_index=maintained.vector_index, recall_at_10=round(recall, 3), latencies=latencies,
-        rss_mb=rss_mb, disk_mb=round(disk, 1),
+        rss_mb=rss_mb, disk_mb=round(disk, 1), gateway=through, gateway_rss_mb=gateway_rss,
     )  # fmt: skip
 
 
@@ -218,11 +228,12 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=1_000_000)
     parser.add_argument("--work-dir", type=Path, default=Path("bench-results/scale-work"))
     parser.add_argument("--out-dir", type=Path, default=Path("bench-results/scale"))
+    parser.add_argument("--gateway", action="store_true", help="also search through a real gateway over HTTP")
     args = parser.parse_args()
     args.work_dir.mkdir(parents=True, exist_ok=True)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     with Progress() as progress:
-        report = run(args.corpus, args.chunks, args.work_dir, progress)
+        report = run(args.corpus, args.chunks, args.work_dir, progress, gateway=args.gateway)
     (args.out_dir / "scale.json").write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     print(report.model_dump_json(indent=2))
 

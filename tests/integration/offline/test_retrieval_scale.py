@@ -23,12 +23,15 @@ def test_a_small_run_writes_maintains_searches_and_reports(tmp_path: Path) -> No
             out.write(json.dumps({"text": document.text}) + "\n")
     with Progress(disable=True) as progress:
         report = run([corpus], 400, tmp_path / "work", progress)
-        again = run([corpus], 400, tmp_path / "work", progress)  # vectors cached, every file already written
+        # Vectors cached, every file written already; then searched through a real gateway too.
+        again = run([corpus], 400, tmp_path / "work", progress, gateway=True)
     assert report.chunks == 400 and report.dimensions == 384 and (report.chunks_per_s or 0) > 0
     assert report.vector_index == "none" and report.recall_at_10 == 1.0  # exact search below the ANN threshold
     assert [lat.what.split(",")[0] for lat in report.latencies] == ["vector search", "BM25", "chat's hybrid step (both"]
     assert all(lat.p50_ms > 0 for lat in report.latencies) and report.rss_mb > 0 and report.disk_mb > 0
     assert again.embed_s == 0.0 and again.write_s is None and again.chunks == report.chunks
+    assert again.gateway is not None and again.gateway.p50_ms > 0 and (again.gateway_rss_mb or 0) > 0
+    assert report.gateway is None
     assert QUERIES == 100
 
 
