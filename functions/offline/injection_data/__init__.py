@@ -7,8 +7,11 @@ in the source the row came from: position and attack name, suite, setting).
 
 Build (deterministic, seed 2023; the inputs are checked against each source folder's SHA256SUMS):
 
-    python -m functions.offline.injection_data.build --source-dir /work/data/injection \
+    python -m functions.offline.injection_data.build --source-dir injection-sources \
         --out-dir functions/offline/injection_data/data
+
+`injection-sources/` holds each benchmark's files as its repository (or wheel) ships them, under `bipia/`,
+`agentdojo/` and `injecagent/`: the commits, paths and sha256 sums are in `data/sources.json`.
 
 Read with `load.load_rows(split=..., sources=[...])`; `train_screen.py` fits and measures the screen on them
 (`python -m functions.offline.injection_data.train_screen`). `data/sources.json` records each source's repo and

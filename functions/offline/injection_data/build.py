@@ -20,7 +20,7 @@ BUILDERS: dict[str, Callable[[Path], SourceBuild]] = {
 }
 DEFAULT_OUT = Path(__file__).parent / "data"
 COMMAND = (
-    "python -m functions.offline.injection_data.build --source-dir /work/data/injection "
+    "python -m functions.offline.injection_data.build --source-dir injection-sources "
     "--out-dir functions/offline/injection_data/data"
 )
 
@@ -58,7 +58,9 @@ def build(source_dir: Path, out_dir: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Build the prompt-injection screen's labelled data.")
-    parser.add_argument("--source-dir", type=Path, required=True, help="e.g. /work/data/injection")
+    parser.add_argument(
+        "--source-dir", type=Path, required=True, help="bipia/, agentdojo/, injecagent/ (data/sources.json)"
+    )
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
     sources = build(args.source_dir, args.out_dir)
