@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from functions.safety.classifier.ngrams import sparse_rows
-from functions.safety.classifier.token_table import MODEL_DIR, TokenTable
+from functions.safety.classifier.token_table import MODEL_DIR, TokenTable, shipped_token_table
 
 WEIGHTS_FILE = "injection.npz"
 META_FILE = "injection.json"
@@ -80,4 +80,4 @@ class InjectionScreen:
 @cache
 def shipped_injection_screen() -> InjectionScreen:
     """The screen shipped in functions/safety/model (loaded once per process)."""
-    return InjectionScreen.load()
+    return InjectionScreen.load(table=shipped_token_table())

@@ -20,7 +20,7 @@ from functions.safety.classifier.features import WINDOW_TOKENS, Features, Span, 
 from functions.safety.classifier.head import ClassifierHead
 from functions.safety.classifier.intent_model import IntentModel, ScreenModel, load_intent, load_screen
 from functions.safety.classifier.sentence_units import sentence_units
-from functions.safety.classifier.token_table import MODEL_DIR, TokenTable
+from functions.safety.classifier.token_table import MODEL_DIR, TokenTable, shipped_token_table
 
 # The most turns, and the most sentences, of one request the second stage reads alone (those the first stage scores
 # highest): a chat of many harmful-looking turns or a document of ask-like sentences must not cost a transformer pass
@@ -61,12 +61,14 @@ class SafetyClassifier:
         self.ask = ask  # None: no sentence reads
 
     @classmethod
-    def load(cls, directory: Path = MODEL_DIR, *, sentence_reads: bool = False) -> SafetyClassifier:
+    def load(
+        cls, directory: Path = MODEL_DIR, *, sentence_reads: bool = False, table: TokenTable | None = None
+    ) -> SafetyClassifier:
         """The cascade in `directory`; with `sentence_reads`, its ask head too where it has a current one (sentence
         reads are a deployment's choice, off by default: `Settings.guard.sentence_reads`)."""
         head = ClassifierHead.load(directory)
         return cls(
-            TokenTable.load(directory),
+            table or TokenTable.load(directory),
             head,
             load_intent(directory),
             load_screen(directory),
@@ -280,7 +282,7 @@ def shipped_classifier(sentence_reads: bool = False) -> SafetyClassifier:
     """The classifier trained into the repo, with or without sentence reads (loaded once per process; with them, the
     same stages plus the ask head)."""
     if not sentence_reads:
-        return SafetyClassifier.load()
+        return SafetyClassifier.load(table=shipped_token_table())
     base = shipped_classifier()
     ask = load_ask_head(MODEL_DIR, base.head.meta.version)
     return SafetyClassifier(base.table, base.head, base.intent, base.screen, ask)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,12 @@ class TokenTable:
         starts = np.asarray([*range(0, ids.size - size, stride), ids.size - size])
         windows = np.lib.stride_tricks.sliding_window_view(self.vectors[ids], size, axis=0)[starts]  # [n, width, size]
         return np.concatenate([_unit(windows.mean(axis=2)), _unit(windows.max(axis=2))], axis=1)
+
+
+@cache
+def shipped_token_table() -> TokenTable:
+    """The repo's token table, loaded once per process: the classifier and the injection screen share it."""
+    return TokenTable.load(MODEL_DIR)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
