@@ -30,6 +30,10 @@ def sign_in(page: Any, url: str, key: str) -> None:
     page.get_by_test_id("api-key").fill(key)
     page.get_by_test_id("sign-in").click()
     page.get_by_test_id("composer").wait_for()
+    # The composer is on screen before GET /v1/models has answered, and until the picker holds a model the page
+    # cannot send: Enter is ignored (the prompt stays in the box) and a dropped file is refused. A test that types
+    # and presses Enter at once would then wait for an answer that never comes: wait until the page can send.
+    page.wait_for_function("() => !!document.querySelector('[data-testid=\"model\"]')?.value")
     assert page.get_by_test_id("api-key").count() == 0
     # The key lives only in the HttpOnly cookie: nothing the page's scripts can read.
     stored = page.evaluate("() => JSON.stringify({...localStorage}) + JSON.stringify({...sessionStorage})")
@@ -289,6 +293,9 @@ def test_esc_stops_and_a_phone_width_screen_works(page: Any, stack: Stack) -> No
     composer = page.get_by_test_id("composer")
     composer.fill(LONG_PROMPT)
     composer.press("Enter")
+    # Enter sends at this width too: the question is on screen and the box is empty.
+    page.locator('[data-testid="message"][data-role="user"]').wait_for()
+    assert composer.input_value() == ""
     catch_mid_stream(page)
     page.keyboard.press("Escape")
     assert wait_status(page, ("stopped",)) == "stopped"
