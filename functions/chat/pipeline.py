@@ -35,7 +35,8 @@ from functions.retrieval.service import Plan, Retrieval, Retrieved
 from functions.safety.findings import SafetyFinding
 from functions.safety.injection_screen import InjectionScreen
 from functions.safety.pipeline import SafetyPipeline
-from functions.safety.untrusted_context import QUOTED_HEADER, Quoted, quote_flagged_tool_results
+from functions.safety.rules import RULES_VERSION
+from functions.safety.untrusted_context import QUOTED_HEADER, Rewritten, screen_untrusted
 from functions.worker_client import NoReplicaReachableError
 from shared.errors import ContentPolicyViolationError
 from shared.storage.conversations import Conversation
@@ -80,7 +81,8 @@ class ChatCall:
     plan: Plan | None = field(init=False)
     # conversation
     turn: Turn | None = field(init=False)
-    quoted: Quoted | None = field(init=False)  # the tool results the injection screen flagged, quoted inertly
+    # tool results and arguments a screen flagged: quoted inertly or withheld (functions/safety/untrusted_context.py)
+    quoted: Rewritten | None = field(init=False)
     # admitted
     pool: str = field(init=False)
     asked_max_tokens: int | None = field(init=False)
@@ -114,7 +116,9 @@ class ChatServices:
     result_cache: ResultCache
     delivery: Delivery
     shadow_judge: ShadowJudge | None
-    injection: InjectionScreen | None = None  # screens tool results (functions/safety/untrusted_context.py)
+    injection: InjectionScreen | None = (
+        None  # screens tool results and arguments (functions/safety/untrusted_context.py)
+    )
 
 
 class ChatPipeline:
@@ -163,12 +167,12 @@ class ChatPipeline:
         check_request(call.body, call.server_tools or ())
         call.quoted = None
         screen = self.services.injection
-        if screen is not None and any(m.role == "tool" for m in call.body.messages):
+        if any(m.role == "tool" or m.tool_calls for m in call.body.messages):
             # Before admission, so the quotes' own tokens are counted; the stored turn keeps what the client sent.
-            quoted = await to_thread.run_sync(quote_flagged_tool_results, list(call.body.messages), screen)
-            if quoted.scores:
-                call.quoted = quoted
-                call.body = call.body.model_copy(update={"messages": quoted.messages})
+            rewritten = await to_thread.run_sync(screen_untrusted, list(call.body.messages), screen)
+            if rewritten.verdicts:
+                call.quoted = rewritten
+                call.body = call.body.model_copy(update={"messages": rewritten.messages})
 
     async def admitted(self, call: ChatCall) -> None:
         """The tier's pool for the model, then the rate limits and a token reservation (429 otherwise); the output
@@ -202,14 +206,20 @@ class ChatPipeline:
                 await account.close(TokenUsage(0, 0), Outcome.FILTERED)
                 raise
         if call.quoted is not None:
-            call.headers[QUOTED_HEADER] = str(len(call.quoted.scores))
+            call.headers[QUOTED_HEADER] = str(len(call.quoted.verdicts))
             screen = self.services.injection
-            finding = SafetyFinding(
-                layer=SafetyLayer.CONTEXT, detector=SafetyDetector.INJECTION_SCREEN, category="prompt_injection",
-                score=min(1.0, max(call.quoted.scores)), excerpt=call.quoted.excerpt,
-                policy_version=f"injection-{screen.meta.version}" if screen is not None else None,
-            )  # fmt: skip
-            await self.services.safety.record(finding, SafetyAction.QUOTED, call.caller, account.request_id, call.pool)
+            for action, audited in (("quoted", SafetyAction.QUOTED), ("withheld", SafetyAction.WITHHELD)):
+                worst = call.quoted.worst(action)  # type: ignore[arg-type]
+                if worst is None:
+                    continue
+                verdict, excerpt = worst
+                by_screen = verdict.detector is SafetyDetector.INJECTION_SCREEN and screen is not None
+                version = f"injection-{screen.meta.version}" if by_screen and screen is not None else RULES_VERSION
+                finding = SafetyFinding(
+                    layer=SafetyLayer.CONTEXT, detector=verdict.detector, category=verdict.category,
+                    score=min(1.0, verdict.score), excerpt=excerpt, policy_version=version,
+                )  # fmt: skip
+                await self.services.safety.record(finding, audited, call.caller, account.request_id, call.pool)
 
     async def retrieved(self, call: ChatCall) -> None:
         """Passages from the named stores join the request as context, after the ask itself was screened

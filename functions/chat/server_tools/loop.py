@@ -26,7 +26,7 @@ from functions.chat.server_tools.runner import RunContext, ToolRun, ToolRunner
 from functions.chat.streams.continuation import Leg
 from functions.control.request_accounting import RequestAccount, TokenUsage
 from functions.safety.injection_screen import InjectionScreen
-from functions.safety.untrusted_context import quoted
+from functions.safety.untrusted_context import judged, rewritten_arguments, rewritten_result
 from shared.errors import FleetchatError, UpstreamError
 from shared.storage.ledger import Outcome
 
@@ -58,11 +58,11 @@ class ToolLoop:
     # Closed here with the rounds' usage when the loop fails after some rounds ran (the chat router's own close,
     # without usage, is then a no-op): tokens a worker generated are billed whatever happens next.
     account: RequestAccount | None = None
-    # Screens each run's result: a flagged one reaches the model quoted inertly (functions/safety/untrusted_context.py)
-    # and its summary says `"quoted": true`.
+    # Screens each run's result and the arguments the model wrote (functions/safety/untrusted_context.py): a flagged
+    # one reaches the next round quoted inertly (or withheld, a deny rule), and the run's summary says which.
     injection: InjectionScreen | None = None
     runs: list[ToolRun] = dataclasses.field(default_factory=list)
-    quoted_calls: set[str] = dataclasses.field(default_factory=set)
+    quoted_calls: dict[str, str] = dataclasses.field(default_factory=dict)  # call id -> "quoted" / "withheld"
     usage: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     async def answer(self, complete: Complete, leg: Leg, *, streamed: bool) -> dict[str, Any] | ReplayedStream:
@@ -99,17 +99,33 @@ class ToolLoop:
                     f"the model still called a server tool after {self.max_rounds} rounds of tool calls",
                     code="server_tool_rounds_exceeded",
                 )
-            messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": ours})
+            messages.append(
+                {"role": "assistant", "content": message.get("content"), "tool_calls": await self._screened(ours)}
+            )
             for call in ours:
                 arguments = str((call.get("function") or {}).get("arguments") or "")
                 run = await self.runner.run(str(call.get("id") or ""), _name(call), arguments, self.context)
                 self.runs.append(run)
                 content = run.content
-                if self.injection is not None and await to_thread.run_sync(self.injection.flagged, content):
-                    content = quoted(content)
-                    self.quoted_calls.add(run.call_id)
+                verdict = await to_thread.run_sync(judged, content, self.injection)
+                if verdict is not None:
+                    content = rewritten_result(content, verdict)
+                    self.quoted_calls[run.call_id] = verdict.action
                 messages.append({"role": "tool", "tool_call_id": run.call_id, "content": content})
         raise AssertionError("unreachable")
+
+    async def _screened(self, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The calls as the next round's prompt carries them: flagged arguments rewritten (the runs get them as the
+        model wrote them)."""
+        out = []
+        for call in calls:
+            function = call.get("function") or {}
+            verdict = await to_thread.run_sync(judged, str(function.get("arguments") or ""), self.injection)
+            if verdict is not None:
+                rewritten = rewritten_arguments(str(function.get("arguments")), verdict)
+                call = {**call, "function": {**function, "arguments": rewritten}}
+            out.append(call)
+        return out
 
     def _without_server_tools(self, request: dict[str, Any], client_tools: list[Any]) -> dict[str, Any]:
         """The last round's request: the server tools withdrawn, and a `tool_choice` that named one (or that needs a
@@ -128,7 +144,8 @@ class ToolLoop:
         if self.usage:
             completion["usage"] = self.usage
         summaries = [
-            {**run.summary(), **({"quoted": True} if run.call_id in self.quoted_calls else {})} for run in self.runs
+            {**run.summary(), **({self.quoted_calls[run.call_id]: True} if run.call_id in self.quoted_calls else {})}
+            for run in self.runs
         ]
         extension = {"server_tool_runs": summaries}
         if streamed:

@@ -209,3 +209,26 @@ def test_a_tool_result_carrying_planted_instructions_reaches_the_model_quoted_an
             break
         time.sleep(0.1)
     assert rows == [("context", "injection_screen", "quoted", "prompt_injection")]
+
+
+def test_tool_call_arguments_carrying_instructions_reach_the_model_quoted_as_json(gateway_for) -> None:
+    """The arguments of a call in the history (the model wrote them, the client sends them back) are screened too:
+    a flagged one is quoted inside a JSON object, so the worker still gets valid arguments."""
+    from functions.safety.untrusted_context import ARGUMENTS_NOTE, QUOTED_HEADER
+
+    attack = held_out_attack_the_screen_flags()
+    planted_call = {**GOOD, "function": {**GOOD["function"], "arguments": json.dumps({"city": attack})}}
+    app = tool_worker([ANSWER])
+    with serve(app) as worker:
+        gw = gateway_for({"mini": [worker], "flagship": [worker]})
+        messages = [
+            *ASK, {"role": "assistant", "tool_calls": [planted_call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"sky": "sunny"}'},
+        ]  # fmt: skip
+        raw = _api(gw).chat.completions.with_raw_response.create(model="mini", messages=messages, tools=[WEATHER])
+        assert raw.headers[QUOTED_HEADER] == "1"
+    sent = app.state.bodies[0]["messages"][-2]["tool_calls"][0]["function"]["arguments"]
+    quoted = json.loads(sent)["quoted_arguments"]
+    assert (
+        quoted.startswith(ARGUMENTS_NOTE) and attack in json.loads(quoted.split("\n", 2)[2].rsplit("\n", 1)[0])["city"]
+    )
