@@ -28,6 +28,7 @@ from functions.api.routers import (
     health,
     models,
     moderations,
+    rerank,  # issue 49: /v1/rerank
     responses,  # issue 48: /v1/responses
     session,
     streams,  # issue 21: resume and cancel a stream
@@ -63,6 +64,7 @@ from functions.files.wiring import BodySizeLimits, ingestion_metrics, install_fi
 from functions.judging.shadow import shadow_judge_for
 from functions.metrics.control import ControlMetrics
 from functions.metrics.gateway import GatewayMetrics
+from functions.rerank_service import RerankMetrics, rerank_service_for
 from functions.responses.service import ResponsesService
 from functions.retrieval.service import retrieval_for
 from functions.safety.classifier.cascade import shipped_classifier
@@ -251,10 +253,14 @@ def create_app(
             app.state.embeddings = embedding_service_for(
                 settings, client, app.state.accounting, app.state.embedding_metrics, app.state.chat.failover
             )
+            app.state.rerank = rerank_service_for(
+                settings, client, app.state.accounting, app.state.rerank_metrics, app.state.chat.failover
+            )
             # A worker one gateway found dead is skipped by all of them (functions/control/replica_breakers.py).
             for scope, breakers in (
                 ("chat", app.state.chat.router.breakers),
                 ("embeddings", app.state.embeddings.router.breakers),
+                ("rerank", app.state.rerank.router.breakers),
             ):
                 breakers.shared_by(control_state, scope)
                 fleet.every_sync(f"breakers-{scope}", breakers.sync)
@@ -299,6 +305,7 @@ def create_app(
     app.state.server_tool_metrics = ServerToolMetrics(app.state.metrics.registry)
     app.state.result_cache_metrics = ResultCacheMetrics(app.state.metrics.registry)
     app.state.embedding_metrics = EmbeddingMetrics(app.state.metrics.registry)
+    app.state.rerank_metrics = RerankMetrics(app.state.metrics.registry)
     app.state.ingestion_metrics = ingestion_metrics(app.state.metrics.registry)
     app.state.batch_metrics = batch_metrics(app.state.metrics.registry)
     app.state.tool_arguments = ToolArguments(app.state.metrics.registry)
@@ -315,7 +322,18 @@ def create_app(
     app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
     routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
-    served = (completions, responses, batches, tokenizer, canary_admin, embeddings, files, vector_stores, health)
+    served = (
+        completions,
+        responses,
+        batches,
+        tokenizer,
+        canary_admin,
+        embeddings,
+        rerank,
+        files,
+        vector_stores,
+        health,
+    )
     for module in (*routers, *served):
         app.include_router(module.router)
     mount_web_ui(app, settings.web_dist_dir)

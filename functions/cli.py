@@ -115,8 +115,12 @@ def embedding_worker(
         int | None, typer.Option(min=1, help="Torch threads (default: half the cores, at most 4).")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="Only warnings in the log.")] = False,
+    rerank: Annotated[
+        list[str] | None, typer.Option(help="A re-rank pool to serve too (vLLM's /v1/rerank, the fused rank).")
+    ] = None,
 ) -> None:
-    """Serve one embedding pool (OpenAI /v1/embeddings, /health, /metrics) with the packaged model (issue 22)."""
+    """Serve one embedding pool (OpenAI /v1/embeddings, /health, /metrics) with the packaged model (issue 22), and the
+    re-rank pools named (/v1/rerank) with the same model."""
     from gpu_workers.server.parent_death import die_with_supervisor
 
     die_with_supervisor()  # first, before the slow imports: under `fleetchat up`, never outlive it
@@ -124,7 +128,7 @@ def embedding_worker(
 
     run_embedding_worker(
         pool, host, port, max_batch_inputs=max_batch, max_wait_s=max_wait_ms / 1000, threads=threads,
-        log_level="warning" if quiet else "info",
+        log_level="warning" if quiet else "info", rerank_pools=tuple(rerank or ()),
     )  # fmt: skip
 
 

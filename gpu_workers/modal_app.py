@@ -23,6 +23,7 @@ import modal
 
 from shared.fleet.embedding_pools import EmbeddingPool
 from shared.fleet.pools import ModelPool
+from shared.fleet.rerank_pools import RerankPool
 from shared.fleet.tables import BUILTIN_FILE, tables
 from shared.operator_config import CONFIG_ENV, OperatorConfig, install_from_environment
 
@@ -102,8 +103,8 @@ def worker_class_names() -> dict[str, str]:
     return {name: worker_class_name(name) for name in tables().pools}
 
 
-def worker_spec(pool: ModelPool | EmbeddingPool) -> WorkerSpec:
-    """The Modal class of a chat or an embedding pool (an embedding model is never gated)."""
+def worker_spec(pool: ModelPool | EmbeddingPool | RerankPool) -> WorkerSpec:
+    """The Modal class of a chat, an embedding or a re-rank pool (an encoder is never gated)."""
     deployed = pool.deployed
     return WorkerSpec(
         pool=pool.name,
@@ -439,6 +440,48 @@ def resolve_embedding_worker_urls() -> dict[str, list[str]]:
     return {pool: [server_url(spec.class_name)] for pool, spec in EMBEDDING_SPECS.items()}
 
 
+# ---- Re-rank pools (issue 49): a cross-encoder on `vllm serve --runner pooling`, its /v1/rerank ----
+# vLLM serves a *ForSequenceClassification model with one label as a score model: /v1/rerank (and /rerank,
+# /v2/rerank, /score) with the sigmoid of the logit as `relevance_score`. The gateway splits and cuts every document
+# so each (query, window) pair fits `max_pair_tokens` (shared/fleet/rerank_pools.py), and vLLM refuses a longer pair
+# with a 400 as the local worker does.
+
+
+def vllm_rerank_command(pool: RerankPool) -> list[str]:
+    """`vllm serve` for a re-rank pool: the pooling runner on a cross-encoder, served under the pool's name."""
+    deployed = pool.deployed
+    return [
+        "vllm", "serve", deployed.hf_repo,
+        "--revision", deployed.revision,
+        "--runner", "pooling",  # a cross-encoder scores pairs: /v1/rerank, no generation
+        "--served-model-name", pool.name,
+        "--host", "0.0.0.0",
+        "--port", str(VLLM_PORT),
+        "--max-model-len", str(pool.max_pair_tokens),
+    ]  # fmt: skip
+
+
+class VllmRerankServer(VllmServer):
+    """A warm `vllm serve --runner pooling` for one re-rank pool (/v1/rerank, /health, /metrics)."""
+
+    @modal.enter()
+    def start_engine(self) -> None:
+        self._process = start_vllm(vllm_rerank_command(tables().rerank_pools[self.pool_name]))
+        wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
+
+
+RERANK_SPECS: dict[str, WorkerSpec] = {name: worker_spec(p) for name, p in tables().rerank_pools.items()}
+RERANK_WORKERS: dict[str, modal.Server] = {
+    name: define_worker(app, spec, VllmRerankServer) for name, spec in RERANK_SPECS.items()
+}
+globals().update({RERANK_SPECS[name].class_name: cls for name, cls in RERANK_WORKERS.items()})
+
+
+def resolve_rerank_worker_urls() -> dict[str, list[str]]:
+    """Re-rank pool -> [its GPU Server's URL] in the deployed app."""
+    return {pool: [server_url(spec.class_name)] for pool, spec in RERANK_SPECS.items()}
+
+
 # Containers come and go: everything durable lives in DynamoDB + S3 (table, bucket, KMS key: infra/terraform).
 DEPLOYED_STORES: dict[str, str] = {"conversation_store": "aws", "accounts_store": "aws"}
 
@@ -499,6 +542,7 @@ def gateway() -> FastAPI:
         environment="deployed",
         worker_urls=resolve_worker_urls(),
         embedding_worker_urls=resolve_embedding_worker_urls(),  # issue 22: the embedding pools' Servers
+        rerank_worker_urls=resolve_rerank_worker_urls(),  # issue 49: the re-rank pools' Servers
         **DEPLOYED_STORES,
         **guard_overrides(DEPLOY_ENVIRON),
     )
@@ -583,6 +627,7 @@ def batch_runner() -> dict[str, int]:
         environment="deployed",
         worker_urls=resolve_worker_urls(),
         embedding_worker_urls=resolve_embedding_worker_urls(),
+        rerank_worker_urls=resolve_rerank_worker_urls(),
         **DEPLOYED_STORES,
         **guard_overrides(DEPLOY_ENVIRON),
     )

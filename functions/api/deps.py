@@ -25,6 +25,7 @@ from functions.files.files_service import FilesService
 from functions.files.search import VectorStoreSearch
 from functions.files.vector_stores import VectorStoresService
 from functions.metrics.gateway import GatewayMetrics
+from functions.rerank_service import RerankService
 from functions.responses.service import ResponsesService
 from functions.retrieval.service import Retrieval
 from functions.safety.moderation_service import ModerationService
@@ -70,6 +71,7 @@ SafetyAuditDep = Annotated[SafetyAuditStore, Depends(_state("safety_audit"))]
 FeedbackServiceDep = Annotated[FeedbackService, Depends(_state("feedback_service"))]
 # the other endpoints' services
 EmbeddingServiceDep = Annotated[EmbeddingService, Depends(_state("embeddings"))]
+RerankServiceDep = Annotated[RerankService, Depends(_state("rerank"))]
 ModerationServiceDep = Annotated[ModerationService, Depends(_state("moderation"))]
 FilesServiceDep = Annotated[FilesService, Depends(_state("files_service"))]
 VectorStoresServiceDep = Annotated[VectorStoresService, Depends(_state("vector_stores"))]

@@ -12,6 +12,7 @@ keeps only chunks of the files that pass it (functions/files/filters.py), applie
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, Protocol
 
 import numpy as np
@@ -28,6 +29,9 @@ from shared.storage.files import StoredVectorStore
 from shared.storage.timestamps import utc_now
 from shared.storage.vector_index import ChunkHit
 from shared.wire.files_api import Filter, SearchContent, SearchPage, SearchRequest, SearchResult
+
+# How stale a store's `last_active_at` may be before a search writes it again (its expiry policy counts in days).
+TOUCH_EVERY = timedelta(minutes=1)
 
 
 class Ranked(Protocol):
@@ -79,7 +83,9 @@ class VectorStoreSearch:
     ) -> list[SearchHit]:
         found = self._ranked(store.tenant_id, store.id, filters, lambda files: self.backends.index.search(
             store.tenant_id, store.id, vector, k, file_ids=files))  # fmt: skip
-        self.backends.files.touch_vector_store(store.tenant_id, store.id, utc_now())
+        now = utc_now()
+        if now - store.last_active_at >= TOUCH_EVERY:  # a store's expiry counts in days: no write on every search
+            self.backends.files.touch_vector_store(store.tenant_id, store.id, now)
         return found
 
     def keyword_search(
@@ -95,13 +101,13 @@ class VectorStoreSearch:
         """`rank(files)`'s hits of the store's completed files that pass `filters`, with their file names. The index
         ranks only those files where some chunks are of others (a filter, a file still ingesting or being detached)."""
         b = self.backends
-        attachments = b.files.list_attachments(tenant_id, store_id)
-        live = {a.file_id for a in attachments if a.status == "completed" and matches(filters, a.attributes)}
+        states = b.files.attachment_states(tenant_id, store_id)
+        live = {f for f, s in states.items() if s.status == "completed" and matches(filters, s.attributes)}
         if not live:
             return []
         # Every file of the store counts: no filter for the index to apply (a file detached a moment ago, its chunks
         # still going, is dropped below).
-        found = [h for h in rank(None if len(live) == len(attachments) else live) if h.file_id in live]
+        found = [h for h in rank(None if len(live) == len(states) else live) if h.file_id in live]
         names: dict[str, str] = {}
         for hit in found:
             if hit.file_id not in names:
@@ -147,8 +153,8 @@ class VectorStoreSearch:
                     seen.setdefault(hit.chunk_id, hit)
             ranked = list(seen.values())
         ranked = [h for h in ranked if h.score >= threshold][:limit]
-        attachments = await to_thread.run_sync(self.backends.files.list_attachments, store.tenant_id, store.id)
-        attributes = {a.file_id: a.attributes for a in attachments}
+        states = await to_thread.run_sync(self.backends.files.attachment_states, store.tenant_id, store.id)
+        attributes = {file_id: state.attributes for file_id, state in states.items()}
         data = [
             SearchResult(
                 file_id=h.file_id,

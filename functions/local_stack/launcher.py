@@ -45,19 +45,13 @@ def worker_command(settings: Settings, pool: str, port: int) -> list[str]:
     return [sys.executable, "-m", "functions.cli", "worker", "--pool", pool, "--port", str(port), "--quiet"]
 
 
-def embedding_worker_command(pool: str, port: int) -> list[str]:
-    # Always the real worker (a 90 MB model that loads in seconds); FLEETCHAT_EMBEDDING_POOLS=[] starts none.
-    return [
-        sys.executable,
-        "-m",
-        "functions.cli",
-        "embedding-worker",
-        "--pool",
-        pool,
-        "--port",
-        str(port),
-        "--quiet",
-    ]
+def embedding_worker_command(pool: str, port: int, rerank_pools: list[str] | None = None) -> list[str]:
+    # Always the real worker (a 90 MB model that loads in seconds); FLEETCHAT_EMBEDDING_POOLS=[] starts none. It also
+    # serves the fused rank of the re-rank pools that name it as their local worker.
+    command = [sys.executable, "-m", "functions.cli", "embedding-worker", "--pool", pool, "--port", str(port)]
+    for rerank in rerank_pools or []:
+        command += ["--rerank", rerank]
+    return [*command, "--quiet"]
 
 
 def worker_specs(settings: Settings) -> list[WorkerSpec]:
@@ -71,7 +65,8 @@ def worker_specs(settings: Settings) -> list[WorkerSpec]:
             specs.append(WorkerSpec(pool=pool, index=i, port=port, command=command, log_path=log_path))
     for pool, urls in settings.local_embedding_worker_urls().items():  # issue 22: the embedding workers
         port = int(urls[0].rsplit(":", 1)[1])
-        command = embedding_worker_command(pool, port)
+        reranks = [name for name, served in settings.local_rerank_worker_urls().items() if served == urls]
+        command = embedding_worker_command(pool, port, reranks)
         log_path = log_dir / f"worker-{pool}-0.log"
         specs.append(WorkerSpec(pool=pool, index=0, port=port, command=command, log_path=log_path))
     return specs
@@ -124,6 +119,7 @@ def gateway_env(settings: Settings) -> dict[str, str]:
     return {
         "FLEETCHAT_WORKER_URLS": json.dumps(settings.local_worker_urls()),
         "FLEETCHAT_EMBEDDING_WORKER_URLS": json.dumps(settings.local_embedding_worker_urls()),
+        "FLEETCHAT_RERANK_WORKER_URLS": json.dumps(settings.local_rerank_worker_urls()),
         "FLEETCHAT_POOLS": json.dumps(settings.pools),
     }
 

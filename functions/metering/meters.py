@@ -42,6 +42,8 @@ class Meter(BaseModel):
             return int(getattr(totals, f"{prefix}completion_tokens"))
         if key == "embedding_input":
             return int(getattr(totals, f"{prefix}embedding_tokens"))
+        if key == "rerank_input":
+            return int(getattr(totals, f"{prefix}rerank_tokens"))
         raise ValueError(f"unknown meter {self.key!r}")
 
 
@@ -52,6 +54,8 @@ def meters_from_settings(settings: Settings) -> tuple[Meter, ...]:
         Meter(key="output", short="out", event_name=settings.meter.event_output),
         # Issue 22: embedding input tokens, a meter of their own (priced apart from chat in Stripe).
         Meter(key="embedding_input", short="emb", event_name=settings.meter.event_embedding_input),
+        # Issue 49: /v1/rerank's (query, document) pair tokens, priced apart again.
+        Meter(key="rerank_input", short="rr", event_name=settings.meter.event_rerank_input),
         # Issue 48: lines of batches, at the batch price (their own Stripe prices).
         Meter(key="batch_input", short="bin", event_name=settings.meter.event_batch_input),
         Meter(key="batch_cached_input", short="bcin", event_name=settings.meter.event_batch_cached_input),

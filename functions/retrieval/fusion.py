@@ -1,29 +1,18 @@
 """Combining rankings: reciprocal rank fusion of the keyword and vector rankings, then the re-rank (relevance by
 embedding similarity of passage and question, diversity by maximal marginal relevance).
 
-Why this re-rank: a cross-encoder (e.g. ms-marco-MiniLM) would judge each (question, passage) pair more finely, but
-none ships in a PyPI package here and the gateway loads nothing from a model hub at run time. The passages' own
-MiniLM vectors are already in the index, so re-ranking by their cosine similarity to the question costs one matrix
-product, and MMR keeps near-duplicate chunks (overlapping windows of one section) from filling the context."""
+Why this re-rank: the passages' own MiniLM vectors are already in the index, so re-ranking by their cosine similarity
+to the question costs one matrix product, and MMR keeps near-duplicate chunks (overlapping windows of one section)
+from filling the context. A re-rank pool (functions/rerank_service.py; a cross-encoder deployed) can replace the
+relevance (functions/retrieval/hybrid.py); on BEIR the built-in did better in this place (docs/retrieval-engines.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
+from shared.rank_fusion import reciprocal_rank_fusion
 
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] | None = None
-) -> dict[str, float]:
-    """Each id's fused score: the sum over rankings of weight / (k + rank), rank from 1 (Cormack, Clarke and
-    Buettcher, SIGIR 2009; every weight 1 unless given). Ids missing from a ranking get nothing from it. Highest
-    first."""
-    fused: dict[str, float] = {}
-    for ranking, weight in zip(rankings, weights or [1.0] * len(rankings), strict=True):
-        for rank, item in enumerate(ranking, start=1):
-            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
-    return dict(sorted(fused.items(), key=lambda pair: (-pair[1], pair[0])))
+__all__ = ["maximal_marginal_relevance", "normalised", "reciprocal_rank_fusion"]
 
 
 def normalised(scores: np.ndarray) -> np.ndarray:

@@ -1,6 +1,8 @@
 """Hybrid search over one or more vector stores: the question embedded once, each store searched by vector and by
 BM25 (both the index's own searches, shared/storage/lance_vector_index.py), the rankings fused by reciprocal rank, then
-re-ranked by the passages' similarity to the question with MMR diversity (functions/retrieval/fusion.py).
+re-ranked with MMR diversity (functions/retrieval/fusion.py). The re-rank's relevance is pluggable: a re-rank pool
+(`FLEETCHAT_RETRIEVAL_RERANK_MODEL`: a cross-encoder deployed, through functions/rerank_service.py) or, by default and
+whenever that pool fails, the built-in (the passages' cosine to the question and their fused rank).
 
 The stores are reached through `StoreSearch`, the files service's search (`app.state.vector_search`); this module
 never reads an index itself, so it works the same over the embedded and the deployed index.
@@ -11,6 +13,7 @@ both rankings; `score_threshold` drops passages whose cosine similarity to the q
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -21,8 +24,11 @@ from anyio import to_thread
 
 from functions.accounts.auth import Caller
 from functions.retrieval.fusion import maximal_marginal_relevance, normalised, reciprocal_rank_fusion
+from shared.errors import FleetchatError
 from shared.settings import RetrievalSettings
 from shared.wire.files_api import Filter
+
+log = logging.getLogger("fleetchat.retrieval")
 
 # What the eval compares: each ranking alone, their fusion, and the fusion re-ranked (what chat uses).
 Mode = Literal["vector", "keyword", "fused", "hybrid"]
@@ -55,13 +61,24 @@ class StoreSearch(Protocol):
 @dataclass(frozen=True)
 class Passage:
     hit: Any  # the store's hit: vector_store_id, file_id, filename, chunk_id, text, start, end
-    score: float  # cosine similarity of passage and question (the fused score where no vector was found)
+    # cosine similarity of passage and question (the fused score where no vector was found), or the re-rank pool's
+    # relevance when one scored it
+    score: float
+
+
+class PassageReranker(Protocol):
+    """A re-rank pool's scores (functions/rerank_service.py: RerankService)."""
+
+    async def scores(self, caller: Caller, model: str, query: str, documents: list[str]) -> list[float]: ...
 
 
 class HybridSearch:
-    def __init__(self, stores: StoreSearch, settings: RetrievalSettings) -> None:
+    def __init__(
+        self, stores: StoreSearch, settings: RetrievalSettings, reranker: PassageReranker | None = None
+    ) -> None:
         self.stores = stores
         self.settings = settings
+        self.reranker = reranker
 
     async def search(
         self, caller: Caller, refs: list[Any], question: str, count: int, mode: Mode = "hybrid", *,
@@ -112,17 +129,22 @@ class HybridSearch:
             return [Passage(chunks[c], score) for c, score in list(fused.items())[:count]]
         candidates = [chunks[c] for c in list(fused)[: max(3 * count, 10)]]
         assert vector is not None
-        return await self._reranked(caller, candidates, fused, vector, count)
+        return await self._reranked(caller, candidates, fused, vector, count, question)
 
     async def _reranked(
-        self, caller: Caller, candidates: list[Any], fused: dict[str, float], question: np.ndarray, count: int
-    ) -> list[Passage]:
+        self, caller: Caller, candidates: list[Any], fused: dict[str, float], question: np.ndarray, count: int,
+        question_text: str,
+    ) -> list[Passage]:  # fmt: skip
         if not candidates:
             return []
         vectors = await to_thread.run_sync(self._vectors, caller.tenant.id, candidates, abandon_on_cancel=True)
         dims = len(question)
         matrix = np.stack([vectors.get(c.chunk_id, np.zeros(dims, dtype=np.float32)) for c in candidates])
         cosine = matrix @ np.asarray(question, dtype=np.float32)
+        pool_scores = await self._pool_scores(caller, question_text, candidates)
+        if pool_scores is not None:
+            order = maximal_marginal_relevance(pool_scores, matrix, count, self.settings.mmr_lambda)
+            return [Passage(candidates[i], float(pool_scores[i])) for i in order]
         rank_scores = np.array([fused[c.chunk_id] for c in candidates])
         relevance = (1 - FUSION_WEIGHT) * normalised(cosine) + FUSION_WEIGHT * normalised(rank_scores)
         order = maximal_marginal_relevance(relevance, matrix, count, self.settings.mmr_lambda)
@@ -131,6 +153,19 @@ class HybridSearch:
             Passage(hit, float(cosine[i]) if hit.chunk_id in vectors else fused[hit.chunk_id])
             for i, hit in zip(order, chosen, strict=True)
         ]
+
+    async def _pool_scores(self, caller: Caller, question: str, candidates: list[Any]) -> np.ndarray | None:
+        """The re-rank pool's relevance of each candidate (in [0, 1]), or None: no pool configured, or it failed or
+        refused (the built-in re-rank answers instead: a chat is never failed by its re-rank stage)."""
+        model = self.settings.rerank_model
+        if model is None or self.reranker is None:
+            return None
+        try:
+            scores = await self.reranker.scores(caller, model, question, [c.text for c in candidates])
+        except FleetchatError as exc:
+            log.warning("re-rank pool %s failed (%s): the built-in re-rank answers", model, exc.message)
+            return None
+        return np.asarray(scores, dtype=np.float32)
 
     def _vectors(self, tenant_id: str, candidates: Iterable[Any]) -> dict[str, np.ndarray]:
         wanted: dict[str, list[str]] = {}

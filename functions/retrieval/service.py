@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from functions.accounts.auth import Caller
 from functions.retrieval import context
-from functions.retrieval.hybrid import HybridSearch, StoreSearch
+from functions.retrieval.hybrid import HybridSearch, PassageReranker, StoreSearch
 from functions.safety.findings import SafetyFinding
 from functions.safety.injection_screen import InjectionScreen, shipped_injection_screen
 from shared.errors import InvalidRequestError, NotFoundError, ServiceUnavailableError
@@ -120,6 +120,7 @@ class Retrieval:
         metrics: RetrievalMetrics,
         injection: InjectionScreen | None = None,
         audit: WithheldAudit | None = None,
+        reranker: PassageReranker | None = None,
     ) -> None:
         self.stores = stores
         self.context_tokens = context_tokens
@@ -127,7 +128,7 @@ class Retrieval:
         self.metrics = metrics
         self.injection = injection
         self.audit = audit
-        self.search = HybridSearch(stores, settings) if stores is not None else None
+        self.search = HybridSearch(stores, settings, reranker) if stores is not None else None
 
     async def plan(self, caller: Caller, body: ChatCompletionRequest) -> Plan | None:
         """The stores this request names (`vector_store_ids`, or `file_search` tools), each checked to be the caller's
@@ -256,5 +257,5 @@ def retrieval_for(state: Any) -> Retrieval:
     metrics = RetrievalMetrics(state.metrics.registry)
     return Retrieval(
         state.vector_search, state.accounting.admission.context_tokens, state.settings.retrieval, metrics,
-        injection=shipped_injection_screen(), audit=state.safety,
+        injection=shipped_injection_screen(), audit=state.safety, reranker=state.rerank,
     )  # fmt: skip

@@ -1,5 +1,7 @@
 """The embedding worker's HTTP app: OpenAI `/v1/embeddings`, `/v1/models`, `/health` and Prometheus `/metrics` — what
-`vllm serve --runner pooling` exposes for an embedding model, so the gateway cannot tell the two apart.
+`vllm serve --runner pooling` exposes for an embedding model, so the gateway cannot tell the two apart — and, for the
+re-rank pools whose local worker it is, vLLM's `/v1/rerank` (also `/rerank`, `/v2/rerank`) with the fused rank
+(gpu_workers/embeddings/fused_rerank.py).
 
 Inputs are checked as the gateway checks them (shared/fleet/embedding_pools.py: a 400 for what the model cannot take),
 then embedded by the micro-batcher (gpu_workers/embeddings/batcher.py), which shares forward passes between requests.
@@ -8,6 +10,7 @@ then embedded by the micro-batcher (gpu_workers/embeddings/batcher.py), which sh
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,12 +20,21 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from gpu_workers.embeddings.batcher import Encode, MicroBatcher
+from gpu_workers.embeddings.fused_rerank import FusedReranker
 from shared import metric_names as names
 from shared.errors import ModelNotFoundError
 from shared.fleet.embedding_pools import EmbeddingPool, checked_inputs
-from shared.fleet.tables import get_embedding_pool
+from shared.fleet.rerank_pools import RerankPool, checked_worker_pairs
+from shared.fleet.tables import get_embedding_pool, tables
 from shared.wire.embeddings_api import Embedding, EmbeddingRequest, EmbeddingResponse, EmbeddingUsage, encode_vector
 from shared.wire.http_errors import BodySizeLimitMiddleware, install_error_handlers
+from shared.wire.rerank_api import (
+    RerankDocument,
+    WorkerRerankRequest,
+    WorkerRerankResponse,
+    WorkerRerankResult,
+    WorkerRerankUsage,
+)
 from shared.wire.schemas import ModelCard, ModelList, WorkerHealth
 from shared.wire.worker_auth import WorkerKeyMiddleware
 
@@ -70,6 +82,7 @@ def create_embedding_app(
     max_wait_s: float = 0.002,
     accepted_keys: frozenset[str] = frozenset(),
     max_body_bytes: int = 32 * 1_048_576,
+    rerank_pools: tuple[RerankPool, ...] = (),
 ) -> FastAPI:
     metrics = EmbeddingWorkerMetrics(pool.name)
     batcher = MicroBatcher(encode, max_batch_inputs=max_batch_inputs, max_wait_s=max_wait_s,
@@ -107,9 +120,40 @@ def create_embedding_app(
         usage = EmbeddingUsage(prompt_tokens=tokens, total_tokens=tokens)
         return JSONResponse(EmbeddingResponse(data=data, model=pool.name, usage=usage).model_dump())
 
+    reranker = FusedReranker(batcher.embed)
+    rerank_by_name = {rerank.name: rerank for rerank in rerank_pools}
+
+    @app.post("/v1/rerank")
+    @app.post("/v2/rerank")
+    @app.post("/rerank")
+    async def rerank(body: WorkerRerankRequest) -> JSONResponse:
+        started = time.perf_counter()
+        rerank_pool = rerank_by_name.get(body.model or "")
+        if rerank_pool is None:
+            raise ModelNotFoundError(f"The model `{body.model}` does not exist.", param="model")
+        counts = checked_worker_pairs(rerank_pool, body.query, body.documents)
+        scores = await reranker.scores(body.query, body.documents)
+        order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+        top = order[: body.top_n] if body.top_n > 0 else order
+        results = [
+            WorkerRerankResult(index=i, relevance_score=scores[i], document=RerankDocument(text=body.documents[i]))
+            for i in top
+        ]
+        tokens = sum(counts)
+        metrics.prompt_tokens.labels(rerank_pool.name).inc(tokens)
+        metrics.request_success.labels(rerank_pool.name, "stop").inc()
+        metrics.e2e.labels(rerank_pool.name).observe(time.perf_counter() - started)
+        answer = WorkerRerankResponse(
+            id=f"rerank-{uuid.uuid4().hex}", model=rerank_pool.name, usage=WorkerRerankUsage(total_tokens=tokens),
+            results=results,
+        )  # fmt: skip
+        return JSONResponse(answer.model_dump(exclude_none=True))
+
     @app.get("/v1/models")
     async def models() -> ModelList:
-        return ModelList(data=[ModelCard(id=pool.name, max_model_len=pool.max_input_tokens)])
+        cards = [ModelCard(id=pool.name, max_model_len=pool.max_input_tokens)]
+        cards += [ModelCard(id=r.name, max_model_len=r.max_pair_tokens) for r in rerank_pools]
+        return ModelList(data=cards)
 
     @app.get("/health")
     async def health() -> WorkerHealth:
@@ -133,8 +177,10 @@ def run_embedding_worker(
     max_wait_s: float,
     threads: int | None = None,
     log_level: str = "warning",
+    rerank_pools: tuple[str, ...] = (),
 ) -> None:
-    """Load the pool's packaged model and serve it until stopped (`fleetchat embedding-worker`)."""
+    """Load the pool's packaged model and serve it until stopped (`fleetchat embedding-worker`), and the fused rank
+    of the named re-rank pools (each must name this embedding pool as its local worker)."""
     from gpu_workers.embeddings.encoder import SentenceEncoder
     from shared.operator_config import install_from_environment
     from shared.settings import Settings
@@ -144,8 +190,12 @@ def run_embedding_worker(
     pool = get_embedding_pool(pool_name)
     if pool is None:
         raise SystemExit(f"unknown embedding pool {pool_name!r}")
+    reranks = tuple(tables().rerank_pools[name] for name in rerank_pools if name in tables().rerank_pools)
+    if len(reranks) != len(rerank_pools) or any(r.local.embedding_pool != pool.name for r in reranks):
+        raise SystemExit(f"re-rank pools {list(rerank_pools)} are not all served locally by {pool.name!r}")
     encoder = SentenceEncoder(pool.local.directory(), chunk_inputs=max(max_batch_inputs, 1), threads=threads)
     app = create_embedding_app(
-        pool, encoder.encode, accepted_keys=accepted, max_batch_inputs=max_batch_inputs, max_wait_s=max_wait_s
-    )
+        pool, encoder.encode, accepted_keys=accepted, max_batch_inputs=max_batch_inputs, max_wait_s=max_wait_s,
+        rerank_pools=reranks,
+    )  # fmt: skip
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

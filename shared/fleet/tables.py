@@ -1,4 +1,4 @@
-"""The fleet's tables in force as one immutable snapshot: chat, guard, embedding and external pools, and the tiers.
+"""The fleet's tables in force as one immutable snapshot: chat, guard, embedding, re-rank and external pools, tiers.
 
 The built-in tables are stated once, in builtin.yaml beside this module, and loaded at import (BUILTIN_TABLES). The
 operator config file's resolved document becomes a new snapshot (shared/operator_config/tables.py), installed whole at
@@ -19,6 +19,7 @@ from pydantic import TypeAdapter
 from shared.fleet.embedding_pools import EMBEDDING_LEDGER_PREFIX, EmbeddingPool
 from shared.fleet.external_pools import ExternalPool
 from shared.fleet.pools import ModelPool
+from shared.fleet.rerank_pools import RERANK_LEDGER_PREFIX, RerankPool
 from shared.fleet.tiers import (
     LimitOverrides,
     SafetyOverrides,
@@ -41,6 +42,7 @@ class FleetTables:
     embedding_pools: Mapping[str, EmbeddingPool]
     external_pools: Mapping[str, ExternalPool]
     tiers: Mapping[Tier, TierPolicy]
+    rerank_pools: Mapping[str, RerankPool]
 
     @classmethod
     def of(
@@ -51,6 +53,7 @@ class FleetTables:
         embedding_pools: Mapping[str, EmbeddingPool],
         external_pools: Mapping[str, ExternalPool],
         tiers: Mapping[Tier, TierPolicy],
+        rerank_pools: Mapping[str, RerankPool] | None = None,
     ) -> FleetTables:
         """A snapshot of copies of these tables: later changes to the arguments do not reach it."""
         return cls(
@@ -59,6 +62,7 @@ class FleetTables:
             MappingProxyType(dict(embedding_pools)),
             MappingProxyType(dict(external_pools)),
             MappingProxyType(dict(tiers)),
+            MappingProxyType(dict(rerank_pools or {})),
         )
 
     def replaced(self, **tables: Mapping[Any, Any]) -> FleetTables:
@@ -69,6 +73,7 @@ class FleetTables:
             "embedding_pools": self.embedding_pools,
             "external_pools": self.external_pools,
             "tiers": self.tiers,
+            "rerank_pools": self.rerank_pools,
         }
         return FleetTables.of(**{**current, **tables})
 
@@ -79,6 +84,7 @@ KEY_FIELDS = {
     "pools": "name",
     "guard_pools": "name",
     "embedding_pools": "name",
+    "rerank_pools": "name",
     "external_pools": "name",
     "tiers": "tier",
 }
@@ -86,6 +92,7 @@ _TABLE_TYPES: dict[str, TypeAdapter[Any]] = {
     "pools": TypeAdapter(dict[str, ModelPool]),
     "guard_pools": TypeAdapter(dict[str, ModelPool]),
     "embedding_pools": TypeAdapter(dict[str, EmbeddingPool]),
+    "rerank_pools": TypeAdapter(dict[str, RerankPool]),
     "external_pools": TypeAdapter(dict[str, ExternalPool]),
     "tiers": TypeAdapter(dict[Tier, TierPolicy]),
 }
@@ -135,11 +142,19 @@ def get_embedding_pool(name: str) -> EmbeddingPool | None:
     return _in_force.embedding_pools.get(name)
 
 
+def get_rerank_pool(name: str) -> RerankPool | None:
+    return _in_force.rerank_pools.get(name)
+
+
 def list_price(model: str) -> ModelPricing | None:
-    """The customer's price of a model (a chat, hosted or embedding pool; the ledger names an embedding model
-    `embedding:<pool>`), where the operator set one."""
+    """The customer's price of a model (a chat, hosted, embedding or re-rank pool; the ledger names an embedding
+    model `embedding:<pool>` and a re-rank model `rerank:<pool>`), where the operator set one."""
     embedding = model.removeprefix(EMBEDDING_LEDGER_PREFIX)
-    pool = _in_force.pools.get(model) or _in_force.external_pools.get(model) or _in_force.embedding_pools.get(embedding)
+    rerank = model.removeprefix(RERANK_LEDGER_PREFIX)
+    pool = (
+        _in_force.pools.get(model) or _in_force.external_pools.get(model)
+        or _in_force.embedding_pools.get(embedding) or _in_force.rerank_pools.get(rerank)
+    )  # fmt: skip
     return None if pool is None else pool.list_price
 
 

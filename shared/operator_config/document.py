@@ -1,7 +1,8 @@
 """The operator config document: its sections as pydantic models (the same models the Python tables use), and the
 checks between sections (a tier naming an unknown pool, one name used by two pools).
 
-Every section is optional. `pools`, `guard_pools`, `embedding_pools` and `external_pools` replace their built-in table
+Every section is optional. `pools`, `guard_pools`, `embedding_pools`, `rerank_pools` and `external_pools` replace their
+built-in table
 when present (the file's set is the set); `tiers` replaces the tiers it names (a tier left out keeps its built-in
 policy); `guard`, `judge`, `capacity` and `server_tools` fill the matching FLEETCHAT_* settings that the environment
 does not set.
@@ -16,6 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 from shared.fleet.embedding_pools import EmbeddingPool
 from shared.fleet.external_pools import ExternalPool
 from shared.fleet.pools import ModelPool
+from shared.fleet.rerank_pools import RerankPool
 from shared.fleet.tables import KEY_FIELDS, named
 from shared.fleet.tiers import Tier, TierPolicy
 from shared.operator_config.issues import Loc
@@ -43,6 +45,7 @@ class OperatorConfig(BaseModel):
     pools: dict[str, ModelPool] | None = None
     guard_pools: dict[str, ModelPool] | None = None
     embedding_pools: dict[str, EmbeddingPool] | None = None
+    rerank_pools: dict[str, RerankPool] | None = None
     external_pools: dict[str, ExternalPool] | None = None
     tiers: dict[Tier, TierPolicy] | None = None
     guard: GuardConfig | None = None
@@ -71,7 +74,7 @@ class OperatorConfig(BaseModel):
         """Problems between sections, on a complete document (every section filled in)."""
         problems: list[tuple[Loc, str]] = []
         owners: dict[str, str] = {}
-        for section in ("pools", "guard_pools", "external_pools", "embedding_pools"):
+        for section in ("pools", "guard_pools", "external_pools", "embedding_pools", "rerank_pools"):
             for key, entry in (getattr(self, section) or {}).items():
                 if entry.name != key:
                     problems.append(((section, key, "name"), f"must be the entry's key {key!r}"))
@@ -86,6 +89,12 @@ class OperatorConfig(BaseModel):
             if policy.default_pool not in policy.pools:
                 reason = f"{policy.default_pool!r} is not one of this tier's pools {list(policy.pools)}"
                 problems.append((("tiers", tier.value, "default_pool"), reason))
+        embedding = set(self.embedding_pools or {})
+        for key, entry in (self.rerank_pools or {}).items():
+            if entry.local.embedding_pool not in embedding:
+                problems.append(
+                    (("rerank_pools", key, "local", "embedding_pool"), _unknown(entry.local.embedding_pool, embedding))
+                )
         if self.judge is not None and self.judge.pool not in routable:
             problems.append((("judge", "pool"), _unknown(self.judge.pool, routable)))
         for pool in self.capacity or {}:

@@ -14,6 +14,7 @@ _BUILTIN = OperatorConfig(
     pools=dict(BUILTIN_TABLES.pools),
     guard_pools=dict(BUILTIN_TABLES.guard_pools),
     embedding_pools=dict(BUILTIN_TABLES.embedding_pools),
+    rerank_pools=dict(BUILTIN_TABLES.rerank_pools),
     external_pools=dict(BUILTIN_TABLES.external_pools),
     tiers=dict(BUILTIN_TABLES.tiers),
     guard=GuardConfig(),
@@ -46,6 +47,7 @@ def install(config: OperatorConfig) -> None:
             pools=config.pools or {},
             guard_pools=config.guard_pools or {},
             embedding_pools=config.embedding_pools or {},
+            rerank_pools=config.rerank_pools or {},
             external_pools=config.external_pools or {},
             tiers=config.tiers or {},
         )
@@ -64,7 +66,7 @@ def install_limits(config: OperatorConfig) -> list[str]:
             pools[name] = pool  # only its prices changed: safe to swap under running requests
     install_tables(live.replaced(pools=pools, tiers=config.tiers or {}))
     current = current_config()
-    sections = ("pools", "guard_pools", "embedding_pools", "external_pools")
+    sections = ("pools", "guard_pools", "embedding_pools", "rerank_pools", "external_pools")
     return [name for name in sections if getattr(current, name) != getattr(config, name)]
 
 
@@ -76,6 +78,7 @@ def current_config() -> OperatorConfig:
             "pools": dict(live.pools),
             "guard_pools": dict(live.guard_pools),
             "embedding_pools": dict(live.embedding_pools),
+            "rerank_pools": dict(live.rerank_pools),
             "external_pools": dict(live.external_pools),
             "tiers": dict(live.tiers),
         }

@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     # server).
     embedding_pools: list[str] = ["text-embedding-minilm"]
     embedding_worker_urls: dict[str, list[str]] = {}
+    # Re-rank pools (shared/fleet/rerank_pools.py) the gateway serves at /v1/rerank. Locally each is served by its
+    # embedding pool's worker (the fused rank); deployed: `rerank_worker_urls`, pool name -> base URLs (the Modal
+    # cross-encoder server).
+    rerank_pools: list[str] = ["rerank-minilm"]
+    rerank_worker_urls: dict[str, list[str]] = {}
     # Tests only: the command `fleetchat up` runs for each worker replica, with {python}, {pool} and {port} filled in
     # (a scripted worker where the model is not the point). None: `fleetchat worker` with the real engine.
     local_worker_command: list[str] | None = None
@@ -133,6 +138,25 @@ class Settings(BaseSettings):
             raise ValueError(f"unknown embedding pools {unknown}; known: {sorted(tables().embedding_pools)}")
         return value
 
+    @model_validator(mode="after")
+    def _retrieval_reranks_with_a_served_pool(self) -> Settings:
+        model = self.retrieval.rerank_model
+        if model is not None and model not in self.rerank_pools:
+            raise ValueError(
+                f"FLEETCHAT_RETRIEVAL_RERANK_MODEL {model!r} is not one of the served re-rank pools {self.rerank_pools}"
+            )
+        return self
+
+    @field_validator("rerank_pools", "rerank_worker_urls", mode="after")
+    @classmethod
+    def _known_rerank_pools(cls, value: Any) -> Any:
+        from shared.fleet.tables import tables
+
+        unknown = sorted(set(value) - set(tables().rerank_pools))
+        if unknown:
+            raise ValueError(f"unknown re-rank pools {unknown}; known: {sorted(tables().rerank_pools)}")
+        return value
+
     @property
     def db_path(self) -> Path:
         return self.data_dir / "fleetchat.db"
@@ -183,6 +207,20 @@ class Settings(BaseSettings):
             return self.embedding_worker_urls
         return self.local_embedding_worker_urls()
 
+    def local_rerank_worker_urls(self, embedding: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+        """The embedding workers serving the re-rank pools locally (`embedding`: those URLs, default the local
+        stack's); none for a pool whose embedding pool is not served."""
+        from shared.fleet.tables import tables
+
+        embedding = self.local_embedding_worker_urls() if embedding is None else embedding
+        pools = {name: tables().rerank_pools[name].local.embedding_pool for name in self.rerank_pools}
+        return {name: embedding[local] for name, local in pools.items() if local in embedding}
+
+    def resolved_rerank_worker_urls(self) -> dict[str, list[str]]:
+        if self.environment == "deployed" or self.rerank_worker_urls:
+            return self.rerank_worker_urls
+        return self.local_rerank_worker_urls(self.resolved_embedding_worker_urls())
+
     def resolved_worker_urls(self) -> dict[str, list[str]]:
         return self.worker_urls or self.local_worker_urls()
 
@@ -192,6 +230,7 @@ class Settings(BaseSettings):
         urls = [url for replicas in self.resolved_worker_urls().values() for url in replicas]
         urls += [url for canary in self.canaries.values() for url in canary.worker_urls]
         urls += [url for replicas in self.resolved_embedding_worker_urls().values() for url in replicas]
+        urls += [url for replicas in self.resolved_rerank_worker_urls().values() for url in replicas if url not in urls]
         if self.guard.own_pool and self.guard.url:
             urls.append(self.guard.url)
         return urls

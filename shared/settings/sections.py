@@ -240,6 +240,7 @@ class MeterSettings(Section):
     event_cached_input: str = "fleetchat_cached_input_tokens"
     event_output: str = "fleetchat_output_tokens"
     event_embedding_input: str = "fleetchat_embedding_tokens"  # /v1/embeddings input tokens (issue 22)
+    event_rerank_input: str = "fleetchat_rerank_tokens"  # /v1/rerank pair tokens (issue 49)
     # Lines of batches (/v1/batches): the same quantities on meters of their own, priced at the batch price.
     event_batch_input: str = "fleetchat_batch_input_tokens"
     event_batch_cached_input: str = "fleetchat_batch_cached_input_tokens"
@@ -414,6 +415,12 @@ class RetrievalSettings(Section):
     max_passages: int = Field(default=6, ge=1, le=50)
     # Reciprocal rank fusion constant (Cormack et al. 2009 use 60: it damps the weight of the very first ranks).
     rrf_k: int = Field(default=60, ge=1)
+    # The re-rank stage: a re-rank pool (`/v1/rerank`'s model, shared/fleet/rerank_pools.py) that scores the fused
+    # candidates, billed on the re-rank meter; None (the default, locally and deployed): the built-in re-rank (cosine
+    # to the question and the fused rank, from the vectors the index already holds), which measured better on BEIR
+    # than the pool's local scorer in this place, and plain RRF better than the published BM25 + cross-encoder
+    # (docs/retrieval-engines.md, "Re-ranking").
+    rerank_model: str | None = None
     # MMR trade-off between relevance to the question (1.0) and novelty against passages already chosen (0.0).
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
     # Passages never take more than this share of the pool's context window, whatever room the request leaves.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -81,6 +81,11 @@ class QuotaExceeded(Exception):
         self.limit = limit
 
 
+class AttachmentState(NamedTuple):
+    status: str
+    attributes: dict[str, Any]
+
+
 class FileStore(Protocol):
     def add_file(self, record: StoredFile, quota: FileQuota) -> None:
         """Insert the file's metadata if the tenant stays within `quota` (raises QuotaExceeded)."""
@@ -119,6 +124,11 @@ class FileStore(Protocol):
     def get_attachment(self, tenant_id: str, store_id: str, file_id: str) -> Attachment | None: ...
 
     def list_attachments(self, tenant_id: str, store_id: str) -> list[Attachment]: ...
+
+    def attachment_states(self, tenant_id: str, store_id: str) -> dict[str, AttachmentState]:
+        """Each attached file's status and attributes, by file id: what a search checks on every call, read without
+        building whole records (a store may hold thousands of files)."""
+        ...
 
     def attachments_of_file(self, tenant_id: str, file_id: str) -> list[Attachment]: ...
 

@@ -10,10 +10,13 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from shared.fleet.embedding_pools import EMBEDDING_LEDGER_PREFIX
+from shared.fleet.rerank_pools import RERANK_LEDGER_PREFIX
 
 # Ledger entries of `/v1/embeddings` name their model `embedding:<pool>`. Their (prompt) tokens are billed on the
 # embedding meter only: `totals` sums them apart, never into the chat prompt tokens.
 EMBEDDING_MODEL_PREFIX = EMBEDDING_LEDGER_PREFIX  # an embedding model's ledger name: the prefix, then its pool
+# Entries of `/v1/rerank` name their model `rerank:<pool>`: their pair tokens go to the re-rank meter only.
+RERANK_MODEL_PREFIX = RERANK_LEDGER_PREFIX
 
 # What price a request's tokens are billed at: `standard` (interactive) or `batch` (a line of a batch, at the batch
 # price: functions/batches/). Batch tokens are summed apart and sent on the batch meters, never mixed in.
@@ -54,7 +57,8 @@ class UsageRow(BaseModel):
 
 class TenantTotals(BaseModel):
     """One tenant's totals over a time range (what the meter exporter bills). The token counts are chat's (and
-    moderations'); embedding entries count only in `embedding_tokens` (and in `requests`); batch entries only in the
+    moderations'); embedding entries count only in `embedding_tokens`, re-rank entries only in `rerank_tokens` (and
+    both in `requests`); batch entries only in the
     `batch_*` counts (and in `requests`), by the same split."""
 
     tenant_id: str
@@ -63,10 +67,12 @@ class TenantTotals(BaseModel):
     completion_tokens: int
     cached_tokens: int
     embedding_tokens: int = 0
+    rerank_tokens: int = 0
     batch_prompt_tokens: int = 0
     batch_completion_tokens: int = 0
     batch_cached_tokens: int = 0
     batch_embedding_tokens: int = 0
+    batch_rerank_tokens: int = 0  # none today (a batch has no /v1/rerank lines): the split is the same for both classes
 
 
 class LedgerStore(Protocol):

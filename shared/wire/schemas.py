@@ -249,6 +249,7 @@ class ModelCapabilities(BaseModel):
     responses: bool = False  # /v1/responses (docs/responses.md)
     completions: bool = False
     embeddings: bool = False
+    rerank: bool = False  # /v1/rerank (docs/rerank.md)
     moderations: bool = False
     tools: bool = False
     structured_output: bool = False

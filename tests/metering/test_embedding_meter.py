@@ -8,7 +8,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from functions.metering.meters import meters_from_settings
-from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, LedgerEntry, Outcome, TenantTotals
+from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, RERANK_MODEL_PREFIX, LedgerEntry, Outcome, TenantTotals
 from shared.storage.sqlite.ledger import SQLiteLedger
 from tests.metering.conftest import HOUR0, World
 
@@ -37,6 +37,7 @@ def test_the_embedding_meter_reads_only_embedding_tokens(world: World) -> None:
         "fleetchat_cached_input_tokens": 40,
         "fleetchat_output_tokens": 20,
         "fleetchat_embedding_tokens": 512,
+        "fleetchat_rerank_tokens": 0,  # issue 49: /v1/rerank's pair tokens; none here
         # issue 48: the batch meters read only batch tokens; there are none here
         "fleetchat_batch_input_tokens": 0,
         "fleetchat_batch_cached_input_tokens": 0,
@@ -59,3 +60,27 @@ def test_embedding_tokens_are_exported_on_their_own_stripe_meter(world: World) -
     }
     assert any("-emb-" in event.identifier for event in world.fake.events)
     world.assert_stripe_matches_ledger()
+
+
+def test_rerank_tokens_are_exported_on_their_own_stripe_meter(world: World) -> None:
+    acme = world.tenant("acme", "cus_Acme")
+    world.usage(acme, HOUR0 + timedelta(minutes=10), prompt=100, completion=20)
+    _embedding_usage(world, acme, 7)
+    ledger = SQLiteLedger(world.db_path)
+    try:
+        ledger.record(
+            LedgerEntry(
+                request_id="req_rerank", tenant_id=acme, key_id=None, model=RERANK_MODEL_PREFIX + "rerank-minilm",
+                prompt_tokens=480, completion_tokens=0, cached_tokens=0, outcome=Outcome.COMPLETED,
+                created_at=HOUR0 + timedelta(minutes=25),
+            )
+        )  # fmt: skip
+    finally:
+        ledger.close()
+    assert world.flush().ok
+    assert world.fake.totals() == {
+        ("cus_Acme", "fleetchat_input_tokens"): Decimal(100),
+        ("cus_Acme", "fleetchat_output_tokens"): Decimal(20),
+        ("cus_Acme", "fleetchat_embedding_tokens"): Decimal(7),
+        ("cus_Acme", "fleetchat_rerank_tokens"): Decimal(480),
+    }

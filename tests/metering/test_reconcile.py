@@ -83,6 +83,7 @@ def test_tenants_without_a_customer_are_listed_as_not_billed(world: World, bille
         "fleetchat_cached_input_tokens": 10,
         "fleetchat_output_tokens": 4,
         "fleetchat_embedding_tokens": 0,  # issue 22: every meter is listed
+        "fleetchat_rerank_tokens": 0,
         "fleetchat_batch_input_tokens": 0,  # issue 48: the batch meters too
         "fleetchat_batch_cached_input_tokens": 0,
         "fleetchat_batch_output_tokens": 0,

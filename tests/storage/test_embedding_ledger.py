@@ -1,11 +1,12 @@
-"""Embedding ledger entries (`embedding:<pool>`) are summed apart from chat's in `totals`, against SQLite and DynamoDB
-(moto): the meter exporter bills them on their own meter and never as chat prompt tokens."""
+"""Embedding ledger entries (`embedding:<pool>`) and re-rank entries (`rerank:<pool>`) are summed apart from chat's
+in `totals`, against SQLite and DynamoDB (moto): the meter exporter bills each on its own meter and never as chat
+prompt tokens."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, LedgerEntry, LedgerStore, Outcome
+from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, RERANK_MODEL_PREFIX, LedgerEntry, LedgerStore, Outcome
 
 T0 = datetime(2026, 11, 20, 10, 30, tzinfo=UTC)
 
@@ -28,3 +29,13 @@ def test_totals_keep_embedding_tokens_apart_from_chat_tokens(ledger: LedgerStore
     # Per-model usage still shows embedding entries under their own model name.
     usage = {row.model: row.prompt_tokens for row in ledger.usage("ten_a", T0 - timedelta(hours=1), T0 + timedelta(1))}
     assert usage[EMBEDDING_MODEL_PREFIX + "text-embedding-minilm"] == 745
+
+
+def test_totals_keep_rerank_tokens_apart_from_chat_and_embedding_tokens(ledger: LedgerStore) -> None:
+    ledger.record(_entry("r1", "mini", prompt=100, completion=20))
+    ledger.record(_entry("r2", EMBEDDING_MODEL_PREFIX + "text-embedding-minilm", prompt=50))
+    ledger.record(_entry("r3", RERANK_MODEL_PREFIX + "rerank-minilm", prompt=1200))
+    ledger.record(_entry("r4", RERANK_MODEL_PREFIX + "rerank-minilm", prompt=34))
+    [totals] = ledger.totals(T0 - timedelta(hours=1), T0 + timedelta(hours=1))
+    assert (totals.requests, totals.prompt_tokens, totals.completion_tokens) == (4, 100, 20)
+    assert (totals.embedding_tokens, totals.rerank_tokens) == (50, 1234)

@@ -259,3 +259,10 @@ def test_the_decode_lane_size_reaches_the_engine(
     monkeypatch.setattr(gpu_workers.llama_cpp.engine, "LlamaEngine", lambda gguf, **kwargs: made.update(kwargs))
     build_engine("mini", EngineOptions(engine="llama_cpp"), show_progress=False)
     assert made["decode_lane"] is True and made["decode_lane_kv_tokens"] == 2048
+
+
+def test_a_rerank_pool_must_name_an_embedding_pool_of_the_file(tmp_path: Path) -> None:
+    path = shipped_with(tmp_path, "embedding_pool: text-embedding-minilm", "embedding_pool: text-embedding-3-small")
+    [issue] = only_issue(path).issues
+    assert issue.field == "rerank_pools.rerank-minilm.local.embedding_pool"
+    assert "unknown pool 'text-embedding-3-small'" in issue.reason

@@ -1,5 +1,6 @@
 """`GET /v1/models`: every model the caller may use: the chat pools of its tier, each with its context, capabilities,
-the model version behind it and its list prices (where the operator set them), the embedding models, and the guard
+the model version behind it and its list prices (where the operator set them), the embedding and re-rank models, and
+the guard
 that answers `/v1/moderations`."""
 
 from __future__ import annotations
@@ -7,10 +8,17 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from functions.accounts.auth import CurrentTenant
-from functions.api.deps import AccountingDep, ChatServiceDep, EmbeddingServiceDep, ModerationServiceDep, SettingsDep
+from functions.api.deps import (
+    AccountingDep,
+    ChatServiceDep,
+    EmbeddingServiceDep,
+    ModerationServiceDep,
+    RerankServiceDep,
+    SettingsDep,
+)
 from functions.control.routing import pools_for_tier
 from shared.fleet.pools import model_version, reasons
-from shared.fleet.tables import get_embedding_pool, get_pool, list_price
+from shared.fleet.tables import get_embedding_pool, get_pool, get_rerank_pool, list_price
 from shared.wire.schemas import ModelCapabilities, ModelCard, ModelList
 
 router = APIRouter(prefix="/v1", tags=["models"])
@@ -46,12 +54,25 @@ def _embedding_card(name: str) -> ModelCard | None:
     )
 
 
+def _rerank_card(name: str) -> ModelCard | None:
+    pool = get_rerank_pool(name)
+    if pool is None:
+        return None
+    return ModelCard(
+        id=name,
+        max_model_len=pool.max_pair_tokens,
+        capabilities=ModelCapabilities(rerank=True),
+        pricing=pool.list_price,
+    )
+
+
 @router.get("/models")
 async def list_models(
     tenant: CurrentTenant,
     chat: ChatServiceDep,
     embeddings: EmbeddingServiceDep,
     moderation: ModerationServiceDep,
+    rerank: RerankServiceDep,
     accounting: AccountingDep,
     settings: SettingsDep,
 ) -> ModelList:
@@ -59,5 +80,6 @@ async def list_models(
     contexts = accounting.admission.context_tokens
     cards = [_card(pool, deployed, contexts) for pool in pools_for_tier(tenant.tier, chat.router.pools)]
     cards += [card for name in embeddings.router.pools if (card := _embedding_card(name)) is not None]
+    cards += [card for name in rerank.router.pools if (card := _rerank_card(name)) is not None]
     cards.append(ModelCard(id=moderation.guard.name, capabilities=ModelCapabilities(moderations=True)))
     return ModelList(data=cards)

@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 from shared.settings import Settings
 from shared.storage.aws.paging import query_pages
 from shared.storage.aws.retry import Retrier, cancel_reasons
-from shared.storage.files import Attachment, FileQuota, QuotaExceeded, StoredFile, StoredVectorStore
+from shared.storage.files import Attachment, AttachmentState, FileQuota, QuotaExceeded, StoredFile, StoredVectorStore
 from shared.storage.timestamps import from_iso, optional_from_iso, to_iso
 
 PENDING_PK = "files-pending"
@@ -282,6 +282,13 @@ class AwsFileStore:
     def list_attachments(self, tenant_id: str, store_id: str) -> list[Attachment]:
         found = [_attachment(item) for item in self._query(_pk(tenant_id), f"vsf#{store_id}#")]
         return sorted(found, key=lambda a: (a.created_at, a.file_id))
+
+    def attachment_states(self, tenant_id: str, store_id: str) -> dict[str, AttachmentState]:
+        prefix = f"vsf#{store_id}#"
+        return {
+            str(item["sk"])[len(prefix) :]: AttachmentState(str(item["status"]), json.loads(item["attributes"]))
+            for item in self._query(_pk(tenant_id), prefix)
+        }
 
     def attachments_of_file(self, tenant_id: str, file_id: str) -> list[Attachment]:
         return [a for a in map(_attachment, self._query(_pk(tenant_id), "vsf#")) if a.file_id == file_id]

@@ -23,7 +23,14 @@ from shared.storage.aws.accounts_layout import (
     send_item,
     send_sk,
 )
-from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, LedgerEntry, MeterSend, TenantTotals, UsageRow
+from shared.storage.ledger import (
+    EMBEDDING_MODEL_PREFIX,
+    RERANK_MODEL_PREFIX,
+    LedgerEntry,
+    MeterSend,
+    TenantTotals,
+    UsageRow,
+)
 from shared.storage.timestamps import from_iso, to_iso
 
 __all__ = ["AwsAccountsConfig", "AwsLedger", "AwsMeterState"]
@@ -54,21 +61,26 @@ def _sums() -> dict[Any, dict[str, int]]:
 
 
 def _sum_totals(rows: dict[Any, dict[str, int]], item: dict[str, Any]) -> None:
-    """A tenant's totals: an embedding entry's tokens go to `embedding_tokens` only (its own meter), and a batch
+    """A tenant's totals: an embedding entry's tokens go to `embedding_tokens` only (its own meter), a re-rank entry's
+    to `rerank_tokens` only, and a batch
     entry's to the `batch_` counts only (the batch meters)."""
     totals = rows[item["tenant_id"]]
     totals["requests"] += 1
     prefix = "batch_" if item.get("price_class") == "batch" else ""
     tokens = ints(item, *_TOKENS)
-    if str(item.get("model", "")).startswith(EMBEDDING_MODEL_PREFIX):
+    model = str(item.get("model", ""))
+    if model.startswith(EMBEDDING_MODEL_PREFIX):
         totals[f"{prefix}embedding_tokens"] += tokens["prompt_tokens"]
+        return
+    if model.startswith(RERANK_MODEL_PREFIX):
+        totals[f"{prefix}rerank_tokens"] += tokens["prompt_tokens"]
         return
     for name, value in tokens.items():
         totals[f"{prefix}{name}"] += value
 
 
 def _totals_sums() -> dict[Any, dict[str, int]]:
-    names = (*_TOKENS, "embedding_tokens")
+    names = (*_TOKENS, "embedding_tokens", "rerank_tokens")
     return defaultdict(lambda: dict.fromkeys(("requests", *names, *(f"batch_{n}" for n in names)), 0))
 
 

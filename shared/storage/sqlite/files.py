@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from shared.storage.files import Attachment, FileQuota, QuotaExceeded, StoredFile, StoredVectorStore
+from shared.storage.files import Attachment, AttachmentState, FileQuota, QuotaExceeded, StoredFile, StoredVectorStore
 from shared.storage.sqlite.db import SQLiteDatabase
 from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso, to_iso
 
@@ -186,6 +186,15 @@ class SQLiteFileStore:
                 (tenant_id, store_id),
             ).fetchall()
         return [_attachment(row) for row in rows]
+
+    def attachment_states(self, tenant_id: str, store_id: str) -> dict[str, AttachmentState]:
+        with self._db.read() as db:
+            rows = db.execute(
+                "SELECT file_id, status, attributes FROM vector_store_files"
+                " WHERE tenant_id = ? AND vector_store_id = ?",
+                (tenant_id, store_id),
+            ).fetchall()
+        return {row[0]: AttachmentState(row[1], json.loads(row[2])) for row in rows}
 
     def attachments_of_file(self, tenant_id: str, file_id: str) -> list[Attachment]:
         with self._db.read() as db:

@@ -6,7 +6,14 @@ import sqlite3
 from datetime import date, datetime
 from pathlib import Path
 
-from shared.storage.ledger import EMBEDDING_MODEL_PREFIX, LedgerEntry, MeterSend, TenantTotals, UsageRow
+from shared.storage.ledger import (
+    EMBEDDING_MODEL_PREFIX,
+    RERANK_MODEL_PREFIX,
+    LedgerEntry,
+    MeterSend,
+    TenantTotals,
+    UsageRow,
+)
 from shared.storage.sqlite.db import SQLiteDatabase
 from shared.storage.timestamps import from_iso, optional_from_iso, to_iso
 
@@ -15,18 +22,22 @@ _SUMS = (
     " SUM(cached_tokens) AS cached_tokens"
 )
 
-# Per tenant: chat's token sums, the embedding tokens apart (an embedding entry's model starts with the prefix), and
+# Per tenant: chat's token sums, the embedding and re-rank tokens apart (their entries' models start with their
+# prefixes), and
 # the batch entries' by the same split, apart again.
 _EMBEDDING = f"substr(model, 1, {len(EMBEDDING_MODEL_PREFIX)}) = '{EMBEDDING_MODEL_PREFIX}'"
+_RERANK = f"substr(model, 1, {len(RERANK_MODEL_PREFIX)}) = '{RERANK_MODEL_PREFIX}'"
+_CHAT = f"NOT {_EMBEDDING} AND NOT {_RERANK}"
 
 
 def _split(prefix: str, price_class: str) -> str:
     mine = f"price_class = '{price_class}'"
     return (
-        f" SUM(CASE WHEN {mine} AND NOT {_EMBEDDING} THEN prompt_tokens ELSE 0 END) AS {prefix}prompt_tokens,"
-        f" SUM(CASE WHEN {mine} AND NOT {_EMBEDDING} THEN completion_tokens ELSE 0 END) AS {prefix}completion_tokens,"
-        f" SUM(CASE WHEN {mine} AND NOT {_EMBEDDING} THEN cached_tokens ELSE 0 END) AS {prefix}cached_tokens,"
-        f" SUM(CASE WHEN {mine} AND {_EMBEDDING} THEN prompt_tokens ELSE 0 END) AS {prefix}embedding_tokens"
+        f" SUM(CASE WHEN {mine} AND {_CHAT} THEN prompt_tokens ELSE 0 END) AS {prefix}prompt_tokens,"
+        f" SUM(CASE WHEN {mine} AND {_CHAT} THEN completion_tokens ELSE 0 END) AS {prefix}completion_tokens,"
+        f" SUM(CASE WHEN {mine} AND {_CHAT} THEN cached_tokens ELSE 0 END) AS {prefix}cached_tokens,"
+        f" SUM(CASE WHEN {mine} AND {_EMBEDDING} THEN prompt_tokens ELSE 0 END) AS {prefix}embedding_tokens,"
+        f" SUM(CASE WHEN {mine} AND {_RERANK} THEN prompt_tokens ELSE 0 END) AS {prefix}rerank_tokens"
     )
 
 

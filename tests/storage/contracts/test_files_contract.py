@@ -114,6 +114,22 @@ def test_attachments_are_idempotent_finish_once_and_resume_from_pending(store: F
     assert [a.vector_store_id for a in store.attachments_of_file("t1", "file-a")] == ["vs_1"]
 
 
+def test_attachment_states_are_each_files_status_and_attributes_in_one_store(store: FileStore) -> None:
+    store.create_vector_store(_vs("t1", "vs_1"))
+    store.create_vector_store(_vs("t1", "vs_2"))
+    for file_id, attributes in (("file-a", {"team": "x", "year": 2024}), ("file-b", {})):
+        store.add_file(_file("t1", file_id), ROOMY)
+        store.attach(Attachment(tenant_id="t1", vector_store_id="vs_1", file_id=file_id, created_at=utc_now(),
+                                attributes=attributes))  # fmt: skip
+    store.attach(Attachment(tenant_id="t1", vector_store_id="vs_2", file_id="file-b", created_at=utc_now()))
+    done = store.get_attachment("t1", "vs_1", "file-a").model_copy(update={"status": "completed", "chunks": 1})
+    assert store.finish(done)
+    states = store.attachment_states("t1", "vs_1")
+    assert states == {"file-a": ("completed", {"team": "x", "year": 2024}), "file-b": ("in_progress", {})}
+    assert states == {a.file_id: (a.status, a.attributes) for a in store.list_attachments("t1", "vs_1")}
+    assert store.attachment_states("t2", "vs_1") == {} and list(store.attachment_states("t1", "vs_2")) == ["file-b"]
+
+
 def test_deleting_a_file_or_a_store_takes_its_attachments(store: FileStore) -> None:
     store.add_file(_file("t1", "file-a"), ROOMY)
     store.add_file(_file("t1", "file-b"), ROOMY)

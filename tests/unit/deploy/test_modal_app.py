@@ -56,8 +56,9 @@ def _server_info(pool: str) -> Any:
 
 def test_app_registers_one_gpu_server_per_pool_and_the_gateway() -> None:
     expected_servers = {
-        worker_class_name(pool) for pool in (*tables().pools, *tables().guard_pools, *tables().embedding_pools)
-    }  # + issue 22
+        worker_class_name(pool)
+        for pool in (*tables().pools, *tables().guard_pools, *tables().embedding_pools, *tables().rerank_pools)
+    }  # + issue 22, + issue 49
     assert modal_app.app.name == modal_app.APP_NAME
     assert set(_registered("registered_classes")) == set()  # Servers, not Clses: no web_server endpoints
     jobs = {"retention_sweep", "meter_flush", "nightly_eval", "doctor", "batch_runner", "vector_maintenance"}
