@@ -12,11 +12,10 @@ from anyio import to_thread
 from prometheus_client import CollectorRegistry, Counter
 
 from functions.accounts.auth import Caller
-from functions.control.replica_breakers import ReplicaBreakers
 from functions.control.request_accounting import Accounting, TokenUsage
 from functions.control.routing import PoolRouter
 from functions.metrics.failover import FailoverMetrics
-from functions.worker_client import UpstreamPolicy, WorkerClient
+from functions.worker_client import WorkerClient, routed_workers
 from shared.errors import ModelNotFoundError, UpstreamError
 from shared.fleet.embedding_pools import EmbeddingPool, checked_inputs
 from shared.fleet.tables import get_embedding_pool
@@ -96,9 +95,5 @@ def embedding_service_for(
     failover: FailoverMetrics | None = None,
 ) -> EmbeddingService:  # fmt: skip
     """The gateway's embedding service on the configured embedding workers, with chat's breaker and retry policy."""
-    urls = settings.resolved_embedding_worker_urls()
-    breakers = ReplicaBreakers(
-        urls, threshold=settings.breaker.failure_threshold, cooldown_s=settings.breaker.cooldown_s, metrics=failover
-    )
-    workers = WorkerClient(client, breakers, UpstreamPolicy.of(settings.worker, settings.upstream), failover)
-    return EmbeddingService(PoolRouter(urls, breakers), workers, accounting, metrics)
+    router, workers = routed_workers(settings, settings.resolved_embedding_worker_urls(), client, failover)
+    return EmbeddingService(router, workers, accounting, metrics)

@@ -16,11 +16,10 @@ from anyio import to_thread
 from prometheus_client import CollectorRegistry, Counter
 
 from functions.accounts.auth import Caller
-from functions.control.replica_breakers import ReplicaBreakers
 from functions.control.request_accounting import Accounting, TokenUsage
 from functions.control.routing import PoolRouter
 from functions.metrics.failover import FailoverMetrics
-from functions.worker_client import UpstreamPolicy, WorkerClient
+from functions.worker_client import WorkerClient, routed_workers
 from shared.errors import ModelNotFoundError, UpstreamError
 from shared.fleet.rerank_pools import RERANK_LEDGER_PREFIX, PreparedPairs, RerankPool, prepared_pairs
 from shared.fleet.tables import get_rerank_pool
@@ -147,9 +146,5 @@ def rerank_service_for(
     failover: FailoverMetrics | None = None,
 ) -> RerankService:  # fmt: skip
     """The gateway's re-rank service on the configured re-rank workers, with chat's breaker and retry policy."""
-    urls = settings.resolved_rerank_worker_urls()
-    breakers = ReplicaBreakers(
-        urls, threshold=settings.breaker.failure_threshold, cooldown_s=settings.breaker.cooldown_s, metrics=failover
-    )
-    workers = WorkerClient(client, breakers, UpstreamPolicy.of(settings.worker, settings.upstream), failover)
-    return RerankService(PoolRouter(urls, breakers), workers, accounting, metrics)
+    router, workers = routed_workers(settings, settings.resolved_rerank_worker_urls(), client, failover)
+    return RerankService(router, workers, accounting, metrics)

@@ -20,10 +20,11 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_random_exponential
 
 from functions.control.replica_breakers import ReplicaBreaker, ReplicaBreakers
+from functions.control.routing import PoolRouter
 from functions.metrics.failover import FailoverMetrics
 from shared.errors import FleetchatError, ServiceUnavailableError, UpstreamError, error_from_upstream
 from shared.fleet.tables import upstream_request
-from shared.settings import UpstreamSettings, WorkerSettings
+from shared.settings import Settings, UpstreamSettings, WorkerSettings
 from shared.wire.sse import DONE
 
 log = logging.getLogger("fleetchat.gateway")
@@ -288,3 +289,15 @@ async def _error_of(response: httpx.Response) -> tuple[FleetchatError, bool]:
         await response.aclose()
     meant = isinstance(body, dict) and isinstance(body.get("error"), dict)
     return error_from_upstream(response.status_code, body), meant
+
+
+def routed_workers(
+    settings: Settings, urls: dict[str, list[str]], client: httpx.AsyncClient, failover: FailoverMetrics | None = None
+) -> tuple[PoolRouter, WorkerClient]:
+    """A pool router and worker client over `urls` (an encoder service's pools: embeddings, re-ranking), each replica
+    behind its breaker, with chat's retry policy."""
+    breakers = ReplicaBreakers(
+        urls, threshold=settings.breaker.failure_threshold, cooldown_s=settings.breaker.cooldown_s, metrics=failover
+    )
+    workers = WorkerClient(client, breakers, UpstreamPolicy.of(settings.worker, settings.upstream), failover)
+    return PoolRouter(urls, breakers), workers

@@ -405,17 +405,20 @@ globals().update({GUARD_SPECS[name].class_name: cls for name, cls in GUARD_WORKE
 # model's 256 tokens with a 400, as the gateway does before it.
 
 
-def vllm_embed_command(pool: EmbeddingPool) -> list[str]:
-    """`vllm serve` for an embedding pool: the pooling runner, served under the pool's name."""
+def vllm_pooling_command(pool: EmbeddingPool | RerankPool) -> list[str]:
+    """`vllm serve` for an encoder pool, served under the pool's name: the pooling runner (no generation), an
+    embedding model's /v1/embeddings or a cross-encoder's /v1/rerank, and the model's own length (a longer input or
+    pair is a 400)."""
     deployed = pool.deployed
+    max_len = pool.max_input_tokens if isinstance(pool, EmbeddingPool) else pool.max_pair_tokens
     return [
         "vllm", "serve", deployed.hf_repo,
         "--revision", deployed.revision,
-        "--runner", "pooling",  # an encoder: /v1/embeddings, no generation
+        "--runner", "pooling",
         "--served-model-name", pool.name,
         "--host", "0.0.0.0",
         "--port", str(VLLM_PORT),
-        "--max-model-len", str(pool.max_input_tokens),  # the model's max_seq_length: longer inputs are a 400
+        "--max-model-len", str(max_len),
     ]  # fmt: skip
 
 
@@ -424,7 +427,7 @@ class VllmEmbeddingServer(VllmServer):
 
     @modal.enter()
     def start_engine(self) -> None:
-        self._process = start_vllm(vllm_embed_command(tables().embedding_pools[self.pool_name]))
+        self._process = start_vllm(vllm_pooling_command(tables().embedding_pools[self.pool_name]))
         wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
 
 
@@ -447,26 +450,12 @@ def resolve_embedding_worker_urls() -> dict[str, list[str]]:
 # with a 400 as the local worker does.
 
 
-def vllm_rerank_command(pool: RerankPool) -> list[str]:
-    """`vllm serve` for a re-rank pool: the pooling runner on a cross-encoder, served under the pool's name."""
-    deployed = pool.deployed
-    return [
-        "vllm", "serve", deployed.hf_repo,
-        "--revision", deployed.revision,
-        "--runner", "pooling",  # a cross-encoder scores pairs: /v1/rerank, no generation
-        "--served-model-name", pool.name,
-        "--host", "0.0.0.0",
-        "--port", str(VLLM_PORT),
-        "--max-model-len", str(pool.max_pair_tokens),
-    ]  # fmt: skip
-
-
 class VllmRerankServer(VllmServer):
     """A warm `vllm serve --runner pooling` for one re-rank pool (/v1/rerank, /health, /metrics)."""
 
     @modal.enter()
     def start_engine(self) -> None:
-        self._process = start_vllm(vllm_rerank_command(tables().rerank_pools[self.pool_name]))
+        self._process = start_vllm(vllm_pooling_command(tables().rerank_pools[self.pool_name]))
         wait_until_healthy(self._process, f"http://127.0.0.1:{VLLM_PORT}/health", WORKER_STARTUP_TIMEOUT)
 
 

@@ -33,8 +33,9 @@ class PackagedEmbeddingModel(BaseModel):
         return Path(spec.origin).parent / self.subdir
 
 
-class DeployedEmbeddingModel(BaseModel):
-    """The hub model `vllm serve --runner pooling` serves on a Modal GPU (gpu_workers/modal_app.py)."""
+class DeployedEncoderModel(BaseModel):
+    """The hub model `vllm serve --runner pooling` serves on a Modal GPU (gpu_workers/modal_app.py): an embedding
+    model, or a re-rank pool's cross-encoder."""
 
     hf_repo: str
     revision: str  # a commit sha pins what serves (a hub push cannot change it)
@@ -57,7 +58,7 @@ class EmbeddingPool(BaseModel):
     # table has 512 rows, but it was trained on 256 and sentence-transformers truncates there; longer is a 400.
     max_input_tokens: int
     local: PackagedEmbeddingModel
-    deployed: DeployedEmbeddingModel
+    deployed: DeployedEncoderModel
     price: TokenPrice  # internal cost per million input tokens (completion price unused)
     list_price: ModelPricing | None = None  # what the customer pays (output unused); unset: the API shows none
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from shared.errors import ContextLengthExceededError, InvalidRequestError
-from shared.fleet.embedding_pools import PackagedEmbeddingModel, packaged_tokenizer
+from shared.fleet.embedding_pools import DeployedEncoderModel, PackagedEmbeddingModel, packaged_tokenizer
 from shared.fleet.pools import TokenPrice
 from shared.wire.rerank_api import DEFAULT_MAX_CHUNKS_PER_DOC, DEFAULT_MAX_TOKENS_PER_DOC, RerankRequest
 from shared.wire.schemas import ModelPricing
@@ -40,18 +40,6 @@ class LocalFusedRerank(BaseModel):
     embedding_pool: str
 
 
-class DeployedRerankModel(BaseModel):
-    """The hub cross-encoder `vllm serve` serves on a Modal GPU (its `/v1/rerank`)."""
-
-    hf_repo: str
-    revision: str  # a commit sha pins what serves (a hub push cannot change it)
-    gpu: str
-    min_containers: int = Field(ge=0)
-    max_containers: int = Field(ge=1)
-    scaledown_window_s: int = Field(ge=60)
-    max_concurrent_inputs: int = Field(ge=1)
-
-
 class RerankPool(BaseModel):
     name: str
     description: str
@@ -62,7 +50,7 @@ class RerankPool(BaseModel):
     # The tokenizer both scorers share (files of a package: nothing downloaded), which the gateway counts with.
     tokenizer: PackagedEmbeddingModel
     local: LocalFusedRerank
-    deployed: DeployedRerankModel
+    deployed: DeployedEncoderModel  # the hub cross-encoder `vllm serve` serves on a Modal GPU (its /v1/rerank)
     price: TokenPrice  # internal cost per million pair tokens (completion price unused)
     list_price: ModelPricing | None = None
 

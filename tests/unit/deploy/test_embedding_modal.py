@@ -32,7 +32,7 @@ def test_each_embedding_pool_is_a_registered_gpu_server_named_by_the_pool() -> N
 
 
 def test_the_server_runs_vllms_pooling_runner_on_the_pinned_model_under_the_pool_name() -> None:
-    command = modal_app.vllm_embed_command(POOL)
+    command = modal_app.vllm_pooling_command(POOL)
     assert command[:3] == ["vllm", "serve", "sentence-transformers/all-MiniLM-L6-v2"]
     flags = dict(zip(command[3::2], command[4::2], strict=True))
     assert flags == {

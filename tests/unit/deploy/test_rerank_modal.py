@@ -29,7 +29,7 @@ def test_each_rerank_pool_is_a_registered_proxy_authenticated_gpu_server() -> No
 
 
 def test_the_server_runs_the_cross_encoder_with_pairs_no_longer_than_the_gateway_cuts_them() -> None:
-    command = modal_app.vllm_rerank_command(POOL)
+    command = modal_app.vllm_pooling_command(POOL)
     assert command[:3] == ["vllm", "serve", "cross-encoder/ms-marco-MiniLM-L-6-v2"]
     flags = dict(zip(command[3::2], command[4::2], strict=True))
     assert flags["--runner"] == "pooling" and flags["--served-model-name"] == "rerank-minilm"
