@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.fleet.canaries import CanarySpec
@@ -127,15 +127,20 @@ class Settings(BaseSettings):
             raise ValueError("FLEETCHAT_SESSION_SECRET (32+ characters) must be set when deployed")
         return self
 
-    @field_validator("embedding_pools", "embedding_worker_urls", mode="after")
+    @field_validator("embedding_pools", "embedding_worker_urls", "rerank_pools", "rerank_worker_urls", mode="after")
     @classmethod
-    def _known_embedding_pools(cls, value: Any) -> Any:
-        """Only pools shared/fleet/embedding_pools.py defines (a typo would crash-loop its worker, or route nowhere)."""
+    def _known_encoder_pools(cls, value: Any, info: ValidationInfo) -> Any:
+        """Only pools the tables define (shared/fleet/builtin.yaml or the operator file): a typo would crash-loop its
+        worker, or route nowhere."""
         from shared.fleet.tables import tables
 
-        unknown = sorted(set(value) - set(tables().embedding_pools))
+        embedding = info.field_name is not None and info.field_name.startswith("embedding")
+        known = tables().embedding_pools if embedding else tables().rerank_pools
+        unknown = sorted(set(value) - set(known))
         if unknown:
-            raise ValueError(f"unknown embedding pools {unknown}; known: {sorted(tables().embedding_pools)}")
+            raise ValueError(
+                f"unknown {'embedding' if embedding else 're-rank'} pools {unknown}; known: {sorted(known)}"
+            )
         return value
 
     @model_validator(mode="after")
@@ -146,16 +151,6 @@ class Settings(BaseSettings):
                 f"FLEETCHAT_RETRIEVAL_RERANK_MODEL {model!r} is not one of the served re-rank pools {self.rerank_pools}"
             )
         return self
-
-    @field_validator("rerank_pools", "rerank_worker_urls", mode="after")
-    @classmethod
-    def _known_rerank_pools(cls, value: Any) -> Any:
-        from shared.fleet.tables import tables
-
-        unknown = sorted(set(value) - set(tables().rerank_pools))
-        if unknown:
-            raise ValueError(f"unknown re-rank pools {unknown}; known: {sorted(tables().rerank_pools)}")
-        return value
 
     @property
     def db_path(self) -> Path:
