@@ -116,6 +116,17 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
         "integration/files/test_embeddings_api.py",
         "test_a_worker_that_is_down_is_a_503_and_bills_nothing",
     ),
+    # Re-ranking (docs/rerank.md), on both paths: the tenant's limits and the re-rank worker's faults.
+    **{
+        (operation, status): ("integration/files/test_rerank_api.py", test)
+        for operation in ("POST /v1/rerank", "POST /v2/rerank")
+        for status, test in (
+            (400, "test_bad_input_is_an_openai_error_and_charges_nothing"),
+            (429, "test_the_tenants_token_limit_applies"),
+            (502, "test_a_wrong_worker_answer_is_a_502_billing_nothing"),
+            (503, "test_a_worker_that_is_down_is_a_503_and_bills_nothing"),
+        )
+    },
     # Files and vector stores (docs/files.md): a tier's file size and file quota; search embeds the query.
     ("POST /v1/files", 413): (
         "integration/files/test_files_api.py",
@@ -152,6 +163,8 @@ DRIVEN_ELSEWHERE: dict[tuple[str, int], tuple[str, str]] = {  # (operation, stat
 VALID_BODIES: dict[str, dict[str, object]] = {
     "/v1/chat/completions": {"model": "no-such-model", "messages": [{"role": "user", "content": "Hi"}]},
     "/v1/embeddings": {"model": "no-such-model", "input": "Hi"},
+    "/v1/rerank": {"model": "no-such-model", "query": "Hi", "documents": ["Hello"]},
+    "/v2/rerank": {"model": "no-such-model", "query": "Hi", "documents": ["Hello"]},
     "/v1/completions": {"model": "no-such-model", "prompt": "Hi"},
     "/v1/responses": {"model": "no-such-model", "input": "Hi"},
     "/tokenize": {"model": "no-such-model", "prompt": "Hi"},

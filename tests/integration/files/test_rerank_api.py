@@ -18,9 +18,13 @@ import cohere
 import httpx
 import openai
 import pytest
+from fastapi import FastAPI
 
 from shared.fleet.rerank_pools import prepared_pairs
 from shared.fleet.tables import tables
+from shared.fleet.tiers import LimitOverrides
+from shared.storage.accounts import TenantChanges
+from shared.storage.sqlite.accounts import SQLiteStore
 from shared.wire.rerank_api import RerankRequest
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.processes import ProcessGroup, free_port, wait_http_ok
@@ -148,10 +152,11 @@ def test_a_long_document_is_read_in_windows_and_scores_as_its_best(gateway: Gate
         ({"model": POOL, "query": "word " * 300, "documents": DOCUMENTS}, 400, "query"),
     ],
 )
+@pytest.mark.parametrize("path", ["/v1/rerank", "/v2/rerank"])
 def test_bad_input_is_an_openai_error_and_charges_nothing(
-    gateway: Gateway, body: dict[str, Any], status: int, param: str | None
+    gateway: Gateway, body: dict[str, Any], status: int, param: str | None, path: str
 ) -> None:
-    answer = _post(gateway, body)
+    answer = _post(gateway, body, path)
     assert answer.status_code == status, answer.text
     error = answer.json()["error"]
     assert error["message"] and error["type"]
@@ -222,3 +227,43 @@ def test_a_failing_rerank_pool_leaves_the_built_in_rerank_answering(
         hits = _searched_store(gateway)
     assert hits and hits[0]["content"][0]["text"] == DOCUMENTS[2]
     assert not any(entry["model"].startswith("rerank:") for entry in _ledger(gateway))  # nothing billed for it
+
+
+def test_the_tenants_token_limit_applies(gateway: Gateway) -> None:
+    store = SQLiteStore(gateway.data_dir / "fleetchat.db")
+    try:
+        owner = next(t for t in store.list_tenants() if t.name == "owner")
+        store.update_tenant(owner.id, TenantChanges(limits=LimitOverrides(key_tpm=120)))
+    finally:
+        store.close()
+    small = {"model": POOL, "query": QUERY, "documents": DOCUMENTS[:1]}
+    assert _tokens(small) < 120 and _post(gateway, small).status_code == 200
+    over = _post(gateway, {"model": POOL, "query": QUERY, "documents": DOCUMENTS})  # over 120 pair tokens a minute
+    assert over.status_code == 429 and over.headers["retry-after"]
+    assert len(_ledger(gateway)) == 1
+
+
+def test_a_worker_that_is_down_is_a_503_and_bills_nothing(gateway_for: GatewayFactory) -> None:
+    with serve(stand_in_worker("ok")) as chat_worker:
+        down = f"http://127.0.0.1:{free_port()}"
+        gateway = gateway_for({"mini": [chat_worker]}, embedding_worker_urls={}, rerank_worker_urls={POOL: [down]})
+        response = _post(gateway, {"model": POOL, "query": QUERY, "documents": DOCUMENTS})
+    assert response.status_code == 503 and response.headers["retry-after"]
+    assert _ledger(gateway) == []
+
+
+def test_a_wrong_worker_answer_is_a_502_billing_nothing(gateway_for: GatewayFactory) -> None:
+    broken = FastAPI()
+
+    @broken.post("/v1/rerank")
+    async def one_score_too_few(body: dict) -> dict:
+        results = [{"index": 0, "relevance_score": 0.5, "document": {"text": body["documents"][0]}}]
+        return {"id": "x", "model": POOL, "usage": {"total_tokens": 9}, "results": results}
+
+    with serve(stand_in_worker("ok")) as chat_worker, serve(broken) as rerank_worker:
+        gateway = gateway_for(
+            {"mini": [chat_worker]}, embedding_worker_urls={}, rerank_worker_urls={POOL: [rerank_worker]}
+        )
+        response = _post(gateway, {"model": POOL, "query": QUERY, "documents": DOCUMENTS})
+    assert response.status_code == 502 and response.json()["error"]["type"] == "server_error"
+    assert _ledger(gateway) == []
