@@ -132,6 +132,7 @@ def test_an_identical_deterministic_request_is_answered_from_the_cache(
         settings.meter.event_cached_input: 3 * (PROMPT_TOKENS + PIECES),
         settings.meter.event_output: 2 * PIECES,  # the two misses' completions
         settings.meter.event_embedding_input: 0,  # embeddings have their own meter; none were asked for
+        settings.meter.event_rerank_input: 0,  # so has re-ranking (issue 49)
         settings.meter.event_batch_input: 0,  # no batch lines either (issue 48)
         settings.meter.event_batch_cached_input: 0,
         settings.meter.event_batch_output: 0,
