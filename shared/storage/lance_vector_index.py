@@ -126,7 +126,7 @@ class LanceVectorIndex:
         uri: str,
         storage_options: dict[str, str] | None = None,
         *,
-        ann_min_rows: int = 50_000,
+        ann_min_rows: int = 10_000,
         ann_nprobes: int = 20,
         ann_refine_factor: int = 4,
         read_consistency_s: float = 0.0,
