@@ -30,6 +30,8 @@ from shared.wire.schemas import ModelPricing
 RERANK_LEDGER_PREFIX = "rerank:"
 # [CLS] query [SEP] document [SEP]: the special tokens of one pair.
 PAIR_SPECIAL_TOKENS = 3
+# Tokens a window cut inside one long word leaves unused: its pieces may tokenize a little differently on their own.
+WORD_CUT_MARGIN = 8
 # Cohere's search unit: one query over up to this many document windows.
 WINDOWS_PER_SEARCH_UNIT = 100
 
@@ -141,17 +143,21 @@ def prepared_pairs(pool: RerankPool, request: RerankRequest) -> PreparedPairs:
 
 def _windows(offsets: list[tuple[int, int]], word_ids: list[int | None], budget: int) -> list[tuple[int, int, int]]:
     """(first char, end char, tokens) of consecutive windows of at most `budget` tokens, each ending at a word's end
-    (a word cut in two would tokenize differently on its own). An empty document is one empty window."""
+    (a word cut in two would tokenize differently on its own). A single word longer than a window (a URL, an encoded
+    blob) is cut inside it, a few tokens short (`WORD_CUT_MARGIN` at most), so its pieces still fit when tokenized
+    again. An empty
+    document is one empty window."""
     if not offsets:
         return [(0, 0, 0)]
     spans: list[tuple[int, int, int]] = []
     start = 0
     while start < len(offsets):
-        end = min(start + budget, len(offsets))
-        while (
-            end < len(offsets) and end - 1 > start and word_ids[end] is not None and word_ids[end] == word_ids[end - 1]
-        ):
+        full = min(start + budget, len(offsets))
+        end = full
+        while end < len(offsets) and end > start and word_ids[end] is not None and word_ids[end] == word_ids[end - 1]:
             end -= 1
+        if end == start:  # the window is all one word: cut inside it
+            end = max(start + 1, full - min(WORD_CUT_MARGIN, (full - start) // 4))
         spans.append((offsets[start][0], offsets[end - 1][1], end - start))
         start = end
     return spans
