@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,21 @@ class ProcessGroup:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@contextlib.contextmanager
+def embedding_worker_process(logs: Path, *options: str, timeout_s: float = 120) -> Iterator[str]:
+    """A real `fleetchat embedding-worker` on a free port (with `options`, e.g. `--rerank POOL`), healthy; its URL.
+    Stopped on exit."""
+    group = ProcessGroup(logs)
+    port = free_port()
+    proc = group.spawn("embedding-worker", ["embedding-worker", "--port", str(port), "--quiet", *options])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http_ok(f"{url}/health", proc, group.logs / "embedding-worker.log", timeout_s=timeout_s)
+        yield url
+    finally:
+        group.stop()
 
 
 @dataclass

@@ -24,7 +24,7 @@ from functions.offline.evals.rag.items import Document, Question, load_documents
 from shared.wire.retrieval_api import RETRIEVAL_HEADER
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.openai_contract import openai_registry, violations
-from tests.support.processes import ProcessGroup, free_port, wait_http_ok
+from tests.support.processes import embedding_worker_process
 from tests.support.servers import serve
 from tests.support.stand_ins.embedding_stand_in import EmbeddingStandIn
 from tests.support.stand_ins.stand_in import stand_in_worker
@@ -35,15 +35,10 @@ QUESTION_ID = "squad/56ddde6b9a695914005b962b"  # "Who was the Norse leader?" ->
 
 @pytest.fixture(scope="module")
 def embedding_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    group = ProcessGroup(tmp_path_factory.mktemp("embedding-worker-logs"))
-    port = free_port()
-    proc = group.spawn("embedding-worker", ["embedding-worker", "--port", str(port), "--quiet", "--threads", "1"])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http_ok(f"{url}/health", proc, group.logs / "embedding-worker.log", timeout_s=180)
+    with embedding_worker_process(
+        tmp_path_factory.mktemp("embedding-worker-logs"), "--threads", "1", timeout_s=180
+    ) as url:
         yield url
-    finally:
-        group.stop()
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from shared.storage.sqlite.accounts import SQLiteStore
 from shared.wire.embeddings_api import decode_vector
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.openai_contract import openai_registry, violations
-from tests.support.processes import ProcessGroup, free_port, wait_http_ok
+from tests.support.processes import embedding_worker_process, free_port
 from tests.support.servers import serve
 from tests.support.stand_ins.stand_in import stand_in_worker
 
@@ -46,15 +46,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def embedding_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    group = ProcessGroup(tmp_path_factory.mktemp("embedding-worker-logs"))
-    port = free_port()
-    proc = group.spawn("embedding-worker", ["embedding-worker", "--port", str(port), "--quiet"])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http_ok(f"{url}/health", proc, group.logs / "embedding-worker.log", timeout_s=120)
+    with embedding_worker_process(tmp_path_factory.mktemp("embedding-worker-logs")) as url:
         yield url
-    finally:
-        group.stop()
 
 
 @pytest.fixture(scope="module")

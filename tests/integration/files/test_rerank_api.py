@@ -27,7 +27,7 @@ from shared.storage.accounts import TenantChanges
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.wire.rerank_api import RerankRequest
 from tests.integration.conftest import Gateway, GatewayFactory
-from tests.support.processes import ProcessGroup, free_port, wait_http_ok
+from tests.support.processes import embedding_worker_process, free_port
 from tests.support.servers import serve
 from tests.support.stand_ins.stand_in import stand_in_worker
 
@@ -44,15 +44,8 @@ DOCUMENTS = [
 
 @pytest.fixture(scope="module")
 def rerank_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    group = ProcessGroup(tmp_path_factory.mktemp("rerank-worker-logs"))
-    port = free_port()
-    proc = group.spawn("embedding-worker", ["embedding-worker", "--port", str(port), "--rerank", POOL, "--quiet"])
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_http_ok(f"{url}/health", proc, group.logs / "embedding-worker.log", timeout_s=120)
+    with embedding_worker_process(tmp_path_factory.mktemp("rerank-worker-logs"), "--rerank", POOL) as url:
         yield url
-    finally:
-        group.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from functions.offline.evals.suites.retrieval import RetrievalSuite
 from functions.offline.evals.target import EvalTarget
 from shared.fleet.tiers import Tier
 from tests.integration.conftest import GatewayFactory
-from tests.support.processes import ProcessGroup, free_port, wait_http_ok
+from tests.support.processes import embedding_worker_process
 from tests.support.servers import serve
 from tests.support.stand_ins.answering_worker import answering_worker
 from tests.support.stand_ins.scripted_judge import scripted_judge
@@ -40,14 +40,10 @@ def reader(messages: list[dict]) -> str:
 
 @pytest.fixture(scope="module")
 def embedding_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    group = ProcessGroup(tmp_path_factory.mktemp("embedding-worker-logs"))
-    port = free_port()
-    proc = group.spawn("embedding-worker", ["embedding-worker", "--port", str(port), "--quiet", "--threads", "1"])
-    try:
-        wait_http_ok(f"http://127.0.0.1:{port}/health", proc, group.logs / "embedding-worker.log", timeout_s=180)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        group.stop()
+    with embedding_worker_process(
+        tmp_path_factory.mktemp("embedding-worker-logs"), "--threads", "1", timeout_s=180
+    ) as url:
+        yield url
 
 
 def test_the_smoke_subset_measures_recall_and_the_gain_from_retrieval(
