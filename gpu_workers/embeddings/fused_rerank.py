@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -26,12 +28,19 @@ FUSION_WEIGHT = 0.5  # the fused rank's share of the relevance (the rest: cosine
 Embed = Callable[[list[str]], Awaitable[np.ndarray]]
 
 
+@cache
+def _stemmer() -> Any:
+    """The Snowball English stemmer, made once per process (not on every request)."""
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
 def bm25_scores(query: str, documents: list[str]) -> np.ndarray:
     """Each document's BM25 score for `query`, the statistics those of `documents` alone."""
     import bm25s  # the worker's own dependency (the local extra), imported where used
-    import Stemmer
 
-    stemmer = Stemmer.Stemmer("english")
+    stemmer = _stemmer()
     corpus = bm25s.tokenize(documents, stopwords="en", stemmer=stemmer, show_progress=False)
     terms = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False, return_ids=False)[0]
     if not corpus.vocab or not terms:
