@@ -77,6 +77,7 @@ from functions.safety.moderation_service import ModerationService
 from functions.safety.pii import pii_detector
 from functions.safety.pipeline import SafetyPipeline
 from functions.safety.prefilter import PreFilter
+from functions.sandbox.modal_sandboxes import CreateRemoteSandbox
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
 from shared.fleet.tables import external_worker_urls, tables
 from shared.operator_config import configure
@@ -150,8 +151,10 @@ def create_app(
     store: TenantStore | None = None,
     conversations: ConversationStore | None = None,
     span_processors: Sequence[SpanProcessor] = (),
+    create_modal_sandbox: CreateRemoteSandbox | None = None,
 ) -> FastAPI:
-    """The gateway; `span_processors` also receive every span (tests read them in memory)."""
+    """The gateway; `span_processors` also receive every span (tests read them in memory); `create_modal_sandbox`
+    makes the Modal Sandboxes the python tool runs in when the operator chose that runner (the Modal app gives it)."""
     settings = configure(settings)  # the operator config file, if any (docs/configuration.md)
     instance_id = new_instance_id()  # this process in the fleet: its heartbeat, its spans
     spans = tracer_provider(settings.tracing, "gateway", instance_id, span_processors)
@@ -206,15 +209,6 @@ def create_app(
             app.state.guard = open_guard(settings, embedded, client, app.state.metrics)
             output = OutputClassifier.load() if settings.guard.output_check else None
             app.state.safety = SafetyPipeline(app.state.guard, pii_detector(), audit, app.state.metrics, output)
-            # Server-side tools (docs/server-tools.md): quotas in the shared limits store, runs audited.
-            app.state.server_tools = server_tools_for(
-                settings.server_tools,
-                settings.data_dir,
-                admission.store,
-                own(open_tool_audit(settings)),
-                app.state.server_tool_metrics,
-                app.state.safety.pii.redact,
-            )
             app.state.moderation = ModerationService(app.state.guard, app.state.accounting, classifier.table)
             app.state.sessions = session_signer(settings)
             app.state.feedback = own(open_feedback_store(settings))
@@ -271,6 +265,19 @@ def create_app(
                 await owned.enter_async_context(watching(settings.config_file))
             # Files and vector stores (docs/files.md): ingestion left in progress by a previous process resumes.
             await install_files(app.state, settings, app.state.store, app.state.embeddings, owned)
+            # Server-side tools (docs/server-tools.md): quotas in the shared limits store, runs audited, the python
+            # tool's sandbox places counted in the shared control state (docs/sandbox.md), its files the caller's.
+            app.state.server_tools = server_tools_for(
+                settings.server_tools,
+                settings.data_dir,
+                admission.store,
+                own(open_tool_audit(settings)),
+                app.state.server_tool_metrics,
+                app.state.safety.pii.redact,
+                control_state=control_state,
+                files=app.state.files_service,
+                create_modal_sandbox=create_modal_sandbox,
+            )
             app.state.retrieval = retrieval_for(app.state)  # chat's retrieval over the stores just installed
             app.state.chat_pipeline = chat_pipeline_for(app.state)
             app.state.completions = CompletionsService(

@@ -30,6 +30,10 @@ from shared.operator_config import CONFIG_ENV, OperatorConfig, install_from_envi
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from functions.sandbox.modal_sandboxes import RemoteFile
+    from functions.sandbox.outputs import BoundedOutput
+    from functions.sandbox.protocol import SandboxLimits
+
 APP_NAME = "fleetchat"
 # The operator config file (docs/configuration.md): FLEETCHAT_CONFIG_FILE in the deploying shell. Its pools decide the
 # classes defined below, so it is installed first; it is baked into every image at CONFIG_IN_IMAGE with the variable
@@ -506,6 +510,66 @@ def guard_overrides(
     return {"guard": {"url": resolve(spec.class_name), "model": spec.pool, "own_pool": True}}
 
 
+# ## Code sandboxes (docs/sandbox.md)
+
+# The python tool's and the eval job's runs: one Modal Sandbox each, in an app of their own, from an image with the
+# interpreter and nothing else (the local runner's minimal view: standard library only).
+SANDBOX_APP_NAME = f"{APP_NAME}-sandboxes"
+sandbox_image = modal.Image.debian_slim(python_version="3.11")
+# Seconds a Sandbox may outlive its run's own time limit (start-up, files in and out) before Modal ends it anyway.
+SANDBOX_GRACE_S = 60
+
+
+def sandbox_create_kwargs(limits: SandboxLimits, cpu: float) -> dict[str, object]:
+    """`modal.Sandbox.create`'s arguments for one run: no network, its CPU and memory, a lifetime past its limit."""
+    return {
+        "image": sandbox_image,
+        "timeout": int(limits.timeout_s) + SANDBOX_GRACE_S,
+        "cpu": cpu,
+        "memory": limits.sandbox_memory_mb,
+        "block_network": True,
+        "workdir": "/tmp",
+    }
+
+
+class ModalRemoteSandbox:
+    """One `modal.Sandbox` as functions/sandbox/modal_sandboxes.py's RemoteSandbox (async: Modal's `.aio` calls)."""
+
+    def __init__(self, sandbox: modal.Sandbox) -> None:
+        self.sandbox = sandbox
+
+    async def make_directory(self, path: str) -> None:
+        await self.sandbox.filesystem.make_directory.aio(path, create_parents=True)
+
+    async def write_bytes(self, data: bytes, path: str) -> None:
+        await self.sandbox.filesystem.write_bytes.aio(data, path)
+
+    async def run(self, command: list[str], timeout_s: int, output: BoundedOutput) -> int:
+        process = await self.sandbox.exec.aio(*command, timeout=timeout_s, text=False)
+        async for chunk in process.stdout:  # stderr joins stdout in the command itself
+            output.add(chunk)
+        return await process.wait.aio()
+
+    async def list_files(self, path: str) -> list[RemoteFile]:
+        from functions.sandbox.modal_sandboxes import RemoteFile
+
+        found = await self.sandbox.filesystem.list_files.aio(path)
+        return [RemoteFile(name=entry.name, size=entry.size, regular=entry.is_file()) for entry in found]
+
+    async def read_bytes(self, path: str) -> bytes:
+        return await self.sandbox.filesystem.read_bytes.aio(path)
+
+    async def terminate(self) -> None:
+        await self.sandbox.terminate.aio()
+
+
+async def create_modal_sandbox(limits: SandboxLimits, cpu: float) -> ModalRemoteSandbox:
+    """A fresh Sandbox that idles until the runner has written the program and runs it (Modal ends it at `timeout`)."""
+    sandbox_app = await modal.App.lookup.aio(SANDBOX_APP_NAME, create_if_missing=True)
+    sandbox = await modal.Sandbox.create.aio("sleep", "infinity", app=sandbox_app, **sandbox_create_kwargs(limits, cpu))
+    return ModalRemoteSandbox(sandbox)
+
+
 @app.function(
     image=gateway_image,
     # FLEETCHAT_* settings and service credentials (session secret, AWS, Stripe) come from this secret; the worker
@@ -535,7 +599,9 @@ def gateway() -> FastAPI:
         **DEPLOYED_STORES,
         **guard_overrides(DEPLOY_ENVIRON),
     )
-    return create_app(settings)  # reads FLEETCHAT_CONFIG_FILE (the baked file) itself
+    # Reads FLEETCHAT_CONFIG_FILE (the baked file) itself; the python tool runs in Modal Sandboxes unless the operator
+    # file's server_tools.sandbox.runner says bubblewrap.
+    return create_app(settings, create_modal_sandbox=create_modal_sandbox)
 
 
 # ## Scheduled jobs
@@ -696,8 +762,8 @@ NIGHTLY_EVAL_SCHEDULE = modal.Cron("43 3 * * *")
 SAFETY_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "offline" / "safety_training" / "data"
 EVAL_GOLDEN_DIR = Path(__file__).resolve().parent.parent / "functions" / "offline" / "evals" / "golden" / "data"
 eval_image = (
-    # bubblewrap: the quality suite runs generated code under it (no network, read-only file system); where the
-    # container cannot create namespaces the sandbox falls back to resource limits and says so in the report.
+    # bubblewrap: for an operator who runs generated code in this container rather than in Modal Sandboxes; where it
+    # cannot create namespaces here the code is not run and the report says so (never unisolated).
     with_config_env(runtime_image.apt_install("bubblewrap"))
     .add_local_python_source("functions", "gpu_workers", "shared")
     .add_local_file(BUILTIN_FILE, BUILTIN_TABLES_IN_IMAGE)
@@ -725,8 +791,15 @@ def gateway_url() -> str:
     timeout=NIGHTLY_EVAL_TIMEOUT,
 )
 def nightly_eval() -> dict[str, object]:
+    from functions.offline.evals.answers.sandbox import use_runner
     from functions.offline.evals.scheduled import run_scheduled
+    from functions.sandbox.bubblewrap import FileView
+    from functions.sandbox.choice import sandbox_runner
+    from shared.settings import Settings
 
+    # Generated code runs where the python tool's does: a Modal Sandbox per run (or bubblewrap, as the operator chose).
+    sandbox = Settings(environment="deployed").server_tools.sandbox
+    use_runner(sandbox_runner(sandbox, view=FileView.HOST, create_modal=create_modal_sandbox))
     summary = run_scheduled(gateway_url())
     print(summary.model_dump_json(), flush=True)
     if not summary.passed:

@@ -148,6 +148,33 @@ class FilesService:
             self._put(record, spooled.name, UNBOUNDED)
         return record
 
+    async def keep_tool_output(self, caller: Caller, filename: str, data: bytes, expires_after_s: int) -> StoredFile:
+        """Store a file a sandboxed run offered (purpose `assistants_output`), checked by type as an upload is and
+        counted against the caller's file quota: the upload's 400 or 429 when it is refused."""
+        limits = self.limits(caller)
+        if len(data) > limits.max_file_bytes:
+            raise PayloadTooLargeError(
+                f"The file is {len(data)} bytes; this tier keeps files of at most {limits.max_file_bytes} bytes.",
+                code="file_too_large",
+            )
+        if not data:
+            raise InvalidRequestError("The file is empty.", code="invalid_file")
+        now = utc_now()
+        record = StoredFile(
+            id=new_id("file-"),
+            tenant_id=caller.tenant.id,
+            filename=filename[:512],
+            purpose="assistants_output",
+            bytes=len(data),
+            kind=checked_kind(filename, None, data[:_HEAD], data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            created_at=now,
+            expires_at=now + timedelta(seconds=expires_after_s),
+        )
+        quota = FileQuota(max_files=limits.max_files, max_total_bytes=limits.max_file_storage_bytes)
+        await to_thread.run_sync(self._store, record, data, quota)
+        return record
+
     async def get(self, caller: Caller, file_id: str) -> StoredFile:
         record = await to_thread.run_sync(self.backends.files.get_file, caller.tenant.id, file_id)
         if record is None or record.expired(utc_now()):  # an expired file is gone, swept or not yet

@@ -98,4 +98,15 @@ class ControlState(Protocol):
         """Take one token if the bucket holds one (True); nothing changes when it is empty (False)."""
         ...
 
+    # -- leases (a bounded number of holders at once) ------------------------------------------------------------------
+    async def acquire_lease(self, scope: str, holder: str, limit: int, ttl_s: float) -> bool:
+        """Hold one of `scope`'s `limit` places as `holder` for `ttl_s` seconds (True); False, and nothing changes,
+        when `limit` live holders have it. A holder that never releases (its gateway died) is gone at its expiry;
+        acquiring again as the same holder renews it."""
+        ...
+
+    async def release_lease(self, scope: str, holder: str) -> None:
+        """Give the place back (nothing when not held)."""
+        ...
+
     async def aclose(self) -> None: ...

@@ -61,6 +61,17 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 """
 
+# KEYS: the lease's sorted set (holder -> expiry ms). ARGV: holder, limit, ttl ms. The server's clock.
+_LEASE = """
+local now = redis.call('TIME')
+now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+return 1
+"""
+
 # KEYS: the bucket's hash. ARGV: capacity, tokens per second. The server's clock: one clock for every gateway.
 _TAKE = """
 local now = redis.call('TIME')
@@ -92,6 +103,7 @@ class RedisControlState:
         self._append = self._redis.register_script(_APPEND)
         self._take = self._redis.register_script(_TAKE)
         self._claim = self._redis.register_script(_CLAIM)
+        self._lease = self._redis.register_script(_LEASE)
 
     def _key(self, *parts: str) -> str:
         return ":".join((self._prefix, *parts))
@@ -194,6 +206,14 @@ class RedisControlState:
             self._take(keys=[self._key("bucket", bucket.scope)], args=[bucket.capacity, bucket.per_s])
         )
         return bool(taken)
+
+    # -- leases --------------------------------------------------------------------------------------------------------
+    async def acquire_lease(self, scope: str, holder: str, limit: int, ttl_s: float) -> bool:
+        ttl_ms = max(1, int(ttl_s * 1000))
+        return bool(await self._call(self._lease(keys=[self._key("lease", scope)], args=[holder, limit, ttl_ms])))
+
+    async def release_lease(self, scope: str, holder: str) -> None:
+        await self._call(self._redis.zrem(self._key("lease", scope), holder))
 
     async def aclose(self) -> None:
         await self._redis.aclose()

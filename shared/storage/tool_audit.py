@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -18,6 +18,7 @@ class ToolRunStatus(StrEnum):
     ERROR = "error"  # ran and failed (a non-zero exit, an expression that does not evaluate, a sandbox that broke)
     TIMEOUT = "timeout"  # killed at its timeout
     QUOTA = "quota"  # not run: the tenant's runs for this tool in this window are used up
+    BUSY = "busy"  # not run: every sandbox place the tenant (or the machine) has was taken; the request got a 429
     BREAKER_OPEN = "breaker_open"  # not run: the tool kept failing and its breaker is open
 
 
@@ -31,6 +32,8 @@ class ToolRunRecord(BaseModel):
     status: ToolRunStatus
     duration_ms: int = Field(ge=0)
     exit_code: int | None = None  # the python tool's exit status (None: killed, refused, or not a process)
+    # The whole-sandbox limits the run ran into ("processes", "memory"): an attempt to exhaust the machine, contained.
+    limits_hit: list[Literal["processes", "memory"]] = []
     # The run's arguments and result text, only where the tenant's policy allows content (None otherwise).
     input: str | None = Field(default=None, max_length=CONTENT_MAX_CHARS)
     output: str | None = Field(default=None, max_length=CONTENT_MAX_CHARS)

@@ -15,8 +15,9 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 
 # OpenAI's purposes; the ones a vector store can index are `assistants` and `user_data` (file_search's); `batch` is
-# a batch's JSONL input, `batch_output` a batch's output or error file (written by the batch runner, never uploaded).
-FilePurpose = Literal["assistants", "user_data", "batch", "batch_output"]
+# a batch's JSONL input, `batch_output` a batch's output or error file (written by the batch runner, never uploaded),
+# `assistants_output` a file the python tool's run offered (written by the gateway, never uploaded).
+FilePurpose = Literal["assistants", "user_data", "batch", "batch_output", "assistants_output"]
 VectorStoreFileStatus = Literal["in_progress", "completed", "cancelled", "failed"]
 LastErrorCode = Literal["server_error", "unsupported_file", "invalid_file"]
 Metadata = dict[str, str]

@@ -4,6 +4,7 @@ extension field `server_tools` (`["python", "calculator"]`), fed back to the mod
 - service.py: the request's choice, validated (400 with `param`), and the per-request loop
 - loop.py: the orchestrator (rounds of worker calls and tool runs)
 - runner.py: one run (breaker, quota, timeout, metrics, audit)
-- tools.py, calculator.py: the tools; functions/chat/server_tools/sandboxing.py: the python tool's sandbox
+- tools.py, calculator.py: the tools; tool_files.py: the python tool's files; functions/sandbox/: where it runs
+- context.py: who a run is for
 - replay.py: the final completion as a stream, for a client that asked to stream
 """

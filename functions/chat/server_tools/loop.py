@@ -21,8 +21,9 @@ from typing import Any
 
 from anyio import to_thread
 
+from functions.chat.server_tools.context import RunContext
 from functions.chat.server_tools.replay import ReplayedStream
-from functions.chat.server_tools.runner import RunContext, ToolRun, ToolRunner
+from functions.chat.server_tools.runner import ToolRun, ToolRunner
 from functions.chat.streams.continuation import Leg
 from functions.control.request_accounting import RequestAccount, TokenUsage
 from functions.safety.injection_screen import InjectionScreen

@@ -3,7 +3,8 @@ the audit record. Every call ends as a result the model can read (a refusal or a
 record, whatever happened.
 
 Order: the breaker first (an open breaker costs no quota), then the quota (a charge in the shared rate-limit store,
-so every gateway replica enforces one limit), then the run.
+so every gateway replica enforces one limit), then the run. A run that finds no sandbox place (functions/sandbox/
+slots.py) is audited as `busy` and ends the request with its 429.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from typing import Any
 from anyio import CancelScope, to_thread
 from pydantic import ValidationError
 
+from functions.chat.server_tools.context import RunContext
 from functions.chat.server_tools.metrics import ServerToolMetrics
 from functions.chat.server_tools.tools import ServerTool, ToolOutcome
 from functions.control.replica_breakers import ReplicaBreaker
+from functions.sandbox.slots import SandboxBusyError
 from functions.spooled_writer import SpooledWriter
 from shared.server_tool_settings import ServerToolSettings
 from shared.storage.conversations import StoreUnavailableError
@@ -33,16 +36,6 @@ log = logging.getLogger("fleetchat.server_tools")
 
 
 @dataclass(frozen=True)
-class RunContext:
-    """Who a run is for: the audit's tenant, key and request, and whether the tenant's policy allows content."""
-
-    tenant_id: str
-    key_id: str | None
-    request_id: str
-    audit_content: bool
-
-
-@dataclass(frozen=True)
 class ToolRun:
     """One call's result: the `role: "tool"` message content and a summary for the response."""
 
@@ -51,10 +44,12 @@ class ToolRun:
     status: ToolRunStatus
     content: str
     duration_ms: int
+    files: tuple[dict[str, Any], ...] = ()  # the files it offered and the gateway kept (their ids, for download)
 
     def summary(self) -> dict[str, Any]:
-        return {"tool_call_id": self.call_id, "tool": self.tool, "status": self.status.value,
-                "duration_ms": self.duration_ms}  # fmt: skip
+        summary = {"tool_call_id": self.call_id, "tool": self.tool, "status": self.status.value,
+                   "duration_ms": self.duration_ms}  # fmt: skip
+        return {**summary, "files": list(self.files)} if self.files else summary
 
 
 class ToolRunner:
@@ -83,6 +78,10 @@ class ToolRunner:
         started_at, started = utc_now(), time.perf_counter()
         try:
             outcome, ran = await self._outcome(name, arguments_text, context)
+        except SandboxBusyError as exc:  # no place to run it: audited, then the request's 429
+            busy = _refused(ToolRunStatus.BUSY, exc.message)
+            await self._finish(call_id, name, busy, arguments_text, context, started_at, started, ran=False)
+            raise
         except BaseException:  # cancelled (the client left; the sandbox is killed): the call is still audited
             with CancelScope(shield=True):
                 cancelled = _refused(ToolRunStatus.ERROR, "cancelled: the request ended")
@@ -105,7 +104,10 @@ class ToolRunner:
                 message = (f"quota exhausted: {quota.runs} {name} runs per {quota.window_s} s for this tenant; try "
                            "again later or answer without the tool")  # fmt: skip
                 return _refused(ToolRunStatus.QUOTA, message), False
-            outcome = await self._run(self.tools[name], arguments_text)
+            outcome = await self._run(self.tools[name], arguments_text, context)
+        except SandboxBusyError:
+            breaker.released()  # busy is no verdict on the tool
+            raise
         except Exception:  # a bug or an OS failure around the tool: the tool's failure, told plainly
             log.exception("the %s tool failed", name)
             outcome = ToolOutcome(status=ToolRunStatus.ERROR, result={"error": "the tool failed"}, tool_failed=True)
@@ -136,17 +138,18 @@ class ToolRunner:
         if ran:
             self.metrics.seconds.labels(name).observe(seconds)
         content = json.dumps({"status": outcome.status.value, **outcome.result}, ensure_ascii=False)
-        run = ToolRun(call_id, name, outcome.status, content, round(seconds * 1000))
+        files = tuple(outcome.result.get("files") or ())
+        run = ToolRun(call_id, name, outcome.status, content, round(seconds * 1000), files)
         await self._audit(run, outcome, arguments_text, started_at, context)
         return run
 
-    async def _run(self, tool: ServerTool, arguments_text: str) -> ToolOutcome:
+    async def _run(self, tool: ServerTool, arguments_text: str, context: RunContext) -> ToolOutcome:
         try:
             arguments = tool.arguments.model_validate_json(arguments_text or "{}")
         except ValidationError as exc:  # the model's mistake: told precisely, so the next round can fix it
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
             return ToolOutcome(status=ToolRunStatus.ERROR, result={"error": f"invalid arguments: {problems}"})
-        return await tool.run(arguments)
+        return await tool.run(arguments, context)
 
     async def _charge(self, name: str, tenant_id: str) -> bool:
         quota = self.settings.quotas.get(name)
@@ -179,6 +182,7 @@ class ToolRunner:
             status=run.status,
             duration_ms=run.duration_ms,
             exit_code=outcome.exit_code,
+            limits_hit=outcome.limits_hit,
             input=self.redact(arguments_text[:limit]) if keep else None,
             output=self.redact(run.content[:limit]) if keep else None,
         )

@@ -8,17 +8,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from functions.chat.server_tools.context import RunContext
 from functions.chat.server_tools.loop import ToolLoop
 from functions.chat.server_tools.metrics import ServerToolMetrics
-from functions.chat.server_tools.runner import RunContext, ToolRunner
-from functions.chat.server_tools.sandboxing import bwrap_works
+from functions.chat.server_tools.runner import ToolRunner
+from functions.chat.server_tools.tool_files import ToolFiles
 from functions.chat.server_tools.tools import CalculatorTool, PythonTool, ServerTool
 from functions.control.request_accounting import RequestAccount
+from functions.files.files_service import FilesService
 from functions.safety.injection_screen import shipped_injection_screen
+from functions.sandbox.choice import sandbox_runner, sandbox_slots
+from functions.sandbox.modal_sandboxes import CreateRemoteSandbox
 from functions.spooled_writer import SpooledWriter
 from shared.errors import InvalidRequestError
 from shared.fleet.tables import safety_for
 from shared.server_tool_settings import ServerToolSettings
+from shared.storage.control_state import ControlState
 from shared.storage.limits import RateLimitStore
 from shared.storage.tool_audit import ToolAuditStore, ToolRunRecord
 from shared.wire.schemas import ChatCompletionRequest
@@ -69,6 +74,7 @@ class ServerTools:
             request_id=account.request_id,
             # The same switch as the safety audit's: content is kept only where the tenant's policy says so.
             audit_content=safety_for(tenant.tier, tenant.safety).audit_raw_content,
+            caller=account.caller,
         )
         definitions = [self.tools[name].definition() for name in names]
         return ToolLoop(
@@ -83,12 +89,22 @@ def server_tools_for(
     audit: ToolAuditStore,
     metrics: ServerToolMetrics,
     redact: Callable[[str], str],
+    *,
+    control_state: ControlState | None = None,
+    files: FilesService | None = None,
+    create_modal_sandbox: CreateRemoteSandbox | None = None,
 ) -> ServerTools:
-    """The gateway's tools; the python tool's sandbox never shows `data_dir` (keys, database, spools). Whether the
-    sandbox works here is probed now, at start-up, rather than on a request's path."""
-    bwrap_works()
+    """The gateway's tools. The python tool runs in the configured sandbox runner (on this machine it never shows
+    `data_dir`: keys, database, spools), at most so many at once per tenant (counted in `control_state`, shared by the
+    replicas) and per machine; it reads and keeps the caller's files through `files`. Whether the runner works here is
+    probed now, at start-up, rather than on a request's path."""
+    sandbox = settings.sandbox
+    code_runner = sandbox_runner(sandbox, hidden=[data_dir], create_modal=create_modal_sandbox)
+    code_runner.unavailable_reason()
+    slots = sandbox_slots(sandbox, control_state, settings.python_timeout_s, create_modal_sandbox)
+    tool_files = None if files is None else ToolFiles(files, max_input_bytes=settings.python_scratch_mb << 20)
     tools: dict[str, ServerTool] = {
-        "python": PythonTool(settings, hidden=[data_dir]),
+        "python": PythonTool(settings, code_runner, slots, tool_files),
         "calculator": CalculatorTool(settings),
     }
     writer = SpooledWriter(audit.record, ToolRunRecord, data_dir / "tool-audit-spool.jsonl")

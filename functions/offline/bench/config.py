@@ -48,6 +48,9 @@ class BenchConfig(BaseModel):
     relay_cpu_rounds: int = Field(default=3, ge=1)
     relay_cpu_concurrency: int = Field(default=4, ge=1)
     relay_cpu_max_tokens: int = Field(default=128, ge=1)
+    # Issue 53: a plain request's latency while the python tool's sandboxes run a fork bomb and a memory bomb.
+    sandbox_plain_requests: int = Field(default=120, ge=5)  # per condition (idle, each attack)
+    sandbox_attackers: int = Field(default=2, ge=1)  # attack requests in flight at once
     temperature: float = 0.0
     request_timeout_s: float = 300.0
     goodput: bool = True  # goodput per tier (needs an admin key to create the bench tenants, or their keys file)

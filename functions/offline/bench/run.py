@@ -37,6 +37,7 @@ from functions.offline.bench.phases.relay_cpu_phase import relay_cpu_phase
 from functions.offline.bench.phases.result_cache_phase import result_cache_phase
 from functions.offline.bench.phases.retrieval_phase import retrieval_phase
 from functions.offline.bench.phases.safety_phase import safety_phase
+from functions.offline.bench.phases.sandbox_phase import sandbox_phase
 from functions.offline.bench.phases.structured_phase import structured_phase
 from functions.offline.bench.prom import hit_rate, scrape_prefix_counters
 from functions.offline.bench.results.records import BenchResult, GoodputStats, LevelStats, OverheadStats, PrefixStats
@@ -370,6 +371,14 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                     result.notes += notes
                 except Exception as exc:  # as above
                     result.notes.append(f"relay CPU phase failed: {type(exc).__name__}: {exc}")
+            try:  # issue 53: the gateway's latency while its python tool's sandboxes run a fork and a memory bomb
+                plain = min(cfg.sandbox_plain_requests, 20) if cfg.quick else cfg.sandbox_plain_requests
+                result.sandbox, notes = await sandbox_phase(
+                    progress, plain_requests=plain, attackers=cfg.sandbox_attackers
+                )
+                result.notes += notes
+            except Exception as exc:  # as above
+                result.notes.append(f"sandbox phase failed: {type(exc).__name__}: {exc}")
             try:
                 runs = min(cfg.safety_runs, 50) if cfg.quick else cfg.safety_runs
                 result.safety = await asyncio.to_thread(safety_phase, runs, progress)

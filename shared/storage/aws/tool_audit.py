@@ -29,7 +29,9 @@ def run_from_item(item: dict[str, Any]) -> ToolRunRecord:
     fields = {name: item.get(name) for name in ToolRunRecord.model_fields}
     exit_code = item.get("exit_code")  # DynamoDB numbers come back as Decimal
     numbers = {"duration_ms": int(item["duration_ms"]), "exit_code": None if exit_code is None else int(exit_code)}
-    return ToolRunRecord(**{**fields, **numbers, "at": from_iso(item["at"])})
+    return ToolRunRecord(
+        **{**fields, **numbers, "at": from_iso(item["at"]), "limits_hit": item.get("limits_hit") or []}
+    )
 
 
 class AwsToolAudit(AccountsTable):

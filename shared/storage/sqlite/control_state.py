@@ -57,6 +57,14 @@ CONTROL_MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE streams ADD COLUMN takeover TEXT",  # JSON, or NULL: what finishing it elsewhere needs
     ],
+    [
+        """CREATE TABLE leases (
+            scope TEXT NOT NULL,
+            holder TEXT NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (scope, holder)
+        ) WITHOUT ROWID""",
+    ],
 ]
 
 # Expired streams are deleted at most this often (by whichever process opens a stream next).
@@ -256,6 +264,31 @@ class SQLiteControlState:
                 return taken
 
         return await asyncio.to_thread(take_one)
+
+    # -- leases --------------------------------------------------------------------------------------------------------
+    async def acquire_lease(self, scope: str, holder: str, limit: int, ttl_s: float) -> bool:
+        def acquire() -> bool:
+            now = self._clock()
+            with self._database.write() as db:
+                db.execute("DELETE FROM leases WHERE scope = ? AND expires_at <= ?", (scope, now))
+                held = db.execute("SELECT 1 FROM leases WHERE scope = ? AND holder = ?", (scope, holder)).fetchone()
+                count = db.execute("SELECT COUNT(*) FROM leases WHERE scope = ?", (scope,)).fetchone()[0]
+                if held is None and count >= limit:
+                    return False
+                db.execute(
+                    "INSERT OR REPLACE INTO leases (scope, holder, expires_at) VALUES (?, ?, ?)",
+                    (scope, holder, now + ttl_s),
+                )
+                return True
+
+        return await asyncio.to_thread(acquire)
+
+    async def release_lease(self, scope: str, holder: str) -> None:
+        def release() -> None:
+            with self._database.write() as db:
+                db.execute("DELETE FROM leases WHERE scope = ? AND holder = ?", (scope, holder))
+
+        await asyncio.to_thread(release)
 
     async def aclose(self) -> None:
         self._database.close()

@@ -327,6 +327,10 @@ MIGRATIONS: list[list[str]] = [
         # A file's own expiry (shared/storage/files.py: StoredFile.expires_at; NULL: none).
         "ALTER TABLE files ADD COLUMN expires_at TEXT",
     ],
+    [
+        # The whole-sandbox limits a tool run ran into (issue 53): a JSON list, "processes" and/or "memory".
+        "ALTER TABLE tool_audit ADD COLUMN limits_hit TEXT NOT NULL DEFAULT '[]'",
+    ],
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,13 @@ from shared.storage.timestamps import from_iso, to_iso
 from shared.storage.tool_audit import ToolRunRecord
 
 _COLUMNS = ("run_id", "request_id", "tenant_id", "key_id", "at", "tool", "status", "duration_ms", "exit_code",
-            "input", "output")  # fmt: skip
+            "input", "output", "limits_hit")  # fmt: skip
 
 
 def _row(record: ToolRunRecord) -> tuple[Any, ...]:
     """Validated again first (a mutated or `model_construct`ed record is refused), so bad input writes nothing."""
     record = ToolRunRecord.model_validate(record.model_dump())
-    fields = {**record.model_dump(mode="json"), "at": to_iso(record.at)}
+    fields = {**record.model_dump(mode="json"), "at": to_iso(record.at), "limits_hit": json.dumps(record.limits_hit)}
     return tuple(fields[name] for name in _COLUMNS)
 
 
@@ -47,7 +48,10 @@ class SQLiteToolAudit:
                 " LIMIT ?",
                 (tenant_id, to_iso(start), to_iso(end), limit),
             ).fetchall()
-        return [ToolRunRecord(**{**dict(row), "at": from_iso(row["at"])}) for row in rows]
+        return [
+            ToolRunRecord(**{**dict(row), "at": from_iso(row["at"]), "limits_hit": json.loads(row["limits_hit"])})
+            for row in rows
+        ]
 
     def close(self) -> None:
         self._database.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -20,11 +21,11 @@ from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
 from functions.app import create_app
-from functions.chat.server_tools.sandboxing import bwrap_works
 from functions.safety.untrusted_context import QUOTE_NOTE
+from functions.sandbox.bubblewrap import bwrap_works
 from shared.api_keys import hash_api_key, new_api_key
 from shared.fleet.tiers import SafetyOverrides, Tier
-from shared.server_tool_settings import ServerToolSettings, ToolQuota
+from shared.server_tool_settings import SandboxSettings, ServerToolSettings, ToolQuota
 from shared.settings import Settings
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.ledger import SQLiteLedger
@@ -55,6 +56,10 @@ def script(body: dict[str, Any]) -> dict[str, Any]:
         )
     if kind == "python":
         return answer("Tool said: " + json.dumps(result)) if result else tool_call("python", {"code": argument})
+    if kind == "pyargs":  # the python tool's whole arguments, as hex of JSON (the user's message carries no code for
+        # the safety pre-filter to read)
+        arguments = json.loads(bytes.fromhex(argument))
+        return answer("Tool said: " + json.dumps(result)) if result else tool_call("python", arguments)
     if kind == "forever":  # calls the calculator for as long as it is offered
         return tool_call("calculator", {"expression": "1+1"}) if "calculator" in tool_names(body) else answer("Done.")
     if kind == "stubborn":  # a broken worker: calls it even once it is withdrawn
@@ -116,12 +121,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     store = SQLiteStore(data_dir / "fleetchat.db")
     tools = ServerToolSettings(
         max_rounds=2,
-        python_timeout_s=1.5,
+        python_timeout_s=3,  # room for a bomb to meet its limit on a loaded machine
         quotas={
             "python": ToolQuota(runs=100, window_s=3600),
             "calculator": ToolQuota(runs=CALC_QUOTA, window_s=3600),
         },
         breaker_failure_threshold=50,
+        # One sandbox at a time per tenant, a short wait for it; this stack's own machine places.
+        sandbox=SandboxSettings(per_tenant=1, queue_s=0.3, slots_dir=data_dir / "sandbox-slots"),
     )
     worker = tool_worker(script)
     with serve(worker) as worker_url:
@@ -189,11 +196,88 @@ def test_a_program_that_loops_forever_is_killed_and_the_request_ends_cleanly(sta
     tenant, key = stack.key()
     started = time.monotonic()
     completion = _ask(stack, key, "python:while True:\n    pass")
-    assert time.monotonic() - started < 30  # bounded by the 1.5 s tool timeout, not hung
+    assert time.monotonic() - started < 30  # bounded by the 3 s tool timeout, not hung
     result = json.loads(completion.choices[0].message.content.removeprefix("Tool said: "))
     assert result["status"] == "timeout" and "time limit" in result["error"]
     [record] = stack.audit(tenant)
     assert record.status == "timeout" and record.exit_code is None
+
+
+def _tool_said(completion: Any) -> dict[str, Any]:
+    return json.loads(completion.choices[0].message.content.removeprefix("Tool said: "))
+
+
+def test_a_run_reads_the_callers_file_and_offers_what_it_writes_for_download(stack: Stack) -> None:
+    if not bwrap_works():
+        pytest.skip("bubblewrap not installed (.ci/run installs it)")
+    _, key = stack.key()
+    client = stack.sdk(key)
+    upload = client.files.create(file=("sales.txt", b"3\n4\n5\n"), purpose="user_data")
+    code = (
+        "total = sum(int(line) for line in open('/mnt/data/sales.txt'))\n"
+        "open('/mnt/data/out/summary.md', 'w').write(f'# Sales\\n\\nTotal: {total}\\n')\n"
+        "open('/mnt/data/out/picture.png', 'wb').write(bytes(range(256)))\n"
+        "print(total)\n"
+    )
+    completion = _ask(stack, key, "pyargs:" + json.dumps({"code": code, "files": [upload.id]}).encode().hex())
+    result = _tool_said(completion)
+    assert result["status"] == "ok" and result["output"].strip() == "12"
+    [kept] = result["files"]
+    assert kept["filename"] == "summary.md" and kept["bytes"] == len("# Sales\n\nTotal: 12\n")
+    assert "picture.png" in result["files_dropped"][0]  # scanned by type as an upload is: not a supported kind
+    [run] = completion.model_extra["server_tool_runs"]
+    assert run["files"] == [kept]
+    assert client.files.content(kept["file_id"]).content == b"# Sales\n\nTotal: 12\n"
+    listed = client.files.retrieve(kept["file_id"])
+    assert listed.purpose == "assistants_output" and listed.expires_at is not None
+    # Another tenant's file id is not the caller's: told to the model, nothing run.
+    _, other = stack.key()
+    refused = _tool_said(
+        _ask(stack, other, "pyargs:" + json.dumps({"code": "print(1)", "files": [upload.id]}).encode().hex())
+    )
+    assert refused["status"] == "error" and upload.id in refused["error"]
+
+
+def test_a_fork_bomb_and_a_memory_bomb_are_contained_audited_and_the_gateway_keeps_answering(stack: Stack) -> None:
+    if not bwrap_works():
+        pytest.skip("bubblewrap not installed (.ci/run installs it)")
+    bombs = {
+        "processes": "import os\nwhile True:\n    os.fork()\n",
+        "memory": (
+            "import os, time\nfor _ in range(16):\n    if os.fork() == 0:\n"
+            "        hoard = [bytearray(10 << 20) for _ in range(40)]\n        time.sleep(10)\ntime.sleep(10)\n"
+        ),
+    }
+    for limit, code in bombs.items():
+        tenant, key = stack.key()
+        _, plain_key = stack.key()
+        with ThreadPoolExecutor(2) as pool:
+            attack = pool.submit(_ask, stack, key, "python:" + code)
+            answered = 0
+            while not attack.done():  # plain requests through the same gateway while the bomb runs
+                assert _ask(stack, plain_key, "hello", server_tools=[]).choices[0].message.content == "plain"
+                answered += 1
+            result = _tool_said(attack.result())
+        assert answered >= 1 and limit in result.get("limits_hit", []), result
+        [record] = stack.audit(tenant)
+        assert record.tool == "python" and record.limits_hit == [limit]
+
+
+def test_a_tenant_past_its_sandboxes_at_once_gets_a_429_and_the_refusal_is_audited(stack: Stack) -> None:
+    if not bwrap_works():
+        pytest.skip("bubblewrap not installed (.ci/run installs it)")
+    tenant, key = stack.key()
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(_ask, stack, key, "python:import time\ntime.sleep(1.2)\nprint('done')")
+        time.sleep(0.5)  # the first run holds the tenant's one place
+        with pytest.raises(openai.RateLimitError) as busy:
+            _ask(stack, key, "python:print('second')")
+        assert _tool_said(slow.result())["status"] == "ok"
+    assert busy.value.body["code"] == "sandbox_busy" and busy.value.response.headers["retry-after"]
+    statuses = sorted(r.status.value for r in stack.audit(tenant))
+    assert statuses == ["busy", "ok"]
+    _, other = stack.key()  # another tenant's places are its own
+    assert _tool_said(_ask(stack, other, "python:print(1)"))["status"] == "ok"
 
 
 def test_the_sandbox_sees_neither_the_data_dir_nor_the_network(stack: Stack) -> None:

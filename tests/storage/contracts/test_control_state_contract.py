@@ -149,3 +149,28 @@ async def test_only_the_owner_writes_and_one_claimant_takes_a_stream_over(state:
     assert await state.append_events("s5", record.owner, events(2, b"b"), ended=True, max_bytes=1 << 20, ttl_s=60)
     assert [e.data for e in await state.read_events("s5", 0, 10)] == [b"a", b"b"]
     assert not await state.claim_stream("s5", record.owner, "gw-e")  # ended: nothing to take over
+
+
+async def test_a_lease_admits_its_limit_of_holders_across_clients_and_frees_a_place_on_release(
+    state: ControlState, open_state: Callable[[], ControlState]
+) -> None:
+    other = open_state()
+    held = await asyncio.gather(
+        *(c.acquire_lease("sandbox:t", f"run-{n}", 2, 60) for n, c in enumerate([state, other] * 3))
+    )
+    assert sum(held) == 2
+    holders = [f"run-{n}" for n, taken in enumerate(held) if taken]
+    assert await state.acquire_lease("sandbox:t", holders[0], 2, 60)  # the same holder renews, takes no new place
+    assert not await other.acquire_lease("sandbox:t", "late", 2, 60)
+    assert await state.acquire_lease("sandbox:u", "late", 2, 60)  # another scope is apart
+    await other.release_lease("sandbox:t", holders[1])
+    await other.release_lease("sandbox:t", "never-held")
+    assert await state.acquire_lease("sandbox:t", "late", 2, 60)
+    await other.aclose()
+
+
+async def test_a_lease_never_released_is_gone_at_its_expiry(state: ControlState) -> None:
+    assert await state.acquire_lease("sandbox:v", "dead-gateway", 1, 0.2)
+    assert not await state.acquire_lease("sandbox:v", "next", 1, 60)
+    await asyncio.sleep(0.3)
+    assert await state.acquire_lease("sandbox:v", "next", 1, 60)

@@ -30,8 +30,8 @@ def run(run_id: str, tenant: str = "ten_a", at: datetime = T0, **fields: object)
 
 
 def test_records_round_trip_and_are_idempotent(tool_audit: ToolAuditStore) -> None:
-    full = run("tr_full", input='{"code": "print(2 + 2)"}', output="4\n")
-    bare = run("tr_bare", at=T0 + SECOND, key_id=None, tool="calculator", status=ToolRunStatus.QUOTA, duration_ms=0,
+    full = run("tr_full", input='{"code": "print(2 + 2)"}', output="4\n", limits_hit=["processes", "memory"])
+    bare = run("tr_bare", at=T0 + SECOND, key_id=None, tool="calculator", status=ToolRunStatus.BUSY, duration_ms=0,
                exit_code=None)  # fmt: skip
     assert tool_audit.record(full) and tool_audit.record(bare)
     assert not tool_audit.record(full.model_copy(update={"status": ToolRunStatus.ERROR}))  # unchanged
@@ -58,6 +58,8 @@ def test_listing_is_per_tenant_bounded_by_time_and_limit(tool_audit: ToolAuditSt
 def test_bad_records_write_nothing(tool_audit: ToolAuditStore) -> None:
     with pytest.raises(ValidationError):
         run("tr_bad", duration_ms=-1)
+    with pytest.raises(ValidationError):
+        run("tr_bad", limits_hit=["patience"])
     broken = run("tr_broken")
     broken.duration_ms = -5  # mutated after validation: validated again before the write
     with pytest.raises(ValidationError):

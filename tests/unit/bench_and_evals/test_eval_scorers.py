@@ -10,7 +10,7 @@ import pytest
 
 from functions.offline.evals.answers.answer_checks import extract_code, final_number, has_code, mentions, numbers_equal
 from functions.offline.evals.answers.refusal_markers import is_refusal
-from functions.offline.evals.answers.sandbox import isolation, run_python
+from functions.offline.evals.answers.sandbox import describe_isolation, run_python, unavailable_reason
 from functions.offline.evals.asking import Answer
 from functions.offline.evals.calibration import PairGrade, balanced, calibration_metrics
 from functions.offline.evals.conversation_templates import GAP, TEMPLATES, generate
@@ -94,7 +94,7 @@ def test_with_bubblewrap_the_sandbox_has_no_network_and_a_read_only_file_system(
     import socket
 
     # Installed but not working (say, the interpreter hidden by the private /tmp) must fail here, not fall back quietly.
-    assert isolation() == "bwrap"
+    assert unavailable_reason() is None and describe_isolation().startswith("bubblewrap")
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

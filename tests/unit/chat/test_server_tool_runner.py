@@ -17,9 +17,12 @@ import psutil
 import pytest
 from prometheus_client import CollectorRegistry
 
+from functions.chat.server_tools.context import RunContext
 from functions.chat.server_tools.metrics import ServerToolMetrics
-from functions.chat.server_tools.runner import RunContext, ToolRunner
+from functions.chat.server_tools.runner import ToolRunner
 from functions.chat.server_tools.tools import CalculatorTool, PythonTool
+from functions.sandbox.bubblewrap import BubblewrapRunner
+from functions.sandbox.choice import sandbox_slots
 from functions.spooled_writer import SpooledWriter
 from shared.server_tool_settings import ServerToolSettings, ToolQuota
 from shared.storage.sqlite.limits import SQLiteRateLimits
@@ -42,7 +45,9 @@ def _runner(tmp_path: Path, clock: Clock, **settings: object) -> tuple[ToolRunne
     audit = SQLiteToolAudit(tmp_path / "fleetchat.db")
     writer = SpooledWriter(audit.record, ToolRunRecord, tmp_path / "spool.jsonl")
     registry = CollectorRegistry()
-    tools = {"python": PythonTool(config, hidden=[tmp_path]), "calculator": CalculatorTool(config)}
+    slots = sandbox_slots(config.sandbox.model_copy(update={"slots_dir": tmp_path / "slots"}), None, 1.0)
+    python = PythonTool(config, BubblewrapRunner(hidden=[tmp_path]), slots, None)
+    tools = {"python": python, "calculator": CalculatorTool(config)}
     limits = SQLiteRateLimits(tmp_path / "fleetchat.db")
     return ToolRunner(config, tools, limits, writer, ServerToolMetrics(registry), clock=clock), audit, registry
 

@@ -1,5 +1,5 @@
 """Which server tools a request asked for: the extension field read from the request's extra fields, refused with a
-400 that names the `param`; the python tool is refused, never run unisolated, where bubblewrap cannot run."""
+400 that names the `param`; the python tool is refused, never run unisolated, where its sandbox runner cannot run."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from functions.chat.server_tools.metrics import ServerToolMetrics
-from functions.chat.server_tools.sandboxing import bwrap_works
 from functions.chat.server_tools.service import ServerTools, server_tools_for
+from functions.sandbox.bubblewrap import bwrap_works
 from shared.errors import InvalidRequestError
 from shared.server_tool_settings import ServerToolSettings
 from shared.storage.sqlite.limits import SQLiteRateLimits
@@ -49,3 +49,13 @@ def test_without_bubblewrap_python_is_a_400_and_the_calculator_still_works(
         assert service.requested(_request(server_tools=["calculator"])) == ["calculator"]
     finally:
         bwrap_works.cache_clear()
+
+
+def test_the_modal_runner_without_the_modal_app_is_a_400_naming_why(tmp_path: Path) -> None:
+    db = tmp_path / "fleetchat.db"
+    settings = ServerToolSettings.model_validate({"sandbox": {"runner": "modal"}})
+    metrics = ServerToolMetrics(CollectorRegistry())
+    service = server_tools_for(settings, tmp_path, SQLiteRateLimits(db), SQLiteToolAudit(db), metrics, str)
+    with pytest.raises(InvalidRequestError) as refused:
+        service.requested(_request(server_tools=["python"]))
+    assert refused.value.code == "server_tool_unavailable" and "Modal" in refused.value.message

@@ -14,6 +14,7 @@ from functions.offline.bench.results.priority_results import PriorityStats
 from functions.offline.bench.results.relay_cpu_results import RelayCpuStats
 from functions.offline.bench.results.result_cache_results import ResultCacheStats
 from functions.offline.bench.results.retrieval_results import RetrievalStats
+from functions.offline.bench.results.sandbox_results import SandboxStats
 from functions.offline.measure.stats import LevelStats
 
 
@@ -221,6 +222,7 @@ class BenchResult(BaseModel):
     embeddings: EmbeddingStats | None = None  # issue 22: /v1/embeddings throughput
     control_state: list[ControlStateStats] = Field(default_factory=list)  # issue 47: shared stream state
     relay_cpu: RelayCpuStats | None = None  # issue 47: the gateway's CPU per 1,000 relayed tokens
+    sandbox: SandboxStats | None = None  # issue 53: the gateway's latency while its sandboxes are attacked
     guidellm: GuidellmStats | None = None  # issue 48: guidellm's default request, its own figures
     retrieval: RetrievalStats | None = None  # issue 23: ingestion pages/s, search latency
     checks: list[Check] = Field(default_factory=list)

@@ -13,6 +13,7 @@ from functions.offline.bench.results.records import BenchResult, Check, GoodputS
 from functions.offline.bench.results.relay_cpu_results import relay_cpu_lines
 from functions.offline.bench.results.result_cache_results import result_cache_lines
 from functions.offline.bench.results.retrieval_results import retrieval_lines
+from functions.offline.bench.results.sandbox_results import sandbox_lines
 
 MISSING = "—"
 
@@ -233,6 +234,8 @@ def render_markdown(result: BenchResult) -> str:
         lines += continuation_lines(result.continuation)
     if result.relay_cpu is not None:
         lines += relay_cpu_lines(result.relay_cpu)
+    if result.sandbox is not None:
+        lines += sandbox_lines(result.sandbox)
     if result.guidellm is not None:
         lines += guidellm_lines(result.guidellm)
     if result.goodput is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functions.offline.bench.results.continuation_results import continuation_checks
 from functions.offline.bench.results.priority_results import priority_checks
 from functions.offline.bench.results.records import BenchResult, Check
+from functions.offline.bench.results.sandbox_results import UNDER_ATTACK_P50_MAX
 
 SCALING_MIN = 4.0  # 8-stream aggregate tok/s over single-stream tok/s
 PREFIX_WARM_OVER_COLD_MAX = 0.2
@@ -101,6 +102,10 @@ def evaluate(result: BenchResult) -> list[Check]:
         checks.append(
             _at_most(f"safety pre-filter p50, {pre.context_tokens}-token context", pre.p50_ms, SAFETY_P50_MAX_MS, " ms")
         )
+    if result.sandbox is not None:
+        for run in result.sandbox.runs:
+            ratio = result.sandbox.ratio(run)
+            checks.append(_at_most(f"plain request p50 during a {run.attack} / idle", ratio, UNDER_ATTACK_P50_MAX, "x"))
     checks += [Check.model_validate(row) for row in priority_checks(result.priority)]
     checks += [Check.model_validate(row) for row in continuation_checks(result.continuation)]
     return checks

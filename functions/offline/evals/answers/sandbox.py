@@ -1,16 +1,19 @@
-"""The eval job's sandbox for a model's answer plus the item's tests: functions/chat/server_tools/sandboxing.py with the
-host's file system visible read-only (the eval program may need what the interpreter's environment has), falling back to
-rlimits and a temporary working directory where bubblewrap is missing; `isolation()` says which applies and the report
-states it. The request path's python tool never falls back (it requires bubblewrap)."""
+"""The eval job's sandbox for a model's answer plus the item's tests: the same runners as the python tool
+(functions/sandbox/), bubblewrap with the host's file system visible read-only (the eval program may need what the
+interpreter's environment has) on this machine, a Modal Sandbox deployed (gpu_workers/modal_app.py hands the job its
+runner with `use_runner`). Where no runner can isolate the code it is not run: `run_python` raises
+SandboxUnavailableError and the report says why (the job never runs a model's code unisolated)."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from functions.chat.server_tools.sandboxing import FileView, SandboxLimits, bwrap_works
-from functions.chat.server_tools.sandboxing import run_python as run_sandboxed
+from functions.sandbox.bubblewrap import BubblewrapRunner, FileView
+from functions.sandbox.protocol import SandboxLimits, SandboxRunner, SandboxUnavailableError
 
 OUTPUT_TAIL = 600  # characters of stdout+stderr kept for the report
+
+_runner: SandboxRunner = BubblewrapRunner(FileView.HOST)
 
 
 class SandboxResult(BaseModel):
@@ -21,21 +24,26 @@ class SandboxResult(BaseModel):
     isolation: str
 
 
-def isolation() -> str:
-    """'bwrap' when bubblewrap is installed and works here (user namespaces allowed), else 'rlimits'."""
-    return "bwrap" if bwrap_works() else "rlimits"
+def use_runner(runner: SandboxRunner) -> None:
+    """Run the eval's code in `runner` from now on (the deployed job's Modal Sandboxes)."""
+    global _runner
+    _runner = runner
+
+
+def unavailable_reason() -> str | None:
+    return _runner.unavailable_reason()
 
 
 def describe_isolation() -> str:
-    if isolation() == "bwrap":
-        return "bubblewrap: no network, read-only file system, private /tmp and PID namespace; rlimits"
-    return "rlimits and a temporary working directory only: bubblewrap not available, network NOT blocked"
+    return _runner.describe()
 
 
 async def run_python(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024) -> SandboxResult:
-    """Run `program` with this interpreter; passed when it exits 0 within `timeout_s`."""
-    limits = SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb)
-    run = await run_sandboxed(program, limits, view=FileView.HOST, require_bwrap=False)
+    """Run `program` isolated; passed when it exits 0 within `timeout_s`. SandboxUnavailableError: not run."""
+    if (reason := _runner.unavailable_reason()) is not None:
+        raise SandboxUnavailableError(reason)
+    limits = SandboxLimits(timeout_s=timeout_s, memory_mb=memory_mb, sandbox_memory_mb=max(memory_mb, 1024))
+    run = await _runner.run(program, limits)
     return SandboxResult(
         passed=run.ok,
         timed_out=run.timed_out,

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from functions.judging.client import JudgeClient
 from functions.judging.verdict import JudgeRequest, JudgeVerdict
 from functions.offline.evals.answers.answer_checks import extract_code, final_number, numbers_equal, program_with_tests
-from functions.offline.evals.answers.sandbox import describe_isolation, run_python
+from functions.offline.evals.answers.sandbox import describe_isolation, run_python, unavailable_reason
 from functions.offline.evals.asking import Answer, ask, bounded, default_model
 from functions.offline.evals.calibration import balanced, calibration_cases, calibration_metrics, grade_pairs
 from functions.offline.evals.golden.items import (
@@ -33,6 +33,7 @@ from functions.offline.evals.golden.items import (
 )
 from functions.offline.evals.suite import CaseResult, Direction, Metric, Progress, SuiteResult
 from functions.offline.evals.target import EvalTarget
+from functions.sandbox.protocol import SandboxUnavailableError
 from shared.fleet.tiers import Tier
 
 # Allowed worsening vs the baseline. A category holds 50-60 items: one item is ~2 points, so 0.1 is ~5 items.
@@ -122,7 +123,11 @@ class QualitySuite:
         if target.local:
             result.notes.append(LOCAL_JUDGE_NOTE + f" Answers were capped at {max_tokens} tokens.")
         if any(g.item.check and g.item.check.kind == "python_tests" for g in graded):
-            result.notes.append(f"Coding answers ran in: {describe_isolation()}.")
+            if (reason := unavailable_reason()) is not None:
+                refusal = f"coding answers were not run (no sandbox: {reason})"
+                result.error = refusal if result.error is None else f"{result.error}; {refusal}"
+            else:
+                result.notes.append(f"Coding answers ran in: {describe_isolation()}.")
         result.duration_s = time.monotonic() - started
         return result
 
@@ -154,7 +159,10 @@ async def check_answer(item: GoldenItem, answer: Answer) -> tuple[bool | None, d
     code = extract_code(answer.text, check.entry_point)
     if code is None:
         return False, {"check": "python_tests", "reason": "no code in the answer"}
-    run = await run_python(program_with_tests(code, check.header, check.tests, check.entry_point))
+    try:
+        run = await run_python(program_with_tests(code, check.header, check.tests, check.entry_point))
+    except SandboxUnavailableError as exc:  # never run unisolated: the item is not graded, and the report says why
+        return None, {"check": "python_tests", "reason": f"not run: {exc}"}
     detail = {"check": "python_tests", "timed_out": run.timed_out, "isolation": run.isolation}
     if not run.passed:
         detail["output_tail"] = run.output_tail[-300:]

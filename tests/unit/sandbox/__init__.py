@@ -1,0 +1,1 @@
+"""The sandbox runners' logic without running code: the Modal runner over a scripted remote, the run places."""
