@@ -325,7 +325,7 @@ class BubblewrapRunner:
         return (
             f"bubblewrap: no network, read-only file system, private /tmp and PID namespace, {who} without "
             f"capabilities, seccomp filter, rlimits; whole-sandbox limits by {process_limit()}"
-            f"{' (one core each, at idle priority)' if (c := _cgroups()) is not None and c.cpu else ''}; "
+            f"{' (one core each, at a low CPU weight)' if (c := _cgroups()) is not None and c.cpu else ''}; "
             f"{python.path if python else 'no'} interpreter"
         )
 

@@ -1,7 +1,7 @@
 """Whole-sandbox limits from the kernel's control groups: one group per run with a process limit and a memory limit
 for all its processes together, which limits it ran into, and its removal (anything left in it killed). Where the `cpu`
-controller is there too, every sandbox runs at idle priority under one parent (the gateway, the workers and the
-machine's other work go first when the cores are busy) and each run gets at most one core.
+controller is there too, every sandbox runs at a low CPU weight under one parent (the gateway, the workers and the
+machine's other work get most of the cores when they are busy) and each run gets at most one core.
 
 cgroup v2 where this process's own group can delegate the `pids` and `memory` controllers to a child (a systemd unit
 with `Delegate=yes`, a container given its own cgroup namespace); cgroup v1 where the `pids` and `memory` hierarchies
@@ -138,7 +138,7 @@ class Cgroups:
 
     version: int
     parents: tuple[Path, ...]  # v2: (the delegated parent,); v1: (pids parent, memory parent[, cpu parent])
-    cpu: bool = False  # whether runs are held to one core each, at idle priority
+    cpu: bool = False  # whether runs are held to one core each, at a low CPU weight
 
     @property
     def name(self) -> str:
@@ -176,16 +176,17 @@ class Cgroups:
         return group
 
 
-def _idle_priority(parent: Path, version: int) -> bool:
-    """Every sandbox under `parent` at idle priority against the rest of the machine (cpu.idle, else the least
-    weight); whether the `cpu` controller took it."""
+# The sandboxes' CPU weight against the machine's other work: one eighth of a default group (cgroup v1 cpu.shares
+# 1024, v2 cpu.weight 100). Not idle priority: under sustained load that starves a run into its timeout.
+SHARES_V1, WEIGHT_V2 = 128, 12
+
+
+def _low_priority(parent: Path, version: int) -> bool:
+    """Every sandbox under `parent` at a low CPU weight; whether the `cpu` controller took it."""
+    with contextlib.suppress(OSError):  # not idle priority (a parent an earlier version left so)
+        _write(parent / "cpu.idle", "0")
     try:
-        _write(parent / "cpu.idle", "1")
-        return True
-    except OSError:
-        pass
-    try:
-        _write(parent / ("cpu.weight" if version == 2 else "cpu.shares"), "1" if version == 2 else "2")
+        _write(parent / ("cpu.weight" if version == 2 else "cpu.shares"), str(WEIGHT_V2 if version == 2 else SHARES_V1))
         return True
     except OSError:
         return False
@@ -210,7 +211,7 @@ def _v2() -> Cgroups | None:
         _write(parent / "cgroup.subtree_control", " ".join(f"+{c}" for c in wanted))
     except OSError:
         return None
-    return Cgroups(2, (parent,), cpu="cpu" in wanted and _idle_priority(parent, 2))
+    return Cgroups(2, (parent,), cpu="cpu" in wanted and _low_priority(parent, 2))
 
 
 def _v1_parent(controller: str) -> Path | None:
@@ -231,7 +232,7 @@ def _v1() -> Cgroups | None:
     if any(parent is None for parent in parents):
         return None
     cpu = _v1_parent("cpu")
-    if cpu is not None and _idle_priority(cpu, 1):
+    if cpu is not None and _low_priority(cpu, 1):
         return Cgroups(1, (*parents, cpu), cpu=True)  # type: ignore[arg-type]
     return Cgroups(1, tuple(parents))  # type: ignore[arg-type]
 

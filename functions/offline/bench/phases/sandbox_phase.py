@@ -13,12 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +23,10 @@ import httpx
 from fastapi import FastAPI
 from rich.progress import Progress
 
-from functions.offline.bench.phases.phase_gateway import free_port, spawn_gateway, unlimited_tenant, wait_ready
+from functions.offline.bench.phases.phase_gateway import spawn_gateway, unlimited_tenant, wait_ready
 from functions.offline.bench.results.sandbox_results import AttackRun, SandboxStats
 from functions.offline.measure import stats
+from functions.offline.measure.in_thread_server import serve
 from functions.sandbox.bubblewrap import BubblewrapRunner
 
 MODEL = "mini"
@@ -74,24 +72,6 @@ def attack_worker() -> FastAPI:
         return {"status": "ok"}
 
     return app
-
-
-@contextmanager
-def served(app: FastAPI) -> Iterator[str]:
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 async def _plain(http: httpx.AsyncClient, count: int, progress: Progress, task: Any) -> tuple[list[float], int]:
@@ -141,7 +121,7 @@ async def sandbox_phase(progress: Progress, *, plain_requests: int, attackers: i
     runner = BubblewrapRunner()
     if (reason := runner.unavailable_reason()) is not None:
         raise RuntimeError(f"the sandbox cannot run here: {reason}")
-    with tempfile.TemporaryDirectory(prefix="fleetchat-bench-sandbox-") as tmp, served(attack_worker()) as worker:
+    with tempfile.TemporaryDirectory(prefix="fleetchat-bench-sandbox-") as tmp, serve(attack_worker()) as worker:
         data_dir = Path(tmp) / "data"
         data_dir.mkdir()
         key = unlimited_tenant(data_dir, MODEL, "bench-sandbox")
