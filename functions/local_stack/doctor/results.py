@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-Group = Literal["config", "stores", "stripe", "workers", "web"]
-GROUPS: tuple[Group, ...] = ("config", "stores", "stripe", "workers", "web")
+Group = Literal["config", "stores", "stripe", "workers", "sandbox", "web"]
+GROUPS: tuple[Group, ...] = ("config", "stores", "stripe", "workers", "sandbox", "web")
 
 
 class Status(StrEnum):

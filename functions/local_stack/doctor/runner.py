@@ -11,6 +11,7 @@ from functions.local_stack.doctor.config_checks import check_config, load_settin
 from functions.local_stack.doctor.control_state_checks import check_control_state
 from functions.local_stack.doctor.local_checks import check_data_dir, check_sqlite, check_web_build
 from functions.local_stack.doctor.results import GROUPS, CheckResult, DoctorReport, Group, Status, bounded
+from functions.local_stack.doctor.sandbox_checks import check_sandbox
 from functions.local_stack.doctor.stripe_checks import check_api, check_mode
 from functions.local_stack.doctor.worker_checks import check_workers
 from shared.settings import Settings
@@ -35,6 +36,8 @@ async def diagnose(
     if "stripe" not in skip:
         results += check_mode(settings)
         pending.append(bounded("stripe", "API", partial(check_api, settings, timeout_s), 2 * timeout_s))
+    if "sandbox" not in skip:
+        pending.append(bounded("sandbox", "runner", partial(check_sandbox, settings), 4 * timeout_s))
     if "web" not in skip:
         pending.append(bounded("web", "web build", partial(check_web_build, settings), timeout_s))
     if "workers" not in skip:
