@@ -4,7 +4,7 @@ timeout.
 With bubblewrap (`bwrap`, Debian's `bubblewrap`) the child gets new namespaces of every kind (`--unshare-all`): a
 network namespace with nothing in it (no network, not even the host's loopback), its own PID namespace (killing the
 sandbox's bwrap kills everything in it, processes that left the process group included), and a file system of our
-choosing, mounted read-only but for a size-bounded private /tmp and a size-bounded /mnt/data/out. Two views of it:
+choosing, mounted read-only but for a size-bounded private /tmp, /dev/shm and /mnt/data/out. Two views of it:
 
 - `MINIMAL` (the request path's python tool): only the system's /usr, /bin, /lib* and the base interpreter's own
   prefix are bound; nothing else of the host exists inside: no data dir, no keys, no `.env`, no checkout, no /etc.
@@ -162,6 +162,8 @@ def bwrap_command(
         "--setenv", "HOME", "/tmp",
         *binds,
         "--dev", "/dev",
+        "--size", str(limits.scratch_mb << 20), "--tmpfs", "/dev/shm",  # POSIX shared memory (multiprocessing), bounded
+        "--remount-ro", "/dev",  # else an unbounded tmpfs the program could fill
         "--proc", "/proc",
         "--size", str(limits.scratch_mb << 20), "--tmpfs", "/tmp",
         *[arg for d in under_tmp for arg in ("--ro-bind", d, d)],

@@ -135,15 +135,21 @@ def test_no_socket_reaches_the_host_even_on_loopback_and_no_name_resolves() -> N
 
 def test_only_the_bounded_scratch_and_output_dirs_are_writable() -> None:
     program = (
-        "for path in ('/usr/probe', '/probe', '/mnt/probe', '/mnt/data/probe'):\n"
+        "for path in ('/usr/probe', '/probe', '/mnt/probe', '/mnt/data/probe', '/dev/probe'):\n"
         "    try:\n        open(path, 'w'); print('WROTE', path)\n"
         "    except OSError as exc:\n        print('refused', exc.strerror)\n"
         "open('/tmp/ok', 'w').write('fine')\n"
         "try:\n    open('/tmp/big', 'wb').write(b'x' * (12 << 20))\nexcept OSError as exc:\n    print(exc.strerror)\n"
     )
+    program += (
+        "import multiprocessing\n"
+        "multiprocessing.Lock()\n"  # POSIX shared memory works...
+        "try:\n    open('/dev/shm/big', 'wb').write(b'x' * (12 << 20))\n"
+        "except OSError as exc:\n    print(exc.strerror)\n"
+    )  # ...within the same bound
     result = run(program, scratch_mb=4)
-    assert result.ok and "WROTE" not in result.output and result.output.count("refused") == 4
-    assert "No space left on device" in result.output
+    assert result.ok and "WROTE" not in result.output and result.output.count("refused") == 5
+    assert result.output.count("No space left on device") == 2
 
 
 @pytest.mark.parametrize(
