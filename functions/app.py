@@ -195,7 +195,7 @@ def create_app(
 
             await fleet.joined("pool-share", share_pools)
             app.state.accounting = Accounting(admission, writer, app.state.metrics)
-            app.state.turns = ConversationTurns(app.state.conversations)
+            app.state.turns = ConversationTurns(app.state.conversations, context_tokens(settings))
             app.state.safety_audit = own(open_safety_audit(settings))
             audit = SafetyAuditWriter(app.state.safety_audit, settings.data_dir / "safety-audit-spool.jsonl")
             # Requests for the fleet's own workers carry the worker credential; nothing else sees it.

@@ -1,5 +1,9 @@
 """One chat turn against a stored conversation: load and render the history, then persist the turn durably.
 
+A history longer than its pool's context is rendered from a later message on (shared/context_window.py: the oldest
+turns leave in steps that keep consecutive prompts' prefix); the response says how many stored messages are out of
+context (`conversation.out_of_context`, header `x-fleetchat-out-of-context`). The stored conversation keeps them all.
+
 `begin` runs before routing (it may refuse with 400/404), `finish` after the worker answered and before the client
 sees the end of the response (`[DONE]` or the JSON body). If the store is down the turn is still answered, single-turn,
 and the response says it was not saved; it is never dropped silently.
@@ -8,6 +12,7 @@ and the response says it was not saved; it is never dropped silently.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from anyio import to_thread
 
 from functions.accounts.retention import expiry_for
+from shared.context_window import ContextWindow, pinned_count, window_start
 from shared.errors import InvalidRequestError
 from shared.rendering import CURRENT_RENDER_VERSION, RenderedMessages, render
 from shared.storage.accounts import Tenant
@@ -44,6 +50,7 @@ log = logging.getLogger("fleetchat.conversations")
 CONVERSATION_HEADER = "x-conversation-id"
 HISTORY_HEADER = "x-fleetchat-history"
 STORED_HEADER = "x-fleetchat-stored"
+OUT_OF_CONTEXT_HEADER = "x-fleetchat-out-of-context"
 TITLE_CHARS = 60
 APPEND_ATTEMPTS = 3
 
@@ -74,17 +81,23 @@ class Turn:
     # those messages as its history (two continuations of one response are two branches).
     fork_to: str | None = None
     fork_at: int | None = None
+    out_of_context: int = 0  # stored messages (after the system prompt) this turn's prompt leaves out
 
     def apply(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
         """The request as the worker must see it: the rendered conversation instead of the client's messages."""
         return request.model_copy(update={"messages": [ChatMessage(**m) for m in self.rendered]})
 
     def headers(self) -> dict[str, str]:
-        return {CONVERSATION_HEADER: self.conversation_id, HISTORY_HEADER: self.history.value}
+        headers = {CONVERSATION_HEADER: self.conversation_id, HISTORY_HEADER: self.history.value}
+        if self.out_of_context:
+            headers[OUT_OF_CONTEXT_HEADER] = str(self.out_of_context)
+        return headers
 
     def summary(self, stored: bool, version: int | None) -> dict[str, Any]:
-        """The `conversation` extension object of the response body (and of a stream's last chunk)."""
-        return {"id": self.conversation_id, "stored": stored, "history": self.history.value, "version": version}
+        """The `conversation` extension object of the response body (and of a stream's last chunk); with
+        `out_of_context` when the prompt left the oldest stored messages out."""
+        summary = {"id": self.conversation_id, "stored": stored, "history": self.history.value, "version": version}
+        return {**summary, "out_of_context": self.out_of_context} if self.out_of_context else summary
 
 
 @dataclass(frozen=True)
@@ -146,9 +159,28 @@ def _same_turns(stored: list[StoredMessage], read: list[StoredMessage] | None) -
     return [(m.role, m.content, m.tool_call_id) for m in stored] == [(m.role, m.content, m.tool_call_id) for m in read]
 
 
+def _windowed(
+    history: list[StoredMessage], new: list[StoredMessage], window: ContextWindow | None
+) -> tuple[list[StoredMessage], int]:
+    """The history the prompt keeps (the pinned system prompt, then from the window's start) and how many stored
+    messages it leaves out."""
+    if window is None or not history:
+        return history, 0
+    pinned = pinned_count(history)
+    start = min(window_start([*history, *new], window), len(history))
+    if start <= pinned:
+        return history, 0
+    return [*history[:pinned], *history[start:]], start - pinned
+
+
 class ConversationTurns:
-    def __init__(self, store: ConversationStore) -> None:
+    def __init__(self, store: ConversationStore, context_tokens: Mapping[str, int] | None = None) -> None:
         self.store = store
+        self.context_tokens = dict(context_tokens or {})  # each pool's context length (functions/app.py)
+
+    def window_for(self, pool: str | None) -> ContextWindow | None:
+        context = self.context_tokens.get(pool or "")
+        return ContextWindow.for_context(context) if context else None
 
     async def begin(
         self,
@@ -159,11 +191,13 @@ class ConversationTurns:
         new_id: str | None = None,
         loaded: Conversation | None = None,
         fork_to: str | None = None,
+        pool: str | None = None,
     ) -> Turn | None:
         """The turn this request belongs to, or None for a stateless request. `new_id`: the id a new conversation
         gets (a Responses API id names it before the turn is stored); a fresh one by default. `loaded`: the
         conversation as the caller read it, continued exactly as read; `fork_to`: where the turn goes if the
-        conversation moved on before it is stored (Turn.fork_to)."""
+        conversation moved on before it is stored (Turn.fork_to). `pool`: the requested model's pool, whose
+        context the rendered history is kept within."""
         conversation_id = self._requested_id(request, header_id)
         if conversation_id is None and not request.store:
             return None
@@ -204,8 +238,9 @@ class ConversationTurns:
             )
         if stored is None:
             raise ConversationNotFoundError(conversation_id)
+        window = self.window_for(pool)
         if request.replace_from is not None:
-            return self._edit(tenant, stored, sent, request.replace_from)
+            return self._edit(tenant, stored, sent, request.replace_from, window)
         new = _new_turn_only(stored.messages, sent)
         if stored.complete:
             history, status = stored.messages, History.LOADED
@@ -217,21 +252,25 @@ class ConversationTurns:
                 stored.message_count,
             )
             history, status = [], History.COLD
+        kept, out_of_context = _windowed(history, new, window)
         return Turn(
             tenant=tenant,
             conversation_id=conversation_id,
             expected_version=stored.version,
             render_version=stored.render_version,
             new_messages=new,
-            rendered=render(stored.render_version, history, new),
+            rendered=render(stored.render_version, kept, new),
             history=status,
             loaded=stored,
             fork_to=fork_to,
             fork_at=len(stored.messages) if fork_to is not None else None,
+            out_of_context=out_of_context,
         )
 
     @staticmethod
-    def _edit(tenant: Tenant, stored: Conversation, sent: list[StoredMessage], replace_from: int) -> Turn:
+    def _edit(
+        tenant: Tenant, stored: Conversation, sent: list[StoredMessage], replace_from: int, window: ContextWindow | None
+    ) -> Turn:
         """Edit-and-resend or regenerate: the history up to `replace_from` is kept, the rest replaced by this turn."""
         if not stored.complete:
             raise StoreUnavailableError("The stored conversation is incomplete right now; try the edit again shortly.")
@@ -242,7 +281,7 @@ class ConversationTurns:
             )
         if any(m.role != "user" for m in sent):
             raise InvalidRequestError("An edit sends only the new user message(s).", param="messages")
-        history = stored.messages[:keep]
+        history, out_of_context = _windowed(stored.messages[:keep], sent, window)
         return Turn(
             tenant=tenant,
             conversation_id=stored.id,
@@ -253,6 +292,7 @@ class ConversationTurns:
             history=History.LOADED,
             loaded=stored,
             keep=keep,
+            out_of_context=out_of_context,
         )
 
     @staticmethod

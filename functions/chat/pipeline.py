@@ -38,7 +38,7 @@ from functions.safety.pipeline import SafetyPipeline
 from functions.safety.rules import RULES_VERSION
 from functions.safety.untrusted_context import QUOTED_HEADER, Rewritten, screen_untrusted
 from functions.worker_client import NoReplicaReachableError
-from shared.errors import ContentPolicyViolationError
+from shared.errors import ContentPolicyViolationError, FleetchatError
 from shared.storage.conversations import Conversation
 from shared.storage.ledger import Outcome
 from shared.storage.safety_audit import SafetyAction, SafetyDetector, SafetyLayer
@@ -153,6 +153,10 @@ class ChatPipeline:
     async def conversation(self, call: ChatCall) -> None:
         """The stored conversation's history joins the request (functions/chat/conversation_turns.py); the whole
         history's tool calls are checked like the client's own (a 400 before anything is charged)."""
+        try:  # the requested model's pool: its context bounds the rendered history
+            pool: str | None = self.services.chat.pool_for(call.caller.tenant, call.body)
+        except FleetchatError:  # a model the tier cannot use: admission refuses it, after the conversation's checks
+            pool = None
         call.turn = await self.services.turns.begin(
             call.caller.tenant,
             call.body,
@@ -160,6 +164,7 @@ class ChatPipeline:
             new_id=call.new_conversation_id,
             loaded=call.loaded_conversation,
             fork_to=call.fork_to,
+            pool=pool,
         )
         if call.turn is not None:
             call.turn.response = call.response

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  contextCutIndex,
   fromStored,
   lastUserIndex,
   markTurnUnsaved,
@@ -189,5 +190,30 @@ describe("unsaved turns", () => {
       ["x", 4],
     ]);
     expect(out[3]!.content).toBe("partial");
+  });
+});
+
+describe("contextCutIndex", () => {
+  const many: StoredMessage[] = [
+    { role: "system", content: "be nice" },
+    ...Array.from({ length: 6 }, (_, i): StoredMessage => ({ role: i % 2 ? "assistant" : "user", content: `m${i}` })),
+  ];
+
+  it("puts the divider before the first message the model still sees, after the hidden system prompt", () => {
+    const view = fromStored(many); // stored indices 1..6
+    expect(contextCutIndex(view, 2)).toBe(2); // stored 1 and 2 are out: the divider goes before stored 3
+    expect(view[2]!.storedIndex).toBe(3);
+  });
+
+  it("counts from the first message when there is no system prompt", () => {
+    const view = fromStored(many.slice(1)); // stored indices 0..5
+    expect(contextCutIndex(view, 4)).toBe(4);
+  });
+
+  it("shows no divider when nothing is out of context or the cut is not in view", () => {
+    const view = fromStored(many);
+    expect(contextCutIndex(view, 0)).toBeNull();
+    expect(contextCutIndex(view, 40)).toBeNull();
+    expect(contextCutIndex([], 3)).toBeNull();
   });
 });

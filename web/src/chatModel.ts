@@ -184,3 +184,18 @@ export function lastUserIndex(messages: UiMessage[]): number {
   for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.role === "user") return i;
   return -1;
 }
+
+/**
+ * Where the "out of context" divider goes: the view index of the first message the model still sees, when the last
+ * answer said the prompt left `outOfContext` stored messages out (counted after the conversation's leading system
+ * messages, which the view hides but whose stored indices it keeps); null when nothing is out of context or the
+ * first kept message is not in view.
+ */
+export function contextCutIndex(messages: UiMessage[], outOfContext: number): number | null {
+  if (outOfContext <= 0) return null;
+  const stored = messages.filter((m) => m.storedIndex !== undefined).map((m) => m.storedIndex!);
+  if (stored.length === 0) return null;
+  const pinned = Math.min(...stored); // the first shown stored message follows the hidden system prompt
+  const index = messages.findIndex((m) => m.storedIndex === pinned + outOfContext);
+  return index > 0 ? index : null;
+}

@@ -81,6 +81,8 @@ export interface ConversationExtension {
   stored: boolean;
   history?: string;
   version?: number | null;
+  /** Stored messages (after the system prompt) the prompt left out: the conversation outgrew the model's context. */
+  out_of_context?: number;
 }
 
 export interface ChatMessageParam {

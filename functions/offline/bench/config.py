@@ -32,6 +32,9 @@ class BenchConfig(BaseModel):
     models_probe_requests: int = Field(default=50, ge=1)
     conversation_turns: int = Field(default=10, ge=2, le=10)
     conversation_max_tokens: int = Field(default=32, ge=1)
+    # Issue 50: one conversation past its pool's context (the local pool's 8,192 tokens fill in about 60 turns).
+    long_conversation_turns: int = Field(default=200, ge=2)
+    long_conversation_max_tokens: int = Field(default=48, ge=1)
     store_appends: int = Field(default=300, ge=10)
     control_state_answers: int = Field(default=20, ge=1)  # simulated streamed answers per control-state engine
     control_state_tokens: int = Field(default=200, ge=1)

@@ -32,6 +32,7 @@ from functions.offline.bench.phases.conversation_phase import multi_turn
 from functions.offline.bench.phases.embeddings_phase import embeddings_phase
 from functions.offline.bench.phases.goodput_phase import KEYS_FILE, GoodputPlan, goodput_phase
 from functions.offline.bench.phases.guidellm_phase import guidellm_phase
+from functions.offline.bench.phases.long_conversation_phase import long_conversation_phase
 from functions.offline.bench.phases.priority_phase import PriorityConfig, priority_phase
 from functions.offline.bench.phases.relay_cpu_phase import relay_cpu_phase
 from functions.offline.bench.phases.result_cache_phase import result_cache_phase
@@ -48,6 +49,7 @@ from functions.offline.bench.stack import LocalStack, gateway_reachable, start_l
 from functions.offline.evals.tenants import ensure_eval_keys
 from functions.offline.measure import stats
 from functions.offline.measure.load import make_client, run_level, stream_chat, timed_get
+from shared.fleet.tables import tables
 from shared.fleet.tiers import Tier
 
 console = Console(stderr=True)
@@ -320,6 +322,14 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
                 result.conversation = await multi_turn(
                     phases.client, cfg.model, cfg.conversation_max_tokens, progress, cfg.conversation_turns
                 )
+                try:  # issue 50: a conversation past its pool's context, every turn answered
+                    turns = min(cfg.long_conversation_turns, 20) if cfg.quick else cfg.long_conversation_turns
+                    context = tables().pools[cfg.model].local.max_model_len
+                    result.long_conversation = await long_conversation_phase(
+                        phases.client, cfg.model, context, turns, cfg.long_conversation_max_tokens, progress
+                    )
+                except Exception as exc:  # as above
+                    result.notes.append(f"long conversation phase failed: {type(exc).__name__}: {exc}")
             appends = min(cfg.store_appends, 60) if cfg.quick else cfg.store_appends
             try:
                 result.store_appends, notes = await asyncio.to_thread(store_append_phase, appends, progress)

@@ -1,6 +1,7 @@
 /** The scrollable conversation: messages, auto-scroll while the answer streams (unless the reader scrolled up),
  * and the code blocks' Copy buttons (one delegated listener; the buttons live in sanitized markdown HTML). */
 import { useLayoutEffect, useRef } from "preact/hooks";
+import { contextCutIndex } from "../chatModel";
 import { copyText } from "../clipboard";
 import type { ChatController } from "../hooks/useChat";
 import { useFeedback } from "../hooks/useFeedback";
@@ -61,6 +62,7 @@ export function MessageList({ chat, onOpenCitation }: Props) {
     }
   }
   const feedback = useFeedback(stored ? conversationId : null, answers);
+  const cut = contextCutIndex(messages, chat.outOfContext);
 
   return (
     <div class="chat-scroll" ref={scroller} onScroll={onScroll} onClick={(e) => void onCopyClick(e)}>
@@ -76,7 +78,12 @@ export function MessageList({ chat, onOpenCitation }: Props) {
         </div>
       )}
       <div class="messages">
-        {messages.map((message, i) =>
+        {messages.map((message, i) => [
+          i === cut && (
+            <div key="context-cut" class="context-divider" role="note" data-testid="context-divider">
+              The model no longer sees the messages above: this conversation outgrew its context.
+            </div>
+          ),
           message.role === "user" ? (
             <UserMessage
               key={message.key}
@@ -102,7 +109,7 @@ export function MessageList({ chat, onOpenCitation }: Props) {
               }
             />
           ),
-        )}
+        ])}
       </div>
     </div>
   );

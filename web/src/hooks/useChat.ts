@@ -128,6 +128,8 @@ export function useChat(options: ChatOptions) {
   const [banner, setBanner] = useState<BannerState | null>(null);
   const [editing, setEditing] = useState<EditingState | null>(null);
   const [liveStatus, setLiveStatus] = useState("");
+  // Stored messages the last answer's prompt left out (the conversation outgrew the model's context).
+  const [outOfContext, setOutOfContext] = useState(0);
 
   const messagesRef = useRef<UiMessage[]>([]);
   const conversationRef = useRef<string | null>(null);
@@ -390,6 +392,7 @@ export function useChat(options: ChatOptions) {
       let ended: "done" | "disconnected" | null = null;
       let stored: boolean | null = meta.stored;
       let savedVersion: number | null = null;
+      let leftOut: number | null = null;
       let frame = 0;
       let first = true;
       let reconnecting = false;
@@ -430,6 +433,7 @@ export function useChat(options: ChatOptions) {
               break;
             }
             case "conversation":
+              leftOut = event.conversation.out_of_context ?? 0;
               stored = event.conversation.stored !== false;
               savedVersion = typeof event.conversation.version === "number" ? event.conversation.version : null;
               if (!convId && event.conversation.id) adopt(event.conversation.id);
@@ -458,6 +462,7 @@ export function useChat(options: ChatOptions) {
       if (requestIdRef.current === meta.requestId) requestIdRef.current = null;
       release();
       if (seq !== viewSeq.current) return;
+      if (leftOut !== null) setOutOfContext(leftOut);
 
       const aborted = controller.signal.aborted;
       const { status, view, savedTurn, notSaved, unknown, liveStatus } = turnOutcome({
@@ -687,6 +692,7 @@ export function useChat(options: ChatOptions) {
 
   const newChat = useCallback(() => {
     resetView();
+    setOutOfContext(0);
     setConversationId(null);
     setMessages([]);
     setPersisted(false);
@@ -698,6 +704,7 @@ export function useChat(options: ChatOptions) {
   const openConversation = useCallback(
     async (id: string): Promise<void> => {
       resetView();
+      setOutOfContext(0); // known again after this conversation's next answer
       const seq = viewSeq.current;
       setConversationId(id);
       setMessages([]);
@@ -745,6 +752,7 @@ export function useChat(options: ChatOptions) {
     banner,
     editing,
     liveStatus,
+    outOfContext,
     send,
     stop,
     regenerate,

@@ -10,6 +10,7 @@ from functions.offline.bench.results.continuation_results import ContinuationSta
 from functions.offline.bench.results.control_state_results import ControlStateStats
 from functions.offline.bench.results.embeddings_results import EmbeddingStats
 from functions.offline.bench.results.guidellm_results import GuidellmStats
+from functions.offline.bench.results.long_conversation_results import LongConversationStats
 from functions.offline.bench.results.priority_results import PriorityStats
 from functions.offline.bench.results.relay_cpu_results import RelayCpuStats
 from functions.offline.bench.results.result_cache_results import ResultCacheStats
@@ -223,6 +224,7 @@ class BenchResult(BaseModel):
     control_state: list[ControlStateStats] = Field(default_factory=list)  # issue 47: shared stream state
     relay_cpu: RelayCpuStats | None = None  # issue 47: the gateway's CPU per 1,000 relayed tokens
     sandbox: SandboxStats | None = None  # issue 53: the gateway's latency while its sandboxes are attacked
+    long_conversation: LongConversationStats | None = None  # issue 50: a conversation past its pool's context
     guidellm: GuidellmStats | None = None  # issue 48: guidellm's default request, its own figures
     retrieval: RetrievalStats | None = None  # issue 23: ingestion pages/s, search latency
     checks: list[Check] = Field(default_factory=list)

@@ -8,6 +8,7 @@ from typing import Any
 from functions.offline.bench.results.continuation_results import continuation_lines
 from functions.offline.bench.results.embeddings_results import embeddings_lines
 from functions.offline.bench.results.guidellm_results import guidellm_lines
+from functions.offline.bench.results.long_conversation_results import long_conversation_lines
 from functions.offline.bench.results.priority_results import priority_lines
 from functions.offline.bench.results.records import BenchResult, Check, GoodputStats, LevelStats, TierGoodput
 from functions.offline.bench.results.relay_cpu_results import relay_cpu_lines
@@ -236,6 +237,8 @@ def render_markdown(result: BenchResult) -> str:
         lines += relay_cpu_lines(result.relay_cpu)
     if result.sandbox is not None:
         lines += sandbox_lines(result.sandbox)
+    if result.long_conversation is not None:
+        lines += long_conversation_lines(result.long_conversation)
     if result.guidellm is not None:
         lines += guidellm_lines(result.guidellm)
     if result.goodput is not None:

@@ -102,6 +102,9 @@ def evaluate(result: BenchResult) -> list[Check]:
         checks.append(
             _at_most(f"safety pre-filter p50, {pre.context_tokens}-token context", pre.p50_ms, SAFETY_P50_MAX_MS, " ms")
         )
+    if (long := result.long_conversation) is not None:
+        checks.append(_exactly(f"long conversation: turns answered of {len(long.turns)}", float(long.answered),
+                               float(len(long.turns)), ""))  # fmt: skip
     if result.sandbox is not None:
         for run in result.sandbox.runs:
             ratio = result.sandbox.ratio(run)
