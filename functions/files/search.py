@@ -28,7 +28,7 @@ from shared.errors import InvalidRequestError
 from shared.storage.files import StoredVectorStore
 from shared.storage.timestamps import utc_now
 from shared.storage.vector_index import ChunkHit
-from shared.wire.files_api import Filter, SearchContent, SearchPage, SearchRequest, SearchResult
+from shared.wire.files_api import Attributes, Filter, SearchContent, SearchPage, SearchRequest, SearchResult
 
 # How stale a store's `last_active_at` may be before a search writes it again (its expiry policy counts in days).
 TOUCH_EVERY = timedelta(minutes=1)
@@ -46,6 +46,9 @@ class Ranked(Protocol):
 class SearchHit(ChunkHit):
     vector_store_id: str
     filename: str
+    # The file's attributes as the search read them (the same read that found it live): the search page shows them
+    # without reading the store's attachments again.
+    attributes: Attributes | None = None
 
 
 class StoreRef(BaseModel):
@@ -113,7 +116,11 @@ class VectorStoreSearch:
             if hit.file_id not in names:
                 record = b.files.get_file(tenant_id, hit.file_id)
                 names[hit.file_id] = "" if record is None else record.filename
-        return [SearchHit(**hit.model_dump(), vector_store_id=store_id, filename=names[hit.file_id]) for hit in found]
+        return [
+            SearchHit(**hit.model_dump(), vector_store_id=store_id, filename=names[hit.file_id],
+                      attributes=states[hit.file_id].attributes or None)
+            for hit in found
+        ]  # fmt: skip
 
     async def require(self, caller: Caller, vector_store_id: str) -> StoreRef:
         """The caller's store, or the 404 (before any retrieval budget is spent)."""
@@ -153,14 +160,12 @@ class VectorStoreSearch:
                     seen.setdefault(hit.chunk_id, hit)
             ranked = list(seen.values())
         ranked = [h for h in ranked if h.score >= threshold][:limit]
-        states = await to_thread.run_sync(self.backends.files.attachment_states, store.tenant_id, store.id)
-        attributes = {file_id: state.attributes for file_id, state in states.items()}
         data = [
             SearchResult(
                 file_id=h.file_id,
                 filename=h.filename,
                 score=h.score,
-                attributes=attributes.get(h.file_id) or None,
+                attributes=h.attributes or None,
                 content=[SearchContent(text=h.text)],
                 chunk_id=h.chunk_id,
                 start_offset=h.start,
