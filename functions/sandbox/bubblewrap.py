@@ -362,27 +362,36 @@ class BubblewrapRunner:
                 start_new_session=True,  # its own process group, killed as one
                 pass_fds=(filter_fd, files_write),
             )
+        except BaseException:
+            os.close(files_read)
+            raise
         finally:
             os.close(filter_fd)
             os.close(files_write)
-        loop = asyncio.get_running_loop()
-        files_stream = asyncio.StreamReader(limit=1 << 20)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(files_stream), os.fdopen(files_read, "rb", buffering=0)
-        )
         output = BoundedOutput(limits.output_bytes)
         assert proc.stdout is not None
         timed_out = False
         offered = OfferedFiles(limits)
+        transport: asyncio.BaseTransport | None = None
+        deadline = asyncio.get_running_loop().time() + limits.timeout_s
         try:
-            drained = asyncio.gather(_drain(proc.stdout, output), _read_offered(files_stream, limits), proc.wait())
-            _, offered, _ = await asyncio.wait_for(drained, limits.timeout_s)
+            files_stream = asyncio.StreamReader(limit=1 << 20)
+            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(files_stream), os.fdopen(files_read, "rb", buffering=0)
+            )
+            async with asyncio.timeout_at(deadline):
+                try:
+                    drained = asyncio.gather(
+                        _drain(proc.stdout, output), _read_offered(files_stream, limits), proc.wait()
+                    )
+                    _, offered, _ = await drained
+                except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+                    await proc.wait()  # the launcher died mid-file (the program killed it): no files, the exit stands
         except TimeoutError:
             timed_out = True
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            await proc.wait()  # the launcher died mid-file (the program killed it): no files, the exit stands
         finally:  # also when the caller is cancelled (the client left): never leave the sandbox running
-            transport.close()
+            if transport is not None:
+                transport.close()
             if proc.returncode is None or timed_out:
                 # bwrap is the group leader; SIGKILL on it ends its PID namespace, so every process inside dies too.
                 with contextlib.suppress(ProcessLookupError):
