@@ -22,8 +22,9 @@ class ToolOutcome(BaseModel):
     result: dict[str, Any]  # what the model gets back (as JSON text in the `role: "tool"` message)
     exit_code: int | None = None
     limits_hit: list[Literal["processes", "memory"]] = []  # the whole-sandbox limits the run ran into
-    # Whether this counts against the tool's breaker: the tool itself failed (a timeout, a sandbox that cannot
-    # start), not the input it was given (a program that raises, an expression that does not parse).
+    # Whether this counts against the tool's breaker: the tool itself failed (a sandbox that cannot start, a
+    # calculator stuck past its backstop), not the input it was given (a program that raises or runs past its time
+    # limit, an expression that does not parse).
     tool_failed: bool = False
 
 
@@ -120,7 +121,9 @@ class PythonTool:
             result["files_dropped"] = dropped
         if run.timed_out:
             result["error"] = f"killed at the time limit ({self.limits.timeout_s:g} s)"
-            return ToolOutcome(status=ToolRunStatus.TIMEOUT, result=result, tool_failed=True, limits_hit=run.limits_hit)
+            # The program's doing, as a program that raises is: it does not count against the tool's breaker, or one
+            # tenant's endless loops would pause the tool for every tenant on this gateway.
+            return ToolOutcome(status=ToolRunStatus.TIMEOUT, result=result, limits_hit=run.limits_hit)
         status = ToolRunStatus.OK if run.exit_code == 0 else ToolRunStatus.ERROR
         return ToolOutcome(status=status, result=result, exit_code=run.exit_code, limits_hit=run.limits_hit)
 

@@ -10,6 +10,7 @@ import json
 import shutil
 import time
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from functions.chat.server_tools.runner import ToolRunner
 from functions.chat.server_tools.tools import CalculatorTool, PythonTool
 from functions.sandbox.bubblewrap import BubblewrapRunner
 from functions.sandbox.choice import sandbox_slots
+from functions.sandbox.protocol import SandboxLimits, SandboxRun
 from functions.spooled_writer import SpooledWriter
 from shared.server_tool_settings import ServerToolSettings, ToolQuota
 from shared.storage.sqlite.limits import SQLiteRateLimits
@@ -61,29 +63,56 @@ def _statuses(audit: SQLiteToolAudit, tenant: str = "ten_a") -> list[str]:
     return [r.status.value for r in reversed(audit.list_for_tenant(tenant, now - timedelta(hours=1), now))]
 
 
+class BrokenRunner(BubblewrapRunner):
+    """A sandbox that cannot start (the tool's own failure) until `fixed`."""
+
+    fixed = False
+
+    async def run(self, program: str, limits: SandboxLimits, inputs: Mapping[str, bytes] = {}) -> SandboxRun:
+        if not self.fixed:
+            raise OSError("bwrap: cannot create namespaces")
+        return await super().run(program, limits, inputs)
+
+
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed (.ci/run installs it)")
-def test_the_breaker_opens_on_repeated_timeouts_and_a_probe_closes_it(tmp_path: Path) -> None:
+def test_the_breaker_opens_on_a_sandbox_that_keeps_failing_and_a_probe_closes_it(tmp_path: Path) -> None:
     clock = Clock()
     runner, audit, registry = _runner(tmp_path, clock)
-    spin = json.dumps({"code": "while True:\n    pass"})
+    broken = BrokenRunner(hidden=[tmp_path])
+    runner.tools["python"].runner = broken  # type: ignore[attr-defined]
+    code = json.dumps({"code": "print(6 * 7)"})
 
     async def go() -> list:
-        runs = [await runner.run(f"call_{i}", "python", spin, _context()) for i in range(3)]
+        runs = [await runner.run(f"call_{i}", "python", code, _context()) for i in range(3)]
         clock.now += 31  # the cool-down has passed: one probe goes through
-        runs.append(await runner.run("call_probe", "python", json.dumps({"code": "print(6 * 7)"}), _context()))
+        broken.fixed = True
+        runs.append(await runner.run("call_probe", "python", code, _context()))
         return runs
 
     first, second, refused, probe = asyncio.run(go())
-    assert [first.status, second.status] == ["timeout", "timeout"]
+    assert [first.status, second.status] == ["error", "error"] and "namespaces" in json.loads(first.content)["error"]
     assert refused.status == "breaker_open" and "paused; retry in 30 s" in json.loads(refused.content)["error"]
     assert probe.status == "ok" and json.loads(probe.content)["output"] == "42\n"
-    assert _statuses(audit) == ["timeout", "timeout", "breaker_open", "ok"]
+    assert _statuses(audit) == ["error", "error", "breaker_open", "ok"]
     runs = lambda status: registry.get_sample_value(  # noqa: E731
         "fleetchat_gateway_server_tool_runs_total", {"tool": "python", "status": status}
     )
-    assert (runs("timeout"), runs("breaker_open"), runs("ok")) == (2, 1, 1)
+    assert (runs("error"), runs("breaker_open"), runs("ok")) == (2, 1, 1)
     # refused calls are not timed
     assert registry.get_sample_value("fleetchat_gateway_server_tool_seconds_count", {"tool": "python"}) == 3
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed (.ci/run installs it)")
+def test_programs_that_run_past_their_time_do_not_pause_the_tool_for_others(tmp_path: Path) -> None:
+    runner, _, _ = _runner(tmp_path, Clock())
+    spin = json.dumps({"code": "while True:\n    pass"})
+
+    async def go() -> list:
+        loops = [await runner.run(f"call_{i}", "python", spin, _context("ten_loops")) for i in range(3)]
+        return [*loops, await runner.run("call_other", "python", json.dumps({"code": "print(1)"}), _context("ten_b"))]
+
+    *loops, other = asyncio.run(go())
+    assert [r.status for r in loops] == ["timeout"] * 3 and other.status == "ok"
 
 
 def test_quotas_count_per_tenant_and_a_refusal_says_so(tmp_path: Path) -> None:
