@@ -87,9 +87,10 @@ class RunGroup:
     def remove(self) -> None:
         """Kill whatever is still in the group, then remove it (the kernel frees a group once its last task is
         reaped, so removal is retried briefly)."""
-        if self.version == 2:
+        kill = self.directories[0] / "cgroup.kill"
+        if self.version == 2 and kill.exists():  # kernel 5.14+: every process of the group at once
             with contextlib.suppress(OSError):
-                _write(self.directories[0] / "cgroup.kill", "1")
+                _write(kill, "1")
         for directory in self.directories:
             for pid in _pids(directory):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
