@@ -182,6 +182,17 @@ class ConversationTurns:
         context = self.context_tokens.get(pool or "")
         return ContextWindow.for_context(context) if context else None
 
+    def out_of_context(self, conversation: Conversation) -> int:
+        """How many stored messages the last answer's prompt left out (for the pool that answered it): what that
+        answer's `out_of_context` said, read back for a conversation opened later."""
+        messages = conversation.messages
+        last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
+        window = None if last is None else self.window_for(messages[last].model)
+        if last is None or window is None:
+            return 0
+        prompt = messages[:last]
+        return max(0, min(window_start(prompt, window), len(prompt)) - pinned_count(prompt))
+
     async def begin(
         self,
         tenant: Tenant,

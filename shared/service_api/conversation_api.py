@@ -69,6 +69,9 @@ class ConversationObject(BaseModel):
 
 class ConversationDetail(ConversationObject):
     messages: list[MessageObject]
+    # Stored messages (after the system prompt) the last answer's prompt left out: the conversation outgrew its
+    # model's context (docs/conversations.md, "Long conversations"). 0: the model saw them all.
+    out_of_context: int = 0
 
     @classmethod
     def of(cls, meta: ConversationMeta) -> ConversationDetail:

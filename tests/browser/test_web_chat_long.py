@@ -46,6 +46,11 @@ def test_the_chat_shows_where_the_models_context_begins(page: Any, long_answers:
     assert divider.locator("xpath=preceding-sibling::*").count() >= 2  # earlier turns stay on screen, above it
     divider.scroll_into_view_if_needed()
     screenshot(page, "30-long-conversation-context-divider")
+    page.reload()  # opened again, the conversation says where its last answer's context began
+    page.get_by_test_id("conversation").first.click()
+    wait_status(page, ("done",))
+    divider.wait_for()
+    assert divider.locator("xpath=following-sibling::*[1]").get_attribute("data-role") == "user"
     page.set_viewport_size({"width": 390, "height": 844})
     divider.scroll_into_view_if_needed()
     assert divider.is_visible()

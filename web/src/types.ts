@@ -51,6 +51,8 @@ export interface StoredMessage {
 
 export interface Conversation extends ConversationSummary {
   messages: StoredMessage[];
+  /** Stored messages (after the system prompt) the last answer's prompt left out. */
+  out_of_context?: number;
 }
 
 export interface ConversationPage {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -12,6 +12,7 @@ from functions.accounts.auth import CurrentTenant
 from functions.accounts.conversation_export import to_markdown
 from functions.api.deps import ConversationStoreDep
 from functions.api.openapi_description import error_responses
+from functions.chat.conversation_turns import ConversationTurns
 from shared.service_api.conversation_api import (
     ConversationDeleted,
     ConversationDetail,
@@ -66,8 +67,12 @@ async def list_conversations(
 
 
 @router.get("/{conversation_id}", responses=error_responses(404))
-async def get_conversation(tenant: CurrentTenant, store: Store, conversation_id: ConversationId) -> ConversationDetail:
-    return ConversationDetail.of(await _live(store, tenant.id, conversation_id))
+async def get_conversation(
+    request: Request, tenant: CurrentTenant, store: Store, conversation_id: ConversationId
+) -> ConversationDetail:
+    conversation = await _live(store, tenant.id, conversation_id)
+    turns: ConversationTurns = request.app.state.turns
+    return ConversationDetail.of(conversation).model_copy(update={"out_of_context": turns.out_of_context(conversation)})
 
 
 @router.patch("/{conversation_id}", responses=error_responses(404))

@@ -49,6 +49,7 @@ def test_a_conversation_past_its_context_answers_every_turn_and_keeps_its_prefix
     assert 1 <= len(steps) <= len(out) // 3  # in steps of several turns
     assert final and final[-1]["out_of_context"] >= out[-1]
     assert len(stored["messages"]) == 2 * 17  # every message stored, none of the prompt's cuts
+    assert stored["out_of_context"] == final[-1]["out_of_context"]  # read back for a conversation opened later
     prompts = [b["messages"] for b in worker.state.bodies]
     assert all(p[0]["role"] == "system" for p in prompts)
     for n in range(1, 16):

@@ -704,7 +704,7 @@ export function useChat(options: ChatOptions) {
   const openConversation = useCallback(
     async (id: string): Promise<void> => {
       resetView();
-      setOutOfContext(0); // known again after this conversation's next answer
+      setOutOfContext(0); // until the conversation is read: it says how many its last answer left out
       const seq = viewSeq.current;
       setConversationId(id);
       setMessages([]);
@@ -716,6 +716,7 @@ export function useChat(options: ChatOptions) {
         const conversation = await api.getConversation(id);
         if (seq !== viewSeq.current) return;
         setMessages(fromStored(conversation.messages));
+        setOutOfContext(conversation.out_of_context ?? 0);
         known.current = markOf(conversation);
         setPersisted(true);
         opts.current.onConversationSeen(conversation);
