@@ -25,7 +25,7 @@ from shared.fleet.embedding_pools import EmbeddingPool
 from shared.fleet.pools import ModelPool
 from shared.fleet.rerank_pools import RerankPool
 from shared.fleet.tables import BUILTIN_FILE, tables
-from shared.operator_config import CONFIG_ENV, OperatorConfig, install_from_environment
+from shared.operator_config import CONFIG_ENV, OperatorConfig, configure, install_from_environment
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -798,7 +798,7 @@ def nightly_eval() -> dict[str, object]:
     from shared.settings import Settings
 
     # Generated code runs where the python tool's does: a Modal Sandbox per run (or bubblewrap, as the operator chose).
-    sandbox = Settings(environment="deployed").server_tools.sandbox
+    sandbox = configure(Settings(environment="deployed")).server_tools.sandbox  # the operator file's choice
     use_runner(sandbox_runner(sandbox, view=FileView.HOST, create_modal=create_modal_sandbox))
     summary = run_scheduled(gateway_url())
     print(summary.model_dump_json(), flush=True)
