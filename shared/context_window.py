@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from shared.storage.conversations import StoredMessage
 
+# The gateway's one token estimate (admission's reservation uses it too): about 3 bytes a token, plus the chat
+# template's tokens around each message (role markers), generously.
 BYTES_PER_TOKEN = 3
-MESSAGE_OVERHEAD_TOKENS = 8  # chat-template tokens around each message (role markers), generously
+MESSAGE_OVERHEAD_TOKENS = 8
 BUDGET_SHARE = 0.75  # of the context: the kept messages' most; the rest is the answer's and the estimate's margin
 KEEP_SHARE = 0.4  # of the context: what a jump leaves, so the next jump is many turns away
 

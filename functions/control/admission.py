@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from shared.context_window import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS
 from shared.errors import InvalidRequestError, QuotaExceededError, RateLimitError
 from shared.fleet.tiers import TierLimits
 from shared.storage.limits import ChargeOutcome, RateLimitStore, WindowCharge, WindowCount
@@ -21,7 +22,6 @@ from shared.storage.timestamps import utc_now
 from shared.wire.schemas import ChatCompletionRequest, ChatMessage
 
 WINDOW_S = 60
-MESSAGE_OVERHEAD_TOKENS = 8  # chat-template tokens around each message (role markers), generously
 BROWNOUT_HEADER = "x-fleetchat-brownout"
 
 
@@ -42,7 +42,9 @@ def prompt_messages(request: ChatCompletionRequest) -> list[ChatMessage]:
 
 def estimate_prompt_tokens(messages: list[ChatMessage]) -> int:
     """A cheap estimate for the reservation (~3 bytes per token); settlement replaces it with the real count."""
-    return sum(len(m.text().encode()) for m in messages) // 3 + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
+    return sum(len(m.text().encode()) for m in messages) // BYTES_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS * (
+        len(messages) + 1
+    )
 
 
 def prompt_token_bound(messages: list[ChatMessage]) -> int:

@@ -84,6 +84,14 @@ class FilesService:
                 param="file" if purpose == "batch" else "purpose",
                 code="invalid_file",
             )
+        return file_object(await self._keep_new(caller, filename, purpose, kind, body))
+
+    async def _keep_new(
+        self, caller: Caller, filename: str, purpose: str, kind: str, body: bytes, expires_after_s: int | None = None
+    ) -> StoredFile:
+        """A new file of the caller's, stored within the tier's file quota (the 429 when past it)."""
+        limits = self.limits(caller)
+        now = utc_now()
         record = StoredFile(
             id=new_id("file-"),
             tenant_id=caller.tenant.id,
@@ -92,11 +100,12 @@ class FilesService:
             bytes=len(body),
             kind=kind,
             sha256=hashlib.sha256(body).hexdigest(),
-            created_at=utc_now(),
+            created_at=now,
+            expires_at=None if expires_after_s is None else now + timedelta(seconds=expires_after_s),
         )
         quota = FileQuota(max_files=limits.max_files, max_total_bytes=limits.max_file_storage_bytes)
         await to_thread.run_sync(self._store, record, body, quota)
-        return file_object(record)
+        return record
 
     def _store(self, record: StoredFile, body: bytes, quota: FileQuota) -> None:
         with tempfile.NamedTemporaryFile(prefix="fleetchat-upload-") as spooled:
@@ -159,21 +168,8 @@ class FilesService:
             )
         if not data:
             raise InvalidRequestError("The file is empty.", code="invalid_file")
-        now = utc_now()
-        record = StoredFile(
-            id=new_id("file-"),
-            tenant_id=caller.tenant.id,
-            filename=filename[:512],
-            purpose="assistants_output",
-            bytes=len(data),
-            kind=checked_kind(filename, None, data[:_HEAD], data),
-            sha256=hashlib.sha256(data).hexdigest(),
-            created_at=now,
-            expires_at=now + timedelta(seconds=expires_after_s),
-        )
-        quota = FileQuota(max_files=limits.max_files, max_total_bytes=limits.max_file_storage_bytes)
-        await to_thread.run_sync(self._store, record, data, quota)
-        return record
+        kind = checked_kind(filename, None, data[:_HEAD], data)
+        return await self._keep_new(caller, filename, "assistants_output", kind, data, expires_after_s)
 
     async def get(self, caller: Caller, file_id: str) -> StoredFile:
         record = await to_thread.run_sync(self.backends.files.get_file, caller.tenant.id, file_id)

@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from functions.control.admission import MESSAGE_OVERHEAD_TOKENS, prompt_token_bound
+from functions.control.admission import prompt_token_bound
 from functions.retrieval.hybrid import Passage
 from functions.safety.injection_screen import InjectionScreen
 from functions.safety.rules import first_deny
+from shared.context_window import MESSAGE_OVERHEAD_TOKENS
 from shared.wire.retrieval_api import Citation
 from shared.wire.schemas import ChatMessage
 

@@ -141,10 +141,6 @@ class Cgroups:
     parents: tuple[Path, ...]  # v2: (the delegated parent,); v1: (pids parent, memory parent[, cpu parent])
     cpu: bool = False  # whether runs are held to one core each, at a low CPU weight
 
-    @property
-    def name(self) -> str:
-        return f"cgroup-v{self.version}" + ("+cpu" if self.cpu else "")
-
     def new_run(self, max_processes: int, memory_mb: int) -> RunGroup:
         """A fresh group for one run, its limits written (raises OSError when the hierarchy refuses)."""
         name = f"run-{uuid.uuid4().hex[:16]}"

@@ -4,9 +4,11 @@ it hit, the files it wrote), and the errors that refuse a run rather than run it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, Field
+
+from shared.storage.tool_audit import LimitHit
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -47,7 +49,7 @@ class SandboxRun(BaseModel):
     output_truncated: bool
     isolation: str  # "bwrap" (with what held its limits) or "modal"
     # The whole-sandbox limits the run ran into: "processes", "memory" (empty: none, or the runner cannot tell).
-    limits_hit: list[Literal["processes", "memory"]] = []
+    limits_hit: list[LimitHit] = []
     files: list[SandboxFile] = []  # what it left in OUTPUT_DIR, within the limits
     files_dropped: list[str] = []  # what it left there beyond them (name and why)
 

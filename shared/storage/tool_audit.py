@@ -11,6 +11,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 CONTENT_MAX_CHARS = 16_000
+# The whole-sandbox limits a run can run into (functions/sandbox/).
+LimitHit = Literal["processes", "memory"]
 
 
 class ToolRunStatus(StrEnum):
@@ -33,7 +35,7 @@ class ToolRunRecord(BaseModel):
     duration_ms: int = Field(ge=0)
     exit_code: int | None = None  # the python tool's exit status (None: killed, refused, or not a process)
     # The whole-sandbox limits the run ran into ("processes", "memory"): an attempt to exhaust the machine, contained.
-    limits_hit: list[Literal["processes", "memory"]] = []
+    limits_hit: list[LimitHit] = []
     # The run's arguments and result text, only where the tenant's policy allows content (None otherwise).
     input: str | None = Field(default=None, max_length=CONTENT_MAX_CHARS)
     output: str | None = Field(default=None, max_length=CONTENT_MAX_CHARS)

@@ -4,7 +4,7 @@ arguments' model, and its run, which returns what the model gets back and how th
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,14 +14,14 @@ from functions.chat.server_tools.tool_files import ToolFileError, ToolFiles
 from functions.sandbox.protocol import INPUT_DIR, OUTPUT_DIR, SandboxLimits, SandboxRunner, SandboxUnavailableError
 from functions.sandbox.slots import SandboxSlots
 from shared.server_tool_settings import ServerToolSettings
-from shared.storage.tool_audit import ToolRunStatus
+from shared.storage.tool_audit import LimitHit, ToolRunStatus
 
 
 class ToolOutcome(BaseModel):
     status: ToolRunStatus
     result: dict[str, Any]  # what the model gets back (as JSON text in the `role: "tool"` message)
     exit_code: int | None = None
-    limits_hit: list[Literal["processes", "memory"]] = []  # the whole-sandbox limits the run ran into
+    limits_hit: list[LimitHit] = []  # the whole-sandbox limits the run ran into
     # Whether this counts against the tool's breaker: the tool itself failed (a sandbox that cannot start, a
     # calculator stuck past its backstop), not the input it was given (a program that raises or runs past its time
     # limit, an expression that does not parse).
