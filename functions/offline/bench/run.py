@@ -384,8 +384,9 @@ async def _measure(cfg: BenchConfig, plan: Plan, targets: Targets, result: Bench
             try:  # issue 53: the gateway's latency while its python tool's sandboxes run a fork and a memory bomb
                 plain = min(cfg.sandbox_plain_requests, 20) if cfg.quick else cfg.sandbox_plain_requests
                 result.sandbox, notes = await sandbox_phase(
-                    progress, plain_requests=plain, attackers=cfg.sandbox_attackers
-                )
+                    progress, plain_requests=plain, attackers=cfg.sandbox_attackers,
+                    plain_worker_urls=targets.worker_urls or None,
+                )  # fmt: skip
                 result.notes += notes
             except Exception as exc:  # as above
                 result.notes.append(f"sandbox phase failed: {type(exc).__name__}: {exc}")

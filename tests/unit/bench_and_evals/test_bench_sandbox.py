@@ -13,14 +13,15 @@ from functions.offline.bench.results.sandbox_results import AttackRun, SandboxSt
 from functions.offline.bench.results.targets import evaluate
 
 
-def stats(fork_p50: float | None) -> SandboxStats:
+def stats(fork_p50: float | None, engine: str | None = "llama.cpp") -> SandboxStats:
     runs = [
         AttackRun(attack="fork bomb", p50_ms=fork_p50, p95_ms=60.0, plain_requests=120, plain_errors=0, attacks=9,
                   limits_hit={"processes": 9}),
         AttackRun(attack="memory bomb", p50_ms=15.0, p95_ms=20.0, plain_requests=120, plain_errors=0, attacks=2,
                   limits_hit={"memory": 2, "timeout": 2}),
     ]  # fmt: skip
-    return SandboxStats(isolation="bubblewrap", attackers=2, idle_p50_ms=16.0, idle_p95_ms=19.0, runs=runs)
+    return SandboxStats(isolation="bubblewrap", attackers=2, idle_p50_ms=16.0, idle_p95_ms=19.0, runs=runs,
+                        plain_engine=engine)  # fmt: skip
 
 
 def test_the_ratio_to_idle_is_checked_against_the_target_per_attack() -> None:
@@ -30,6 +31,12 @@ def test_the_ratio_to_idle_is_checked_against_the_target_per_attack() -> None:
     assert checks["plain request p50 during a memory bomb / idle"].passed is True
     unmeasured = {c.name: c for c in evaluate(BenchResult.model_construct(sandbox=stats(None))) if "fork" in c.name}
     assert next(iter(unmeasured.values())).passed is None
+    # Plain requests answered by a stand-in measure the gateway alone: never a pass, whatever the ratio.
+    stand_in = [
+        c for c in evaluate(BenchResult.model_construct(sandbox=stats(17.0, engine=None))) if "during a" in c.name
+    ]
+    assert [c.passed for c in stand_in] == [False, False]
+    assert "stand-in answering at once" in "\n".join(sandbox_lines(stats(17.0, engine=None)))
 
 
 def test_the_report_section_names_what_held_each_attack() -> None:

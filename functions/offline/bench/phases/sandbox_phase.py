@@ -1,11 +1,13 @@
 """Benchmark phase: a plain request's latency through the gateway while its python tool runs a fork bomb and a memory
 bomb (issue 53: p50 within 2x of idle).
 
-A gateway subprocess of the phase's own (a fresh SQLite data dir, the shipped sandbox limits) in front of a stand-in
-worker that answers a chat completion at once, and, when the user's message is `attack:<n>`, calls the python tool
-with attack n's code first (a model that writes the attack on request; the code is the worker's, so the user's message
-carries nothing for the safety pre-filter to read). The attack requests run in a closed loop, a new one
-as each ends, while plain chat completions are timed one at a time; idle first, then each attack.
+A gateway subprocess of the phase's own (a fresh SQLite data dir, the shipped sandbox limits). Plain chat completions
+go to the real engine (`mini` on the stack's llama.cpp workers, 8 tokens an answer) when `plain_worker_urls` is
+given, else to a stand-in that answers at once (then only the gateway is measured: a stand-in, reported as such). The
+attacks go to `flagship` served by a stand-in model: when the user's message is `attack:<n>` it calls the python tool
+with attack n's code (a model that writes the attack on request; the code is the worker's, so the user's message
+carries nothing for the safety pre-filter to read). The attack requests run in a closed loop, a new one as each ends,
+while the plain requests are timed one at a time; idle first, then each attack.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from functions.offline.measure import stats
 from functions.offline.measure.in_thread_server import serve
 from functions.sandbox.bubblewrap import BubblewrapRunner
 
-MODEL = "mini"
+MODEL = "mini"  # the plain requests' pool
+ATTACK_MODEL = "flagship"  # the attack requests' pool (the stand-in model)
 FORK_BOMB = "import os\nwhile True:\n    os.fork()\n"
 MEMORY_BOMB = (  # each child under its own address-space limit; together far past the sandbox's memory
     "import os, time\nfor _ in range(16):\n    if os.fork() == 0:\n"
@@ -93,7 +96,7 @@ async def _plain(http: httpx.AsyncClient, count: int, progress: Progress, task: 
 
 
 async def _attack_loop(http: httpx.AsyncClient, attack: int, stop: asyncio.Event, hits: Counter[str]) -> int:
-    body = {"model": MODEL, "messages": [{"role": "user", "content": f"attack:{attack}"}],
+    body = {"model": ATTACK_MODEL, "messages": [{"role": "user", "content": f"attack:{attack}"}],
             "server_tools": ["python"]}  # fmt: skip
     runs = 0
     while not stop.is_set():
@@ -116,7 +119,9 @@ def _ms(values: list[float], q: float) -> float | None:
     return None if value is None else round(value * 1000, 2)
 
 
-async def sandbox_phase(progress: Progress, *, plain_requests: int, attackers: int) -> tuple[SandboxStats, list[str]]:
+async def sandbox_phase(
+    progress: Progress, *, plain_requests: int, attackers: int, plain_worker_urls: list[str] | None = None
+) -> tuple[SandboxStats, list[str]]:
     notes: list[str] = []
     runner = BubblewrapRunner()
     if (reason := runner.unavailable_reason()) is not None:
@@ -124,13 +129,16 @@ async def sandbox_phase(progress: Progress, *, plain_requests: int, attackers: i
     with tempfile.TemporaryDirectory(prefix="fleetchat-bench-sandbox-") as tmp, serve(attack_worker()) as worker:
         data_dir = Path(tmp) / "data"
         data_dir.mkdir()
-        key = unlimited_tenant(data_dir, MODEL, "bench-sandbox")
+        key = unlimited_tenant(data_dir, ATTACK_MODEL, "bench-sandbox")
         tools = {
             "quotas": {"python": {"runs": 1_000_000, "window_s": 3600}},
             "breaker_failure_threshold": 100,
             "sandbox": {"per_tenant": attackers, "per_machine": attackers, "slots_dir": str(Path(tmp) / "slots")},
         }
-        gateway = spawn_gateway(data_dir, MODEL, [worker], extra_env={"FLEETCHAT_SERVER_TOOLS": json.dumps(tools)})
+        pools = {MODEL: plain_worker_urls or [worker], ATTACK_MODEL: [worker]}
+        env = {"FLEETCHAT_SERVER_TOOLS": json.dumps(tools), "FLEETCHAT_WORKER_URLS": json.dumps(pools),
+               "FLEETCHAT_POOLS": json.dumps(list(pools))}  # fmt: skip
+        gateway = spawn_gateway(data_dir, MODEL, pools[MODEL], extra_env=env)
         try:
             headers = {"authorization": f"Bearer {key}"}
             async with httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=REQUEST_TIMEOUT_S) as http:
@@ -155,16 +163,21 @@ async def sandbox_phase(progress: Progress, *, plain_requests: int, attackers: i
         finally:
             gateway.stop()
     result = SandboxStats(isolation=runner.describe(), attackers=attackers, idle_p50_ms=_ms(idle, 50),
-                          idle_p95_ms=_ms(idle, 95), runs=runs)  # fmt: skip
+                          idle_p95_ms=_ms(idle, 95), runs=runs,
+                          plain_engine="llama.cpp" if plain_worker_urls else None)  # fmt: skip
     return result, notes
 
 
 def main() -> None:
-    """`python -m functions.offline.bench.phases.sandbox_phase`: this phase alone, its table printed."""
+    """`python -m functions.offline.bench.phases.sandbox_phase [WORKER_URL]`: this phase alone, its table printed;
+    with a real `mini` worker's URL (a running `fleetchat up`), the plain requests go to it."""
+    import sys
+
     from functions.offline.bench.results.sandbox_results import sandbox_lines
 
+    workers = sys.argv[1:] or None
     with Progress() as progress:
-        result, notes = asyncio.run(sandbox_phase(progress, plain_requests=60, attackers=2))
+        result, notes = asyncio.run(sandbox_phase(progress, plain_requests=60, attackers=2, plain_worker_urls=workers))
     print("\n".join([*sandbox_lines(result), *notes]))
 
 

@@ -24,6 +24,9 @@ class SandboxStats(BaseModel):
     idle_p50_ms: float | None
     idle_p95_ms: float | None
     runs: list[AttackRun]
+    # What answered the plain requests: the real engine ("llama.cpp"), or None: a stand-in answering at once (the
+    # gateway alone is measured; the target is then not met, whatever the ratio).
+    plain_engine: str | None = None
 
     def ratio(self, run: AttackRun) -> float | None:
         if run.p50_ms is None or not self.idle_p50_ms:
@@ -48,6 +51,13 @@ def sandbox_lines(stats: SandboxStats) -> list[str]:
         "memory bomb, again as each ends, while plain chat completions (auth, admission, the safety pre-filter, a "
         "stand-in worker's instant answer, the ledger) are timed one after another. The stand-in model only carries "
         "the attack's code; what is measured is the gateway and the machine.",
+        "",
+        "The plain requests were answered by "
+        + (
+            f"the real engine ({stats.plain_engine}), 8 tokens each."
+            if stats.plain_engine
+            else "a stand-in answering at once: only the gateway is measured, so the target counts as not met."
+        ),
         "",
         "| while | plain p50 ms | plain p95 ms | p50 / idle | plain requests (errors) | attack runs | limits hit |",
         "|---|---|---|---|---|---|---|",

@@ -108,7 +108,10 @@ def evaluate(result: BenchResult) -> list[Check]:
     if result.sandbox is not None:
         for run in result.sandbox.runs:
             ratio = result.sandbox.ratio(run)
-            checks.append(_at_most(f"plain request p50 during a {run.attack} / idle", ratio, UNDER_ATTACK_P50_MAX, "x"))
+            check = _at_most(f"plain request p50 during a {run.attack} / idle", ratio, UNDER_ATTACK_P50_MAX, "x")
+            if result.sandbox.plain_engine is None:  # a stand-in answered the plain requests: never a pass
+                check = check.model_copy(update={"passed": None if ratio is None else False})
+            checks.append(check)
     checks += [Check.model_validate(row) for row in priority_checks(result.priority)]
     checks += [Check.model_validate(row) for row in continuation_checks(result.continuation)]
     return checks
