@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 
 from pydantic import BaseModel
@@ -11,6 +12,7 @@ from starlette.concurrency import iterate_in_threadpool
 from shared.service_api.conversation_api import ConversationDetail
 from shared.storage.conversations import Conversation
 from shared.storage.timestamps import to_iso, utc_now
+from shared.wire.server_tool_runs import ServerToolRunView, run_code
 
 ROLE_HEADINGS = {"system": "System", "developer": "Developer", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
@@ -24,7 +26,34 @@ def to_markdown(conversation: Conversation) -> str:
         lines += [f"`{c.function.name}({c.function.arguments})` (call `{c.id}`)" for c in message.tool_calls or []]
         if message.tool_call_id:
             lines.append(f"_Result of call `{message.tool_call_id}`._")
+        for run in message.server_tool_runs or []:
+            lines += ["", *_run_lines(run)]
     return "\n".join(lines) + "\n"
+
+
+def _fenced(text: str, language: str = "") -> list[str]:
+    fence = "`" * max(3, max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    return [fence + language, text, fence]
+
+
+def _run_lines(run: ServerToolRunView) -> list[str]:
+    """One of the gateway's tool runs behind an answer (docs/server-tools.md): the code it ran, what it printed, the
+    files it offered."""
+    took = f", {run.duration_ms} ms" if run.duration_ms is not None else ""
+    lines = [f"_Ran the {run.tool} tool ({run.status}{took})._"]
+    code = run_code(run)
+    if code:
+        lines += _fenced(code, "python" if run.tool == "python" else "")
+    result = run.result or {}
+    shown = result.get("output") if run.tool == "python" else result.get("value")
+    if shown not in (None, ""):
+        lines += ["", "Output:", *_fenced(str(shown))]
+    if result.get("error"):
+        lines.append(f"_Error: {result['error']}_")
+    lines += [f"- File `{f.filename}` (`{f.file_id}`, {f.bytes} bytes)" for f in run.files]
+    if run.content_filtered:
+        lines.append("_Part of this run was kept back by the safety filter._")
+    return lines
 
 
 async def account_export_json(

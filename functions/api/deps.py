@@ -13,6 +13,7 @@ from functions.account_data import AccountData
 from functions.accounts.sessions import SessionSigner
 from functions.batches.service import BatchesService
 from functions.chat.pipeline import ChatPipeline
+from functions.chat.server_tools.service import ServerTools
 from functions.chat.service import ChatService
 from functions.chat.streams.resumable import ResumableStreams
 from functions.completions.service import CompletionsService
@@ -53,6 +54,7 @@ WorkerUrlsDep = Annotated[dict[str, list[str]], Depends(_state("worker_urls"))]
 # chat
 ChatPipelineDep = Annotated[ChatPipeline, Depends(_state("chat_pipeline"))]
 ChatServiceDep = Annotated[ChatService, Depends(_state("chat"))]
+ServerToolsDep = Annotated[ServerTools, Depends(_state("server_tools"))]
 ResumableStreamsDep = Annotated[ResumableStreams, Depends(_state("resumable"))]
 CompletionsServiceDep = Annotated[CompletionsService, Depends(_state("completions"))]
 ResponsesServiceDep = Annotated[ResponsesService, Depends(_state("responses"))]

@@ -40,6 +40,7 @@ from shared.storage.timestamps import utc_now
 from shared.wire.responses_api import ResponseRecord, ResponseUsageRecord
 from shared.wire.retrieval_api import Citation
 from shared.wire.schemas import ChatCompletionRequest, ChatMessage
+from shared.wire.server_tool_runs import ServerToolRunView
 from shared.wire.tools_api import ToolCall
 
 if TYPE_CHECKING:
@@ -323,10 +324,11 @@ class ConversationTurns:
         finish_reason: str | None = None,
         answered_by: AnsweredBy | None = None,
         tool_calls: list[Any] | None = None,
+        tool_runs: list[dict[str, Any]] | None = None,
     ) -> tuple[bool, int | None]:
-        """Persist the user turn and the answer (how it ended, who answered it, the tool calls it made); (stored, new
-        version). Retries on top of a concurrent writer, except for an edit (replaying it on top of another turn would
-        delete that turn)."""
+        """Persist the user turn and the answer (how it ended, who answered it, the tool calls it made, the gateway's
+        own tool runs behind it as the client saw them); (stored, new version). Retries on top of a concurrent
+        writer, except for an edit (replaying it on top of another turn would delete that turn)."""
         if turn.history is History.UNAVAILABLE:
             return False, None
         who = {} if answered_by is None else asdict(answered_by)
@@ -345,6 +347,7 @@ class ConversationTurns:
             created_at=utc_now(),
             finish_reason=finish_reason,
             tool_calls=[ToolCall.model_validate(c) for c in tool_calls] if tool_calls else None,
+            server_tool_runs=[ServerToolRunView.model_validate(r) for r in tool_runs] if tool_runs else None,
             citations=turn.citations,
             response=response,
             **who,

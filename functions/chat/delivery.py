@@ -23,6 +23,7 @@ from functions.chat.result_cache.replay import (
     replay_stream,
 )
 from functions.chat.server_tools.replay import ReplayedStream
+from functions.chat.server_tools.rounds_stream import RoundsStream
 from functions.chat.service import ChatService
 from functions.chat.streams.capture import StreamCapture, answer_text
 from functions.chat.streams.continuation import ContinuingStream
@@ -42,7 +43,7 @@ from shared.storage.result_cache import CachedAnswer
 from shared.wire.openai_shape import reasoning_of
 from shared.wire.schemas import ChatCompletionRequest
 
-Answer = ContinuingStream | ReplayedStream | dict[str, Any]
+Answer = ContinuingStream | ReplayedStream | RoundsStream | dict[str, Any]
 Repair = Callable[[ChatCompletionRequest], Awaitable[dict[str, Any]]]
 
 
@@ -218,8 +219,9 @@ class Delivery:
         if turn is not None:
             who = answered_by(account, safety)
             calls = completion["choices"][0]["message"].get("tool_calls") if completed else None
+            runs = completion.get("server_tool_runs")
             stored, version = (
-                await turns.finish(turn, text, finish_reason, who, calls) if finish_reason else (False, None)
+                await turns.finish(turn, text, finish_reason, who, calls, runs) if finish_reason else (False, None)
             )
             count_turn(service.metrics, turn, stored)
             completion["conversation"] = turn.summary(stored, version)

@@ -14,13 +14,11 @@ from starlette.types import Receive
 from functions.accounts.auth import Caller
 from functions.chat.choices import refuse_unserved_with_choices
 from functions.chat.conversation_turns import ConversationTurns, Turn
-from functions.chat.delivery import AnsweredRequest, ChatResult, Delivery, StreamShape
+from functions.chat.delivery import Answer, AnsweredRequest, ChatResult, Delivery, StreamShape
 from functions.chat.result_cache.cache import CACHE_HEADER, Lookup, ResultCache
 from functions.chat.server_tools.loop import ToolLoop
-from functions.chat.server_tools.replay import ReplayedStream
 from functions.chat.server_tools.service import ServerTools
 from functions.chat.service import ChatService, RoutedRequest
-from functions.chat.streams.continuation import ContinuingStream
 from functions.chat.structured_output import OutputContract, StructuredOutputs, contract_for
 from functions.chat.tool_arguments import check_request, client_contract
 from functions.control.admission import BROWNOUT_HEADER
@@ -48,8 +46,6 @@ from shared.wire.schemas import ChatCompletionRequest
 
 # Set when the requested model's pool had no reachable replica and another pool of the tier answered.
 FALLBACK_HEADER = "x-fleetchat-fallback-model"
-
-Answer = ContinuingStream | ReplayedStream | dict[str, Any]
 
 
 @dataclass
@@ -145,7 +141,7 @@ class ChatPipeline:
         stored or sent: unknown parameters, server tools, the response format, the named vector stores."""
         s = self.services
         refuse_unknown_or_unhonoured(call.body)
-        call.server_tools = s.server_tools.requested(call.body)
+        call.server_tools = s.server_tools.requested(call.body, call.caller.tenant.tier)
         refuse_unserved_with_choices(call.body, call.server_tools, call.conversation_id)
         call.contract = contract_for(call.body)
         call.plan = await s.retrieval.plan(call.caller, call.body)
@@ -189,7 +185,7 @@ class ChatPipeline:
         call.asked_max_tokens = call.body.output_limit()
         call.account = await s.accounting.open(call.caller, call.body, call.pool)
         call.body = call.account.apply(call.body)
-        call.tools = s.server_tools.loop(call.server_tools, call.account) if call.server_tools else None
+        call.tools = s.server_tools.loop(call.server_tools, call.account, s.safety) if call.server_tools else None
         # A conversation sticks to one replica (its KV blocks live there) unless the client names a session itself;
         # OpenAI's `prompt_cache_key` is the same hint: requests sharing it share a prefix, so they share a replica.
         call.session = (

@@ -11,6 +11,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from shared.wire.server_tool_runs import SERVER_TOOL_NAMES, ServerToolName
+
 
 class Tier(StrEnum):
     FREE = "free"
@@ -100,3 +102,6 @@ class TierPolicy(BaseModel):
     # same tenant; 0: off. Enterprise is off by default: a cached answer is a copy of content outside the tenant's own
     # retention and legal-hold controls (an operator may turn it on, FLEETCHAT_RESULT_CACHE_TTL_S).
     result_cache_ttl_s: int = Field(default=0, ge=0, le=7 * 24 * 3600)
+    # The gateway's own tools this tier may ask for (`server_tools`, docs/server-tools.md); a request naming another
+    # is a 403. The web chat offers the code interpreter where `python` is among them.
+    server_tools: tuple[ServerToolName, ...] = SERVER_TOOL_NAMES

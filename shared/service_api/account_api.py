@@ -238,6 +238,9 @@ class SessionObject(BaseModel):
     tenant: TenantObject
     key: ApiKeyObject
     expires_at: int | None  # None when authenticated by a bearer key rather than a session cookie
+    # The gateway's own tools this caller may ask for here (its tier's, that run on this deployment): the web chat
+    # offers the code interpreter where `python` is one.
+    server_tools: list[str] = []
 
 
 class UsageTotals(BaseModel):

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.storage.conversations import MAX_TITLE_CHARS, Conversation, ConversationMeta
 from shared.wire.retrieval_api import Citation
+from shared.wire.server_tool_runs import ServerToolRunView
 from shared.wire.tools_api import ToolCall
 
 
@@ -36,6 +37,11 @@ class MessageObject(BaseModel):
     )
     citations: list[Citation] | None = Field(
         default=None, description="An answer given with retrieval: the passages it was given (docs/files.md)."
+    )
+    server_tool_runs: list[ServerToolRunView] | None = Field(
+        default=None,
+        description="An answer the gateway's own tools helped give: each call as the client saw it "
+        "(docs/server-tools.md).",
     )
     response_id: str | None = Field(
         default=None,
@@ -87,6 +93,7 @@ class ConversationDetail(ConversationObject):
                 tool_calls=m.tool_calls,
                 tool_call_id=m.tool_call_id,
                 citations=m.citations,
+                server_tool_runs=m.server_tool_runs,
                 response_id=m.response.id if m.response is not None else None,
             )
             for m in meta.messages

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailableError
 from shared.wire.responses_api import ResponseRecord
 from shared.wire.retrieval_api import Citation
+from shared.wire.server_tool_runs import ServerToolRunView
 from shared.wire.tools_api import ToolCall
 
 PURGE_AFTER = timedelta(days=30)
@@ -93,6 +94,9 @@ class StoredMessage(BaseModel):
     # `tool` message answers. Rendered, so kept byte for byte (arguments as the model wrote them).
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
+    # Assistant messages answered with the gateway's own tools: each call as the client saw it (its code, output and
+    # files; docs/server-tools.md). Metadata: never rendered into a prompt.
+    server_tool_runs: list[ServerToolRunView] | None = None
     # Assistant messages answered with retrieval: the passages the model was given (file, chunk, offsets, score; not
     # their text, which stays with the file). Metadata: never rendered into a prompt.
     citations: list[Citation] | None = None

@@ -75,4 +75,10 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def screenshot(page: Any, name: str) -> None:
+    """The page as it settles: finite transitions (the phone sidebar sliding away) end first; spinners may go on."""
+    page.wait_for_function(
+        """() => document.getAnimations().every(a => a.playState !== 'running'
+                  || a.effect?.getComputedTiming().iterations === Infinity)""",
+        timeout=5_000,
+    )
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=False)

@@ -1,6 +1,6 @@
 /** What a chat answer's stream yields to the UI, one event a time: read by src/stream.ts, resumed by src/resume.ts. */
 import type { ApiError } from "./api";
-import type { ConversationExtension, RetrievalReport, Usage } from "./types";
+import type { ConversationExtension, RetrievalReport, ServerToolRun, Usage } from "./types";
 
 export type ChatEvent =
   | { type: "role"; role: string }
@@ -10,6 +10,8 @@ export type ChatEvent =
   | { type: "finish"; reason: string }
   | { type: "usage"; usage: Usage }
   | { type: "conversation"; conversation: ConversationExtension }
+  /** A call of the gateway's own tools (the code interpreter) as it starts and as it ends, before the answer. */
+  | { type: "tool_run"; run: ServerToolRun }
   /** What retrieval did for this answer, with its citations (the first chunk of a request that named files). */
   | { type: "retrieval"; report: RetrievalReport }
   /** An in-band `event: error` (or a chunk carrying `error`): the answer so far is kept. */

@@ -3,7 +3,7 @@
  * system messages count even though the view hides them).
  */
 import { mergeCitations } from "./citations";
-import type { Citation, FinishReason, RetrievalReport, StoredMessage } from "./types";
+import type { Citation, FinishReason, RetrievalReport, ServerToolRun, StoredMessage } from "./types";
 
 export type AnswerStatus = "streaming" | "done" | "stopped" | "filtered" | "error";
 
@@ -31,6 +31,8 @@ export interface UiMessage {
   replaceFrom?: number;
   /** Assistant messages only: the passages the answer was given (retrieval), stored with the turn. */
   citations?: Citation[];
+  /** Assistant messages only: the code interpreter's runs behind this answer, as they started and ended. */
+  toolRuns?: ServerToolRun[];
   /** Assistant messages only: what retrieval did for this answer (not stored: shown for the live turn). */
   retrieval?: Pick<RetrievalReport, "status" | "reason">;
 }
@@ -70,6 +72,7 @@ export function fromStored(messages: StoredMessage[]): UiMessage[] {
       ui.status = statusFromFinish(message.finish_reason);
       ui.finishReason = message.finish_reason ?? null;
       if (message.citations && message.citations.length > 0) ui.citations = message.citations;
+      if (message.server_tool_runs && message.server_tool_runs.length > 0) ui.toolRuns = message.server_tool_runs;
     }
     out.push(ui);
   });

@@ -1,6 +1,7 @@
 /** Small persisted UI preferences (never secrets: the API key is never stored anywhere). */
 
 const MODEL_KEY = "fleetchat.model";
+const CODE_KEY = "fleetchat.code";
 
 export function savedModel(): string | null {
   try {
@@ -23,4 +24,21 @@ export function pickModel(available: string[], saved: string | null = savedModel
   if (saved && available.includes(saved)) return saved;
   if (available.includes("flagship")) return "flagship";
   return available[available.length - 1] ?? "";
+}
+
+/** Whether the code interpreter is switched on (off until the user turns it on). */
+export function savedCodeInterpreter(): boolean {
+  try {
+    return localStorage.getItem(CODE_KEY) === "on";
+  } catch {
+    return false;
+  }
+}
+
+export function saveCodeInterpreter(on: boolean): void {
+  try {
+    localStorage.setItem(CODE_KEY, on ? "on" : "off");
+  } catch {
+    /* ignore */
+  }
 }

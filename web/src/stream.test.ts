@@ -151,6 +151,19 @@ describe("readChatEvents", () => {
     expect(events[2]).toMatchObject({ type: "retrieval", report: { status: "skipped", reason: "latency_budget", citations: [] } });
   });
 
+  it("yields each code run as it starts and as it ends, before the answer", async () => {
+    const run = { tool_call_id: "call_1", tool: "python", status: "running", arguments: '{"code":"print(1)"}' };
+    const ended = { ...run, status: "ok", duration_ms: 40, result: { exit_code: 0, output: "1\n" } };
+    const toolChunk = (view: object) =>
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: null }], server_tool_run: view })}\n\n`;
+    const events = await collect(
+      body([chunk({ role: "assistant", content: "" }), toolChunk(run), toolChunk(ended), chunk({ content: "1" }), "data: [DONE]\n\n"]),
+    );
+    expect(events.map((e) => e.type)).toEqual(["role", "tool_run", "tool_run", "delta", "done"]);
+    expect(events[1]).toEqual({ type: "tool_run", run });
+    expect(events[2]).toEqual({ type: "tool_run", run: ended });
+  });
+
   it("ignores events after [DONE] and non-JSON data", async () => {
     const events = await collect(body(["data: not json\n\n", chunk({ content: "a" }), "data: [DONE]\n\n", chunk({ content: "b" })]));
     expect(events).toEqual([{ type: "delta", content: "a" }, { type: "done" }]);

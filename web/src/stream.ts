@@ -6,7 +6,7 @@ import { apiFetch, ApiError } from "./api";
 import { resumableEvents, resumeFrom, type StreamCursor } from "./resume";
 import type { ChatEvent } from "./chatEvents";
 import { SSEParser } from "./sse";
-import type { ChatRequestBody, ConversationExtension, ErrorBody, RetrievalReport, Usage } from "./types";
+import type { ChatRequestBody, ConversationExtension, ErrorBody, RetrievalReport, ServerToolRun, Usage } from "./types";
 
 export type { ChatEvent } from "./chatEvents";
 
@@ -88,6 +88,7 @@ interface ChunkJson {
   usage?: Usage | null;
   conversation?: ConversationExtension;
   retrieval?: RetrievalReport;
+  server_tool_run?: ServerToolRun;
   error?: ErrorBody;
 }
 
@@ -99,6 +100,10 @@ function* chunkEvents(chunk: ChunkJson): Generator<ChatEvent> {
   if (chunk.retrieval && typeof chunk.retrieval === "object" && typeof chunk.retrieval.status === "string") {
     const citations = Array.isArray(chunk.retrieval.citations) ? chunk.retrieval.citations : [];
     yield { type: "retrieval", report: { ...chunk.retrieval, citations } };
+  }
+  const run = chunk.server_tool_run;
+  if (run && typeof run === "object" && typeof run.tool_call_id === "string" && typeof run.status === "string") {
+    yield { type: "tool_run", run };
   }
   for (const choice of chunk.choices ?? []) {
     const delta = choice.delta ?? {};

@@ -14,6 +14,8 @@ export interface SessionObject {
   tenant: { id: string; name: string; tier: Tier; limits?: Record<string, unknown> };
   key: { id: string; hint?: string; label?: string };
   expires_at: number | null;
+  /** The gateway's own tools this caller may ask for here (`python`: the code interpreter). */
+  server_tools?: string[];
 }
 
 export interface ModelObject {
@@ -47,6 +49,32 @@ export interface StoredMessage {
   finish_reason?: FinishReason;
   /** An answer given with retrieval: the passages it was given (stored without their text). */
   citations?: Citation[] | null;
+  /** An answer the gateway's own tools helped give: each call as the chat showed it. */
+  server_tool_runs?: ServerToolRun[] | null;
+}
+
+export type ServerToolRunStatus = "running" | "ok" | "error" | "timeout" | "quota" | "busy" | "breaker_open" | string;
+
+/** A file a python run wrote to /mnt/data/out, kept for download (`GET /v1/files/{file_id}/content`). */
+export interface RunFile {
+  file_id: string;
+  filename: string;
+  bytes: number;
+}
+
+/** One call of the gateway's own tools (docs/server-tools.md): streamed as it starts and as it ends, stored. */
+export interface ServerToolRun {
+  tool_call_id: string;
+  tool: string;
+  status: ServerToolRunStatus;
+  /** As the model wrote them (JSON text): the python tool's program is their `code`. */
+  arguments?: string;
+  duration_ms?: number | null;
+  /** The python tool's `exit_code`, `output`, `output_truncated`, `error`, `files_dropped`; the calculator's `value`. */
+  result?: Record<string, unknown> | null;
+  files?: RunFile[];
+  /** The safety filter kept the code or the output back. */
+  content_filtered?: boolean;
 }
 
 export interface Conversation extends ConversationSummary {
@@ -102,6 +130,8 @@ export interface ChatRequestBody {
   replace_from?: number;
   /** Extension: answer from these vector stores' passages, with citations (docs/files.md). */
   vector_store_ids?: string[];
+  /** Extension: tools the gateway runs itself for this answer (`python`: the code interpreter). */
+  server_tools?: string[];
 }
 
 export interface Usage {

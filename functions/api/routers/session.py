@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request, Response
 
 from functions.accounts.auth import CurrentCaller, authenticate
 from functions.accounts.sessions import CSRF_HEADER, CSRF_VALUE, SESSION_COOKIE, SESSION_TTL_S
-from functions.api.deps import SessionSignerDep, TenantStoreDep
+from functions.api.deps import ServerToolsDep, SessionSignerDep, TenantStoreDep
 from functions.api.openapi_description import error_responses
 from shared.errors import PermissionDeniedError
 from shared.fleet.tables import limits_for
@@ -25,7 +25,12 @@ def _secure(request: Request) -> bool:
 
 @router.post("", responses=error_responses(401, 403))
 async def sign_in(
-    login: SessionLogin, request: Request, response: Response, store: TenantStoreDep, signer: SessionSignerDep
+    login: SessionLogin,
+    request: Request,
+    response: Response,
+    store: TenantStoreDep,
+    signer: SessionSignerDep,
+    tools: ServerToolsDep,
 ) -> SessionObject:
     if request.headers.get(CSRF_HEADER) != CSRF_VALUE:
         raise PermissionDeniedError(
@@ -43,14 +48,22 @@ async def sign_in(
         samesite="lax",
     )
     limits = limits_for(tenant.tier, tenant.limits)
-    return SessionObject(tenant=TenantObject.of(tenant, limits), key=ApiKeyObject.of(record), expires_at=expires)
+    return SessionObject(
+        tenant=TenantObject.of(tenant, limits),
+        key=ApiKeyObject.of(record),
+        expires_at=expires,
+        server_tools=tools.offered(tenant.tier),
+    )
 
 
 @router.get("")
-async def who_am_i(caller: CurrentCaller) -> SessionObject:
+async def who_am_i(caller: CurrentCaller, tools: ServerToolsDep) -> SessionObject:
     limits = limits_for(caller.tenant.tier, caller.tenant.limits)
     return SessionObject(
-        tenant=TenantObject.of(caller.tenant, limits), key=ApiKeyObject.of(caller.key), expires_at=None
+        tenant=TenantObject.of(caller.tenant, limits),
+        key=ApiKeyObject.of(caller.key),
+        expires_at=None,
+        server_tools=tools.offered(caller.tenant.tier),
     )
 
 

@@ -7,31 +7,38 @@
     round max_rounds: the server tools are withdrawn (client tools stay) so the model must answer; a worker that
         still calls one ends the request with 502 `server_tool_rounds_exceeded`
 
-Every round is a whole (non-streamed) worker call, so the rounds' tool calls arrive complete; a client that asked to
-stream gets the final completion replayed as a stream (functions/chat/server_tools/replay.py) once it is done. Usage is
-the sum over the rounds. A message that calls both kinds of tool goes back with only the client's calls (the
-server's are dropped unrun: the client must answer its calls before the conversation can go on).
+Every round is a whole (non-streamed) worker call, so the rounds' tool calls arrive complete. A client that asked to
+stream gets the calls as they happen (functions/chat/server_tools/rounds_stream.py: each call's view as it starts and
+as it ends, functions/chat/server_tools/display.py), then the final completion replayed as a stream; the first round
+runs before the response starts, so its errors are the response's status. Usage is the sum over the rounds. A message
+that calls both kinds of tool goes back with only the client's calls (the server's are dropped unrun: the client must
+answer its calls before the conversation can go on).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from anyio import to_thread
 
 from functions.chat.server_tools.context import RunContext
+from functions.chat.server_tools.display import RunDisplay
 from functions.chat.server_tools.replay import ReplayedStream
-from functions.chat.server_tools.runner import ToolRun, ToolRunner
+from functions.chat.server_tools.rounds_stream import RoundsStream
+from functions.chat.server_tools.runner import ToolRunner
+from functions.chat.server_tools.steps import Final, Step
 from functions.chat.streams.continuation import Leg
 from functions.control.request_accounting import RequestAccount, TokenUsage
 from functions.safety.injection_screen import InjectionScreen
 from functions.safety.untrusted_context import judged, rewritten_arguments, rewritten_result
 from shared.errors import FleetchatError, UpstreamError
 from shared.storage.ledger import Outcome
+from shared.wire.server_tool_runs import ServerToolRunView
 
 Complete = Callable[[Leg], Awaitable[dict[str, Any]]]
+AnswerStream = ReplayedStream | RoundsStream
 
 
 def add_usage(total: dict[str, Any], usage: dict[str, Any] | None) -> dict[str, Any]:
@@ -60,22 +67,41 @@ class ToolLoop:
     # without usage, is then a no-op): tokens a worker generated are billed whatever happens next.
     account: RequestAccount | None = None
     # Screens each run's result and the arguments the model wrote (functions/safety/untrusted_context.py): a flagged
-    # one reaches the next round quoted inertly (or withheld, a deny rule), and the run's summary says which.
+    # one reaches the next round quoted inertly (or withheld, a deny rule), and the run's view says which.
     injection: InjectionScreen | None = None
-    runs: list[ToolRun] = dataclasses.field(default_factory=list)
-    quoted_calls: dict[str, str] = dataclasses.field(default_factory=dict)  # call id -> "quoted" / "withheld"
+    display: RunDisplay = dataclasses.field(default_factory=RunDisplay)  # what the client sees of the calls
+    views: list[ServerToolRunView] = dataclasses.field(default_factory=list)  # the ended calls', in order
     usage: dict[str, Any] = dataclasses.field(default_factory=dict)
+    head: dict[str, Any] = dataclasses.field(default_factory=dict)  # the first round's id, created and model
 
-    async def answer(self, complete: Complete, leg: Leg, *, streamed: bool) -> dict[str, Any] | ReplayedStream:
+    async def answer(self, complete: Complete, leg: Leg, *, streamed: bool) -> dict[str, Any] | AnswerStream:
+        """The final completion with `server_tool_runs`; streamed: the calls as they happen, then the final
+        completion told as a stream. Either way the first round has run when this returns."""
+        steps = self._steps(complete, leg)
+        step = await anext(steps)
+        if streamed and not isinstance(step, Final):
+            return RoundsStream(step, steps, self.head, lambda: self.usage, self._told)
+        while not isinstance(step, Final):
+            step = await anext(steps)
+        await steps.aclose()
+        completion, extension = self._told(step.completion)
+        return ReplayedStream(completion, extension) if streamed else {**completion, **extension}
+
+    async def _steps(self, complete: Complete, leg: Leg) -> AsyncGenerator[Step, None]:
+        """The rounds' steps; a loop that ends before its final step (an error, a client that left) closes its
+        request's books with the rounds' usage."""
+        final = False
         try:
-            return await self._rounds(complete, leg, streamed)
+            async for step in self._rounds(complete, leg):
+                final = isinstance(step, Final)
+                yield step
         except BaseException as exc:
-            if self.account is not None and self.usage:
+            if not final and self.account is not None and self.usage:
                 outcome = Outcome.FAILED if isinstance(exc, FleetchatError) else Outcome.ABORTED
                 await self.account.close(TokenUsage.from_openai(self.usage), outcome)
             raise
 
-    async def _rounds(self, complete: Complete, leg: Leg, streamed: bool) -> dict[str, Any] | ReplayedStream:
+    async def _rounds(self, complete: Complete, leg: Leg) -> AsyncGenerator[Step, None]:
         body = {k: v for k, v in leg.body.items() if k != "stream_options"}
         body["stream"] = False
         client_tools = list(body.get("tools") or [])
@@ -86,6 +112,8 @@ class ToolLoop:
             if last:
                 request = self._without_server_tools(request, client_tools)
             completion = await complete(dataclasses.replace(leg, body=request))
+            if not self.head:  # one stream, one id: the first round's
+                self.head = {key: completion.get(key) for key in ("id", "created", "model")}
             self.usage = add_usage(self.usage, completion.get("usage"))
             message = ((completion.get("choices") or [{}])[0]).get("message") or {}
             calls = message.get("tool_calls") or []
@@ -94,7 +122,8 @@ class ToolLoop:
             if not ours or theirs:
                 if ours:
                     message["tool_calls"] = theirs
-                return self._final(completion, streamed)
+                yield Final(completion)
+                return
             if last:
                 raise UpstreamError(
                     f"the model still called a server tool after {self.max_rounds} rounds of tool calls",
@@ -104,14 +133,16 @@ class ToolLoop:
                 {"role": "assistant", "content": message.get("content"), "tool_calls": await self._screened(ours)}
             )
             for call in ours:
+                yield await self.display.started(call)
                 arguments = str((call.get("function") or {}).get("arguments") or "")
                 run = await self.runner.run(str(call.get("id") or ""), _name(call), arguments, self.context)
-                self.runs.append(run)
                 content = run.content
                 verdict = await to_thread.run_sync(judged, content, self.injection)
                 if verdict is not None:
                     content = rewritten_result(content, verdict)
-                    self.quoted_calls[run.call_id] = verdict.action
+                view = await self.display.finished(run, verdict.action if verdict is not None else None)
+                self.views.append(view)
+                yield view
                 messages.append({"role": "tool", "tool_call_id": run.call_id, "content": content})
         raise AssertionError("unreachable")
 
@@ -141,14 +172,8 @@ class ToolLoop:
             request["tool_choice"] = "auto"
         return request
 
-    def _final(self, completion: dict[str, Any], streamed: bool) -> dict[str, Any] | ReplayedStream:
+    def _told(self, completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The final completion with the rounds' usage, and the extension listing the calls."""
         if self.usage:
             completion["usage"] = self.usage
-        summaries = [
-            {**run.summary(), **({self.quoted_calls[run.call_id]: True} if run.call_id in self.quoted_calls else {})}
-            for run in self.runs
-        ]
-        extension = {"server_tool_runs": summaries}
-        if streamed:
-            return ReplayedStream(completion, extension)
-        return {**completion, **extension}
+        return completion, {"server_tool_runs": [view.client_json() for view in self.views]}

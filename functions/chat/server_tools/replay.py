@@ -4,21 +4,17 @@ every chunk (as vLLM's `continuous_usage_stats`; the relay reshapes it for the c
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
-from shared.wire.sse import DONE
+from shared.wire.sse import DONE, sse_json
 
 CONTENT_PIECE = 64  # characters per content chunk
 
 
-def _data(chunk: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
-
-
-def chunks(completion: dict[str, Any], extension: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The stream's chunks; `extension` (e.g. `server_tool_runs`) rides on the chunk with the finish reason."""
+def chunks(completion: dict[str, Any], extension: dict[str, Any], *, role: bool = True) -> Iterator[dict[str, Any]]:
+    """The stream's chunks; `extension` (e.g. `server_tool_runs`) rides on the chunk with the finish reason. `role`:
+    whether to open with the role chunk (a stream that already sent it does not)."""
     base = {"id": completion.get("id", ""), "object": "chat.completion.chunk",
             "created": completion.get("created", 0), "model": completion.get("model", "")}  # fmt: skip
     usage = completion.get("usage")
@@ -29,7 +25,8 @@ def chunks(completion: dict[str, Any], extension: dict[str, Any]) -> Iterator[di
         choices = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
         return {**base, "choices": choices, **more, **({"usage": usage} if usage else {})}
 
-    yield chunk({"role": "assistant", "content": ""})
+    if role:
+        yield chunk({"role": "assistant", "content": ""})
     content = message.get("content") or ""
     for start in range(0, len(content), CONTENT_PIECE):
         yield chunk({"content": content[start : start + CONTENT_PIECE]})
@@ -54,5 +51,5 @@ class ReplayedStream:
 
     async def events(self) -> AsyncGenerator[bytes, None]:
         for chunk in chunks(self.completion, self.extension):
-            yield _data(chunk)
+            yield sse_json(chunk)
         yield DONE

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -37,7 +37,8 @@ log = logging.getLogger("fleetchat.server_tools")
 
 @dataclass(frozen=True)
 class ToolRun:
-    """One call's result: the `role: "tool"` message content and a summary for the response."""
+    """One call's result: the `role: "tool"` message content, and what the client may see of it
+    (functions/chat/server_tools/display.py)."""
 
     call_id: str
     tool: str
@@ -45,11 +46,8 @@ class ToolRun:
     content: str
     duration_ms: int
     files: tuple[dict[str, Any], ...] = ()  # the files it offered and the gateway kept (their ids, for download)
-
-    def summary(self) -> dict[str, Any]:
-        summary = {"tool_call_id": self.call_id, "tool": self.tool, "status": self.status.value,
-                   "duration_ms": self.duration_ms}  # fmt: skip
-        return {**summary, "files": list(self.files)} if self.files else summary
+    arguments: str = ""  # as the model wrote them
+    result: dict[str, Any] = field(default_factory=dict)  # what the tool returned, less its status and files
 
 
 class ToolRunner:
@@ -139,7 +137,8 @@ class ToolRunner:
             self.metrics.seconds.labels(name).observe(seconds)
         content = json.dumps({"status": outcome.status.value, **outcome.result}, ensure_ascii=False)
         files = tuple(outcome.result.get("files") or ())
-        run = ToolRun(call_id, name, outcome.status, content, round(seconds * 1000), files)
+        result = {key: value for key, value in outcome.result.items() if key != "files"}
+        run = ToolRun(call_id, name, outcome.status, content, round(seconds * 1000), files, arguments_text, result)
         await self._audit(run, outcome, arguments_text, started_at, context)
         return run
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from functions.chat.server_tools.context import RunContext
+from functions.chat.server_tools.display import RunDisplay
 from functions.chat.server_tools.loop import ToolLoop
 from functions.chat.server_tools.metrics import ServerToolMetrics
 from functions.chat.server_tools.runner import ToolRunner
@@ -17,11 +18,13 @@ from functions.chat.server_tools.tools import CalculatorTool, PythonTool, Server
 from functions.control.request_accounting import RequestAccount
 from functions.files.files_service import FilesService
 from functions.safety.injection_screen import shipped_injection_screen
+from functions.safety.pipeline import SafetyPipeline
 from functions.sandbox.choice import sandbox_runner, sandbox_slots
 from functions.sandbox.modal_sandboxes import CreateRemoteSandbox
 from functions.spooled_writer import SpooledWriter
-from shared.errors import InvalidRequestError
-from shared.fleet.tables import safety_for
+from shared.errors import InvalidRequestError, PermissionDeniedError
+from shared.fleet.tables import policy_for, safety_for
+from shared.fleet.tiers import Tier
 from shared.server_tool_settings import ServerToolSettings
 from shared.storage.control_state import ControlState
 from shared.storage.limits import RateLimitStore
@@ -39,8 +42,13 @@ class ServerTools:
         # Tool results the prompt-injection screen flags are quoted inertly (functions/safety/untrusted_context.py).
         self.injection = shipped_injection_screen()
 
-    def requested(self, body: ChatCompletionRequest) -> list[str] | None:
-        """The server tools the request asked for, in its order (None: none). Raises a 400 for anything else."""
+    def offered(self, tier: Tier) -> list[str]:
+        """The tools a caller of `tier` may ask for that run on this deployment (what the web chat offers)."""
+        return [name for name in policy_for(tier).server_tools if self.tools[name].unavailable_reason() is None]
+
+    def requested(self, body: ChatCompletionRequest, tier: Tier | None = None) -> list[str] | None:
+        """The server tools the request asked for, in its order (None: none). Raises a 400 for anything else, and a
+        403 for a tool `tier` does not offer."""
         asked = (body.model_extra or {}).get(FIELD)
         if asked is None or asked == []:
             return None
@@ -51,6 +59,12 @@ class ServerTools:
             if name not in self.tools:
                 raise InvalidRequestError(
                     f"Unknown server tool {name!r}; available: {known}.", param=f"{FIELD}[{index}]"
+                )
+            if tier is not None and name not in policy_for(tier).server_tools:
+                raise PermissionDeniedError(
+                    f"The {name} tool is not offered on the {tier.value} tier.",
+                    param=f"{FIELD}[{index}]",
+                    code="server_tool_not_in_tier",
                 )
             if (reason := self.tools[name].unavailable_reason()) is not None:
                 raise InvalidRequestError(f"{reason}.", param=f"{FIELD}[{index}]", code="server_tool_unavailable")
@@ -65,8 +79,9 @@ class ServerTools:
                 )
         return names
 
-    def loop(self, names: list[str], account: RequestAccount) -> ToolLoop:
-        """The tool loop answering `account`'s request (its caller, request id and books)."""
+    def loop(self, names: list[str], account: RequestAccount, safety: SafetyPipeline | None = None) -> ToolLoop:
+        """The tool loop answering `account`'s request (its caller, request id and books); `safety`'s post-filter
+        reads the calls' code and results before the client sees them."""
         tenant = account.caller.tenant
         context = RunContext(
             tenant_id=tenant.id,
@@ -78,7 +93,14 @@ class ServerTools:
         )
         definitions = [self.tools[name].definition() for name in names]
         return ToolLoop(
-            self.runner, names, definitions, context, self.settings.max_rounds, account, injection=self.injection
+            self.runner,
+            names,
+            definitions,
+            context,
+            self.settings.max_rounds,
+            account,
+            injection=self.injection,
+            display=RunDisplay(account, safety),
         )
 
 

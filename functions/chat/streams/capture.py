@@ -52,6 +52,9 @@ class StreamCapture:
     content_chunks: int = 0
     # The answer's tool calls, assembled from `delta.tool_calls` fragments by index (stored with the turn).
     calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # The gateway's own tool calls that ended, by call id, as the client saw them (`server_tool_run` chunks,
+    # functions/chat/server_tools/rounds_stream.py; stored with the turn).
+    server_tool_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def relay(self, event: bytes) -> bytes | None:
         """Observe one event; what the client gets for it (None: nothing)."""
@@ -67,6 +70,9 @@ class StreamCapture:
         self.completion_id = chunk.get("id") or self.completion_id
         self.created = self.created or int(chunk.get("created") or 0)
         self.model = chunk.get("model") or self.model
+        run = chunk.get("server_tool_run")
+        if isinstance(run, dict) and run.get("status") != "running":
+            self.server_tool_runs[str(run.get("tool_call_id"))] = run
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             content = delta.get("content")

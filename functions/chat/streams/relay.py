@@ -136,7 +136,8 @@ class StreamRelay:
         if self.turn is not None and capture.text and not capture.failed:
             who = answered_by(account, self.safety)
             with CancelScope(shield=True):
-                stored, _ = await self.turns.finish(self.turn, capture.text, finish_reason, who)
+                runs = list(capture.server_tool_runs.values())
+                stored, _ = await self.turns.finish(self.turn, capture.text, finish_reason, who, tool_runs=runs)
             count_turn(self.metrics, self.turn, stored)
 
     async def _halt(self, finding: SafetyFinding) -> AsyncIterator[bytes]:
@@ -157,7 +158,14 @@ class StreamRelay:
             finish_reason = self.capture.finish_reason or (FAILED if self.capture.failed else None)
             who = answered_by(self.account, self.safety)
             stored, version = (
-                await self.turns.finish(self.turn, self.capture.text, finish_reason, who, self.capture.tool_calls)
+                await self.turns.finish(
+                    self.turn,
+                    self.capture.text,
+                    finish_reason,
+                    who,
+                    self.capture.tool_calls,
+                    list(self.capture.server_tool_runs.values()),
+                )
                 if store
                 else (False, None)
             )

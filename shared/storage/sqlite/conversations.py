@@ -45,6 +45,13 @@ def _citations_json(message: StoredMessage) -> str | None:
     return json.dumps([c.model_dump(exclude_none=True) for c in message.citations], separators=(",", ":"))
 
 
+def _runs_json(message: StoredMessage) -> str | None:
+    """An answer's server tool runs as JSON text (shared/wire/server_tool_runs.py)."""
+    if not message.server_tool_runs:
+        return None
+    return json.dumps([r.model_dump(mode="json") for r in message.server_tool_runs], ensure_ascii=False)
+
+
 def _meta(row: sqlite3.Row) -> ConversationMeta:
     fields = dict(row)
     fields.pop("sweep_at", None)
@@ -103,8 +110,8 @@ class SQLiteConversationStore:
                     start = keep
             db.executemany(
                 f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)},"
-                f" tool_calls, tool_call_id, citations, response)"
-                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?, ?)",
+                f" tool_calls, tool_call_id, citations, response, server_tool_runs)"
+                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?, ?, ?)",
                 [
                     (
                         conversation_id,
@@ -117,6 +124,7 @@ class SQLiteConversationStore:
                         m.tool_call_id,
                         _citations_json(m),
                         m.response.model_dump_json() if m.response is not None else None,
+                        _runs_json(m),
                     )
                     for i, m in enumerate(messages)
                 ],
@@ -139,7 +147,7 @@ class SQLiteConversationStore:
                 return None
             rows = db.execute(
                 f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)}, tool_calls, tool_call_id, citations,"
-                " response"
+                " response, server_tool_runs"
                 " FROM messages"
                 " WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
@@ -154,6 +162,7 @@ class SQLiteConversationStore:
                 tool_call_id=r["tool_call_id"],
                 citations=json.loads(r["citations"]) if r["citations"] else None,
                 response=ResponseRecord.model_validate_json(r["response"]) if r["response"] else None,
+                server_tool_runs=json.loads(r["server_tool_runs"]) if r["server_tool_runs"] else None,
             )
             for r in rows
         ]

@@ -331,6 +331,11 @@ MIGRATIONS: list[list[str]] = [
         # The whole-sandbox limits a tool run ran into (issue 53): a JSON list, "processes" and/or "memory".
         "ALTER TABLE tool_audit ADD COLUMN limits_hit TEXT NOT NULL DEFAULT '[]'",
     ],
+    [
+        # The gateway's own tool runs behind an answer, as the client saw them (issue 50: the code interpreter in the
+        # web chat): a JSON list of shared/wire/server_tool_runs.py views; NULL: none.
+        "ALTER TABLE messages ADD COLUMN server_tool_runs TEXT",
+    ],
 ]
 
 

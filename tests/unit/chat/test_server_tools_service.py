@@ -11,7 +11,9 @@ from prometheus_client import CollectorRegistry
 from functions.chat.server_tools.metrics import ServerToolMetrics
 from functions.chat.server_tools.service import ServerTools, server_tools_for
 from functions.sandbox.bubblewrap import bwrap_works
-from shared.errors import InvalidRequestError
+from shared.errors import InvalidRequestError, PermissionDeniedError
+from shared.fleet.tables import install_tables, tables
+from shared.fleet.tiers import Tier
 from shared.server_tool_settings import ServerToolSettings
 from shared.storage.sqlite.limits import SQLiteRateLimits
 from shared.storage.sqlite.tool_audit import SQLiteToolAudit
@@ -59,3 +61,22 @@ def test_the_modal_runner_without_the_modal_app_is_a_400_naming_why(tmp_path: Pa
     with pytest.raises(InvalidRequestError) as refused:
         service.requested(_request(server_tools=["python"]))
     assert refused.value.code == "server_tool_unavailable" and "Modal" in refused.value.message
+
+
+def test_a_tier_offers_only_its_own_tools_and_a_reload_can_change_them(tmp_path: Path) -> None:
+    service = _service(tmp_path)
+    with pytest.raises(PermissionDeniedError) as refused:
+        service.requested(_request(server_tools=["calculator", "python"]), Tier.FREE)
+    assert (refused.value.code, refused.value.param) == ("server_tool_not_in_tier", "server_tools[1]")
+    assert service.requested(_request(server_tools=["calculator"]), Tier.FREE) == ["calculator"]
+    assert service.offered(Tier.FREE) == ["calculator"]
+    live = tables()
+    plus = live.tiers[Tier.PLUS].model_copy(update={"server_tools": ("calculator",)})
+    install_tables(live.replaced(tiers={**live.tiers, Tier.PLUS: plus}))  # an operator's edit, hot-reloaded
+    try:
+        assert service.offered(Tier.PLUS) == ["calculator"]
+        with pytest.raises(PermissionDeniedError):
+            service.requested(_request(server_tools=["python"]), Tier.PLUS)
+    finally:
+        install_tables(live)
+    assert "python" in service.offered(Tier.PLUS) or not bwrap_works()

@@ -7,7 +7,7 @@ import { useAttachments } from "../hooks/useAttachments";
 import { useChat } from "../hooks/useChat";
 import { useConversations } from "../hooks/useConversations";
 import { useFileDrop } from "../hooks/useFileDrop";
-import { pickModel, saveModel } from "../prefs";
+import { pickModel, saveCodeInterpreter, savedCodeInterpreter, saveModel } from "../prefs";
 import { conversationFromHash, setConversationHash } from "../route";
 import type { Citation, ConversationSummary, SessionObject } from "../types";
 import { chatModels } from "../types";
@@ -48,6 +48,8 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
   const [filesOpen, setFilesOpen] = useState(false);
   const [passage, setPassage] = useState<Citation | null>(null);
   const conversations = useConversations();
+  const codeOffered = (session.server_tools ?? []).includes("python");
+  const [codeOn, setCodeOn] = useState(savedCodeInterpreter);
   const activeRef = useRef<string | null>(null);
 
   const closeSidebarOnMobile = () => {
@@ -76,6 +78,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
       if (conversationFromHash() === id) setConversationHash(null, true);
     },
     vectorStoreIds: () => attachments.vectorStoreIds(),
+    serverTools: () => (codeOffered && codeOn ? ["python"] : []),
   });
   activeRef.current = chat.conversationId;
   const attachments = useAttachments(chat.conversationId, storeFromCitations(chat.messages));
@@ -229,6 +232,18 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
             disabled={!model || chat.loading}
             focusKey={chat.conversationId}
             onAttach={attachments.add}
+            code={
+              codeOffered
+                ? {
+                    on: codeOn,
+                    toggle: () =>
+                      setCodeOn((on) => {
+                        saveCodeInterpreter(!on);
+                        return !on;
+                      }),
+                  }
+                : undefined
+            }
           />
           <p class="composer-foot">Answers can be wrong. Check important facts.</p>
         </div>

@@ -2,7 +2,7 @@
  * attaches files (the keyboard's way to what drag and drop does). */
 import { useEffect, useRef } from "preact/hooks";
 import { FilePicker } from "./FilePicker";
-import { PaperclipIcon, SendIcon, StopIcon } from "./icons";
+import { CodeIcon, PaperclipIcon, SendIcon, StopIcon } from "./icons";
 
 interface Props {
   value: string;
@@ -14,9 +14,11 @@ interface Props {
   focusKey: unknown;
   /** Files chosen with the attach button. */
   onAttach?(files: File[]): void;
+  /** The code interpreter switch, where the tier offers it. */
+  code?: { on: boolean; toggle(): void };
 }
 
-export function Composer({ value, onChange, onSend, onStop, streaming, disabled, focusKey, onAttach }: Props) {
+export function Composer({ value, onChange, onSend, onStop, streaming, disabled, focusKey, onAttach, code }: Props) {
   const area = useRef<HTMLTextAreaElement>(null);
   const picker = useRef<HTMLInputElement>(null);
   useEffect(() => {
@@ -46,6 +48,19 @@ export function Composer({ value, onChange, onSend, onStop, streaming, disabled,
           </button>
           <FilePicker pickerRef={picker} testId="attach-input" onFiles={onAttach} />
         </>
+      )}
+      {code && (
+        <button
+          type="button"
+          class={`icon-btn code-btn${code.on ? " on" : ""}`}
+          data-testid="code-toggle"
+          aria-pressed={code.on}
+          aria-label="Run code"
+          title={code.on ? "Code interpreter on: answers may run Python in a sandbox" : "Let answers run Python in a sandbox"}
+          onClick={code.toggle}
+        >
+          <CodeIcon />
+        </button>
       )}
       <label for="composer-input" class="sr-only">
         Message

@@ -10,6 +10,7 @@ import type { Citation } from "../types";
 import { Citations } from "./Citations";
 import { CopyIcon, EditIcon, RefreshIcon } from "./icons";
 import { Markdown } from "./Markdown";
+import { ToolRuns } from "./ToolRuns";
 
 interface UserProps {
   message: UiMessage;
@@ -139,6 +140,7 @@ export function AssistantMessage({ message, canRegenerate, onRegenerate, feedbac
             <div class="reasoning-text">{message.reasoning}</div>
           </details>
         )}
+        <ToolRuns runs={message.toolRuns} />
         {message.content ? (
           <Markdown text={message.content} />
         ) : (

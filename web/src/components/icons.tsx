@@ -126,3 +126,8 @@ export const FileIcon = (p: IconProps) => (
     <path d="M14 3v6h6" />
   </Svg>
 );
+export const CodeIcon = (p: IconProps) => (
+  <Svg {...p}>
+    <path d="M8 8l-4 4 4 4M16 8l4 4-4 4M13.5 5l-3 14" />
+  </Svg>
+);

@@ -20,8 +20,9 @@ import {
 import { describeError, type ErrorView } from "../errors";
 import { markFirstTokenReceived, resetFirstTokenMarks } from "../perf";
 import { openChatStream, type ChatStream } from "../stream";
+import { upsertRun } from "../toolRuns";
 import { turnOutcome } from "../turnOutcome";
-import type { ChatRequestBody, Conversation, ConversationSummary } from "../types";
+import type { ChatRequestBody, Conversation, ConversationSummary, ServerToolRun } from "../types";
 
 /** After a Stop (or a lost connection) the server saves the answer once it notices: look this often, this long. */
 export const SAVE_POLL_MS = 500;
@@ -113,6 +114,8 @@ export interface ChatOptions {
   onConversationGone(id: string): void;
   /** The vector stores a turn should search (the conversation's attached files); none: no retrieval. */
   vectorStoreIds?(): string[];
+  /** The gateway's own tools a turn may use (`python`: the code interpreter, when switched on); none: no tools. */
+  serverTools?(): string[];
 }
 
 export function useChat(options: ChatOptions) {
@@ -315,6 +318,8 @@ export function useChat(options: ChatOptions) {
       }
       const stores = opts.current.vectorStoreIds?.() ?? [];
       if (stores.length > 0) body.vector_store_ids = stores;
+      const tools = opts.current.serverTools?.() ?? [];
+      if (tools.length > 0) body.server_tools = tools;
 
       const release = () => {
         if (controllerRef.current === controller) controllerRef.current = null;
@@ -387,6 +392,7 @@ export function useChat(options: ChatOptions) {
 
       let content = "";
       let reasoning = "";
+      let runs: ServerToolRun[] = [];
       let finish: string | null = null;
       let streamError: ApiError | null = null;
       let ended: "done" | "disconnected" | null = null;
@@ -420,6 +426,11 @@ export function useChat(options: ChatOptions) {
             case "reasoning":
               reasoning += event.content;
               if (!frame) frame = requestAnimationFrame(flush);
+              break;
+            case "tool_run":
+              runs = upsertRun(runs, event.run);
+              patchMessage(answerKey, { toolRuns: runs });
+              setLiveStatus(event.run.status === "running" ? "Running code…" : "Generating an answer…");
               break;
             case "finish":
               finish = event.reason;
