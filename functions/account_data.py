@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator
 
 from functions.accounts.conversation_export import account_export_json
 from functions.files.tenant_data import TenantFiles
-from shared.service_api.conversation_api import AccountDataDeleted
+from shared.service_api.conversation_api import AccountDataDeleted, InstructionsObject
 from shared.service_api.feedback_api import FeedbackObject
+from shared.storage.accounts import TenantChanges, TenantStore
 from shared.storage.batches import BatchStore
 from shared.storage.conversations import AuditRecord, ConversationStore
 from shared.storage.feedback import FeedbackStore
@@ -24,10 +25,16 @@ from shared.storage.timestamps import utc_now
 
 class AccountData:
     def __init__(
-        self, conversations: ConversationStore, feedback: FeedbackStore, result_cache: ResultCacheStore | None = None
+        self,
+        conversations: ConversationStore,
+        feedback: FeedbackStore,
+        result_cache: ResultCacheStore | None = None,
+        *,
+        tenants: TenantStore | None = None,
     ) -> None:
         self.conversations = conversations
         self.feedback = feedback
+        self.tenants = tenants  # the account's own settings kept with the tenant (its custom instructions)
         self.result_cache = result_cache  # cached answers are the tenant's content too (docs/result-cache.md)
         self.files: TenantFiles | None = (
             None  # files, vector stores, chunks, vectors (set by functions/files/wiring.py)
@@ -46,11 +53,16 @@ class AccountData:
             self.files.erase(tenant_id)
         if self.batches is not None:
             self.batches.delete_tenant(tenant_id)
+        if self.tenants is not None:
+            self.tenants.update_tenant(tenant_id, TenantChanges(instructions=None))
         return AccountDataDeleted(deleted_conversations=conversations, deleted_feedback=feedback)
 
     def export(self, tenant_id: str) -> AsyncIterator[bytes]:
         """The account as one streamed JSON document: conversations, then every rating the service keeps for the
         tenant (those of replaced answers too), as the API shows them."""
         feedback = (FeedbackObject.of(record) for record in self.feedback.list_tenant(tenant_id))
-        sections = None if self.files is None else self.files.export_sections(tenant_id)
+        sections = {} if self.files is None else self.files.export_sections(tenant_id)
+        tenant = self.tenants.get_tenant(tenant_id) if self.tenants is not None else None
+        if tenant is not None:
+            sections = {"instructions": iter([InstructionsObject(instructions=tenant.instructions)]), **sections}
         return account_export_json(tenant_id, self.conversations.export_tenant(tenant_id), feedback, sections)

@@ -41,6 +41,7 @@ from functions.api.web_ui import SecurityHeadersMiddleware, mount_web_ui
 from functions.batches.wiring import batch_metrics, install_batches
 from functions.chat.conversation_turns import ConversationTurns
 from functions.chat.delivery import Delivery
+from functions.chat.instructions import Instructions
 from functions.chat.pipeline import ChatPipeline, ChatServices
 from functions.chat.result_cache.cache import ResultCacheMetrics, result_cache_for
 from functions.chat.server_tools.metrics import ServerToolMetrics
@@ -221,7 +222,10 @@ def create_app(
                 chat_pools=worker_urls.keys(),
             )
             result_store = own(open_result_cache(settings))
-            app.state.account_data = AccountData(app.state.conversations, app.state.feedback, result_store)
+            app.state.account_data = AccountData(
+                app.state.conversations, app.state.feedback, result_store, tenants=app.state.store
+            )
+            app.state.instructions = Instructions(app.state.store, app.state.conversations, app.state.safety)
             resume_limits = limits_from(settings)
             shared_streams = SharedStreamLog(
                 control_state,

@@ -9,6 +9,9 @@ Tool turns (an assistant message's `tool_calls`, a `tool` message's `tool_call_i
 arguments exactly as stored. They extend version 1 rather than start version 2: a stored history could not hold them
 before (tool messages were refused), so no output version 1 ever produced changes (the golden test pins version 1's
 bytes with and without tool turns), and every existing conversation can go on with tools.
+
+Custom instructions (`guidance`) are an input of their own, not stored history: they end the first system message,
+the same bytes for the same instructions, so a conversation's turns share their prefix while the instructions stay.
 """
 
 from __future__ import annotations
@@ -64,11 +67,22 @@ class UnknownRenderVersionError(RuntimeError):
     """A stored conversation names a render version this build does not have (a newer deployment wrote it)."""
 
 
-def render(render_version: int, history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -> RenderedMessages:
+def render(
+    render_version: int,
+    history: Sequence[StoredMessage],
+    new: Sequence[StoredMessage],
+    guidance: str | None = None,
+) -> RenderedMessages:
+    """`guidance`: the user's custom instructions (functions/chat/instructions.py), which end the first system message
+    after a blank line. Without them every version's output is as it always was."""
     renderer = RENDERERS.get(render_version)
     if renderer is None:
         raise UnknownRenderVersionError(f"render version {render_version} is unknown to this build")
-    return renderer(history, new)
+    rendered = renderer(history, new)
+    if guidance:
+        first = rendered[0]  # a system (or developer) message: every version opens with one
+        rendered[0] = {**first, "content": f"{first.get('content') or ''}\n\n{guidance}"}
+    return rendered
 
 
 def canonical_bytes(messages: RenderedMessages) -> bytes:

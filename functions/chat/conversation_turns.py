@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from anyio import to_thread
 
 from functions.accounts.retention import expiry_for
+from functions.chat.instructions import guidance_text, leaving_room
 from shared.context_window import ContextWindow, pinned_count, window_start
 from shared.errors import InvalidRequestError
 from shared.rendering import CURRENT_RENDER_VERSION, RenderedMessages, render
@@ -183,12 +184,14 @@ class ConversationTurns:
         context = self.context_tokens.get(pool or "")
         return ContextWindow.for_context(context) if context else None
 
-    def out_of_context(self, conversation: Conversation) -> int:
+    def out_of_context(self, conversation: Conversation, account_instructions: str | None = None) -> int:
         """How many stored messages the last answer's prompt left out (for the pool that answered it): what that
-        answer's `out_of_context` said, read back for a conversation opened later."""
+        answer's `out_of_context` said, read back for a conversation opened later (with the instructions in force
+        now)."""
         messages = conversation.messages
         last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
-        window = None if last is None else self.window_for(messages[last].model)
+        guidance = guidance_text(account_instructions, conversation.instructions)
+        window = None if last is None else leaving_room(self.window_for(messages[last].model), guidance)
         if last is None or window is None:
             return 0
         prompt = messages[:last]
@@ -225,7 +228,7 @@ class ConversationTurns:
                 expected_version=0,
                 render_version=CURRENT_RENDER_VERSION,
                 new_messages=sent,
-                rendered=render(CURRENT_RENDER_VERSION, [], sent),
+                rendered=render(CURRENT_RENDER_VERSION, [], sent, guidance_text(tenant.instructions, None)),
                 history=History.NEW,
                 title=_title_from(sent),
             )
@@ -245,14 +248,15 @@ class ConversationTurns:
                 expected_version=-1,  # unknown: this turn is not saved
                 render_version=CURRENT_RENDER_VERSION,
                 new_messages=sent,
-                rendered=render(CURRENT_RENDER_VERSION, [], sent),
+                rendered=render(CURRENT_RENDER_VERSION, [], sent, guidance_text(tenant.instructions, None)),
                 history=History.UNAVAILABLE,
             )
         if stored is None:
             raise ConversationNotFoundError(conversation_id)
-        window = self.window_for(pool)
+        guidance = guidance_text(tenant.instructions, stored.instructions)
+        window = leaving_room(self.window_for(pool), guidance)
         if request.replace_from is not None:
-            return self._edit(tenant, stored, sent, request.replace_from, window)
+            return self._edit(tenant, stored, sent, request.replace_from, window, guidance)
         new = _new_turn_only(stored.messages, sent)
         if stored.complete:
             history, status = stored.messages, History.LOADED
@@ -271,7 +275,7 @@ class ConversationTurns:
             expected_version=stored.version,
             render_version=stored.render_version,
             new_messages=new,
-            rendered=render(stored.render_version, kept, new),
+            rendered=render(stored.render_version, kept, new, guidance),
             history=status,
             loaded=stored,
             fork_to=fork_to,
@@ -281,7 +285,12 @@ class ConversationTurns:
 
     @staticmethod
     def _edit(
-        tenant: Tenant, stored: Conversation, sent: list[StoredMessage], replace_from: int, window: ContextWindow | None
+        tenant: Tenant,
+        stored: Conversation,
+        sent: list[StoredMessage],
+        replace_from: int,
+        window: ContextWindow | None,
+        guidance: str | None,
     ) -> Turn:
         """Edit-and-resend or regenerate: the history up to `replace_from` is kept, the rest replaced by this turn."""
         if not stored.complete:
@@ -300,7 +309,7 @@ class ConversationTurns:
             expected_version=stored.version,
             render_version=stored.render_version,
             new_messages=sent,
-            rendered=render(stored.render_version, history, sent),
+            rendered=render(stored.render_version, history, sent, guidance),
             history=History.LOADED,
             loaded=stored,
             keep=keep,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.storage.conversations import MAX_TITLE_CHARS, Conversation, ConversationMeta
+from shared.storage.conversations import MAX_INSTRUCTIONS_CHARS, MAX_TITLE_CHARS, Conversation, ConversationMeta
 from shared.wire.retrieval_api import Citation
 from shared.wire.server_tool_runs import ServerToolRunView
 from shared.wire.tools_api import ToolCall
@@ -59,12 +59,16 @@ class ConversationObject(BaseModel):
     version: int
     message_count: int
     expires_at: int | None = Field(description="When it is deleted for inactivity; null: kept until deleted.")
+    instructions: str | None = Field(
+        default=None, description="The user's instructions for this conversation (docs/conversations.md)."
+    )
 
     @classmethod
     def of(cls, meta: ConversationMeta) -> ConversationObject:
         return cls(
             id=meta.id,
             title=meta.title,
+            instructions=meta.instructions,
             created_at=int(meta.created_at.timestamp()),
             updated_at=int(meta.updated_at.timestamp()),
             version=meta.version,
@@ -109,17 +113,41 @@ class ConversationList(BaseModel):
 
 
 class ConversationUpdate(BaseModel):
+    """A rename, new instructions (null or "" clears them), or both; at least one."""
+
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS)
+    instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
 
     @field_validator("title")
     @classmethod
-    def _not_blank(cls, title: str) -> str:
+    def _not_blank(cls, title: str | None) -> str | None:
+        if title is None:
+            raise ValueError("title cannot be null")
         title = " ".join(title.split())
         if not title:
             raise ValueError("title must not be blank")
         return title
+
+    @model_validator(mode="after")
+    def _something(self) -> ConversationUpdate:
+        if not self.model_fields_set & {"title", "instructions"}:
+            raise ValueError("send `title`, `instructions` or both")
+        return self
+
+
+class InstructionsObject(BaseModel):
+    """The account's custom instructions: they end the system prompt of every conversation it stores."""
+
+    object: Literal["account.instructions"] = "account.instructions"
+    instructions: str | None
+
+
+class InstructionsUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instructions: str | None = Field(max_length=MAX_INSTRUCTIONS_CHARS, description='null or "" clears them')
 
 
 class ConversationDeleted(BaseModel):

@@ -10,6 +10,7 @@ from typing import Annotated, Protocol
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from shared.fleet.tiers import LimitOverrides, SafetyOverrides, Tier
+from shared.storage.conversations import MAX_INSTRUCTIONS_CHARS
 from shared.storage.timestamps import utc_now
 
 
@@ -45,6 +46,8 @@ class Tenant(BaseModel):
     safety: SafetyOverrides | None = None
     # What the tenant is for: a customer, or the eval job's own traffic (never billed; fixed at creation).
     purpose: TenantPurpose = TenantPurpose.CUSTOMER
+    # The account's custom instructions for every conversation it stores (functions/chat/instructions.py); None: none.
+    instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
 
     @classmethod
     def new(
@@ -76,6 +79,7 @@ class TenantChanges(BaseModel):
     limits: LimitOverrides | None = None
     stripe_customer_id: str | None = Field(default=None, pattern=r"^cus_[A-Za-z0-9]+$")
     safety: SafetyChoices | None = None
+    instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
 
     def changed(self) -> dict[str, object]:
         """The fields to write, by name (`None` means clear it; `name`, `tier` and `legal_hold` cannot be cleared)."""

@@ -105,10 +105,16 @@ class StoredMessage(BaseModel):
     response: ResponseRecord | None = None
 
 
+MAX_INSTRUCTIONS_CHARS = 1500  # custom instructions, the account's and a conversation's (as ChatGPT's fields)
+
+
 class ConversationMeta(BaseModel):
     id: str
     tenant_id: str
     title: str | None = None
+    # The user's instructions for this conversation, rendered into its prompt in a fixed place
+    # (functions/chat/instructions.py); None: none.
+    instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
     created_at: datetime
     updated_at: datetime
     version: int = Field(ge=1)
@@ -247,6 +253,13 @@ class ConversationStore(Protocol):
         self, tenant_id: str, conversation_id: str, title: str, *, now: datetime | None = None
     ) -> ConversationMeta | None:
         """Set the title of a live conversation; None if it is not visible to this tenant."""
+        ...
+
+    def set_instructions(
+        self, tenant_id: str, conversation_id: str, instructions: str | None, *, now: datetime | None = None
+    ) -> ConversationMeta | None:
+        """Set (None: clear) a live conversation's custom instructions; None if it is not visible to this tenant. Like
+        a rename, not a turn: the version does not move."""
         ...
 
     def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:

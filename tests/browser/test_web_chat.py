@@ -40,6 +40,13 @@ def sign_in(page: Any, url: str, key: str) -> None:
     assert key not in stored and key not in page.evaluate("() => document.cookie")
 
 
+def send(page: Any, text: str) -> None:
+    """Type `text` in the composer and send it with Enter."""
+    composer = page.get_by_test_id("composer")
+    composer.fill(text)
+    composer.press("Enter")
+
+
 def assistant(page: Any, index: int = -1) -> Any:
     answers = page.locator('[data-testid="message"][data-role="assistant"]')
     return answers.nth(index if index >= 0 else answers.count() + index)

@@ -16,7 +16,7 @@ import pytest
 from functions.sandbox.bubblewrap import bwrap_works
 from shared.server_tool_settings import SandboxSettings, ServerToolSettings
 from tests.browser.conftest import screenshot
-from tests.browser.test_web_chat import assistant, sign_in, wait_status
+from tests.browser.test_web_chat import assistant, send, sign_in, wait_status
 from tests.integration.conftest import Gateway, GatewayFactory, gateway_for  # noqa: F401 (a fixture)
 from tests.support.servers import serve
 from tests.support.stand_ins.tool_worker import answer, last_tool_result, tool_call, tool_worker
@@ -55,19 +55,13 @@ def coder(gateway_for: GatewayFactory, tmp_path: Path) -> Iterator[Gateway]:  # 
         yield gateway_for({"flagship": [url], "mini": [url]}, server_tools=tools)
 
 
-def _send(page: Any, text: str) -> None:
-    composer = page.get_by_test_id("composer")
-    composer.fill(text)
-    composer.press("Enter")
-
-
 def test_a_run_is_shown_as_it_runs_then_with_its_code_output_and_file(page: Any, coder: Gateway) -> None:
     sign_in(page, coder.url, coder.key)
     toggle = page.get_by_test_id("code-toggle")
     assert toggle.get_attribute("aria-pressed") == "false"
     toggle.click()
     assert toggle.get_attribute("aria-pressed") == "true"
-    _send(page, "Square the numbers 1 to 5 and give me a table")
+    send(page, "Square the numbers 1 to 5 and give me a table")
     run = page.get_by_test_id("tool-run").first
     run.wait_for()
     # Seen while it runs: the code is on screen before any output or answer.
@@ -105,7 +99,7 @@ def test_a_run_is_shown_as_it_runs_then_with_its_code_output_and_file(page: Any,
 def test_a_run_that_times_out_says_so(page: Any, coder: Gateway) -> None:
     sign_in(page, coder.url, coder.key)
     page.get_by_test_id("code-toggle").click()
-    _send(page, "Count forever")
+    send(page, "Count forever")
     assert wait_status(page, ("done",), timeout_ms=30_000) == "done"
     run = page.get_by_test_id("tool-run").first
     assert run.get_attribute("data-status") == "timeout"

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from functions.chat.instructions import ACCOUNT_HEADING, guidance_text
 from shared.rendering import (
     SYSTEM_PROMPTS,
     UnknownRenderVersionError,
@@ -61,6 +62,19 @@ def test_each_turn_extends_the_previous_rendering() -> None:
 def test_a_conversations_own_system_prompt_replaces_the_default() -> None:
     rendered = render(1, [m("system", "Answer in French.")], [m("user", "hi")])
     assert [r["role"] for r in rendered] == ["system", "user"] and rendered[0]["content"] == "Answer in French."
+
+
+def test_custom_instructions_end_the_first_system_message_and_leave_the_rest_as_pinned() -> None:
+    guidance = guidance_text("Answer in British English.", "Reply in one sentence.")
+    with_them, without = render(1, HISTORY, NEW, guidance), render(1, HISTORY, NEW)
+    assert with_them[0]["content"] == f"{SYSTEM_PROMPTS[1]}\n\n{guidance}"
+    assert with_them[1:] == without[1:] and hashlib.sha256(canonical_bytes(without)).hexdigest() == V1_SHA256
+    # A conversation's own system prompt keeps its text, then the instructions; a turn later, the same first bytes.
+    own = [m("system", "You are a travel agent."), *HISTORY]
+    assert render(1, own, NEW, guidance)[0]["content"] == f"You are a travel agent.\n\n{guidance}"
+    later = render(1, [*HISTORY, *NEW, m("assistant", "Fine.")], [m("user", "And food?")], guidance)
+    assert later[: len(with_them)] == with_them
+    assert guidance_text(None, "  ") is None and guidance_text(" Be brief ", None) == f"{ACCOUNT_HEADING}\nBe brief"
 
 
 def test_an_unknown_render_version_is_refused() -> None:

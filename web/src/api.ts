@@ -7,6 +7,7 @@ import type {
   ConversationPage,
   ConversationSummary,
   ErrorBody,
+  InstructionsObject,
   ModelObject,
   SessionObject,
   UsageObject,
@@ -117,7 +118,7 @@ export function setUnauthorizedHandler(handler: UnauthorizedHandler | null): voi
 }
 
 export interface ApiFetchOptions {
-  method?: "GET" | "POST" | "PATCH" | "DELETE";
+  method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   body?: unknown;
   /** A multipart body (an upload); the browser sets its Content-Type with the boundary. */
   form?: FormData;
@@ -173,6 +174,11 @@ export const api = {
   getConversation: (id: string) => json<Conversation>(`/v1/conversations/${enc(id)}`),
   renameConversation: (id: string, title: string) =>
     json<ConversationSummary>(`/v1/conversations/${enc(id)}`, { method: "PATCH", body: { title } }),
+  setConversationInstructions: (id: string, instructions: string | null) =>
+    json<ConversationSummary>(`/v1/conversations/${enc(id)}`, { method: "PATCH", body: { instructions } }),
+  getInstructions: () => json<InstructionsObject>("/v1/account/instructions"),
+  setInstructions: (instructions: string | null) =>
+    json<InstructionsObject>("/v1/account/instructions", { method: "PUT", body: { instructions } }),
   deleteConversation: (id: string) =>
     json<{ id: string; deleted: boolean }>(`/v1/conversations/${enc(id)}`, { method: "DELETE" }),
   usage: () => json<UsageObject>("/v1/usage"),

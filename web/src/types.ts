@@ -33,6 +33,8 @@ export function chatModels(models: ModelObject[]): string[] {
 export interface ConversationSummary {
   id: string;
   title: string | null;
+  /** The user's instructions for this conversation (they end its system prompt). */
+  instructions?: string | null;
   created_at: number;
   updated_at: number;
   version: number;
@@ -82,6 +84,15 @@ export interface Conversation extends ConversationSummary {
   /** Stored messages (after the system prompt) the last answer's prompt left out. */
   out_of_context?: number;
 }
+
+/** The account's custom instructions (`/v1/account/instructions`): they end every stored conversation's system prompt. */
+export interface InstructionsObject {
+  object: "account.instructions";
+  instructions: string | null;
+}
+
+/** At most this many characters each (the account's, a conversation's). */
+export const MAX_INSTRUCTIONS_CHARS = 1500;
 
 export interface ConversationPage {
   data: ConversationSummary[];

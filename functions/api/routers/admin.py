@@ -85,6 +85,8 @@ async def get_tenant(tenant_id: TenantId, store: Store) -> TenantObject:
 
 @router.patch("/tenants/{tenant_id}", responses=error_responses(404))
 async def update_tenant(tenant_id: TenantId, changes: TenantChanges, store: Store) -> TenantObject:
+    if "instructions" in changes.model_fields_set:  # the account's own (PUT /v1/account/instructions)
+        raise InvalidRequestError("An account's instructions are its own to set.", param="instructions")
     try:
         changes.changed()
     except ValueError as exc:

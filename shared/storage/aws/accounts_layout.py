@@ -245,6 +245,7 @@ def tenant_item(tenant: Tenant) -> dict[str, Any]:
             "stripe_customer_id": tenant.stripe_customer_id,
             "safety": safety_map(tenant.safety),
             "purpose": tenant.purpose.value,
+            "instructions": tenant.instructions,
         }
     )
 
@@ -263,6 +264,7 @@ def tenant_from_item(item: dict[str, Any]) -> Tenant:
         safety=None if safety is None else SafetyOverrides(**safety),
         # Items written before purposes existed are customers.
         purpose=TenantPurpose(item.get("purpose", TenantPurpose.CUSTOMER.value)),
+        instructions=item.get("instructions"),
     )
 
 

@@ -143,6 +143,14 @@ class AwsConversationStore:
         updated = self._update_if(tenant_id, conversation_id, {"title": title}, LIVE, {"now": iso(now)})
         return None if updated is None else meta_from_item(updated)
 
+    def set_instructions(
+        self, tenant_id: str, conversation_id: str, instructions: str | None, *, now: datetime | None = None
+    ) -> ConversationMeta | None:
+        # Only here: a turn's commit never writes the attribute (layout.record_attributes), so it cannot undo this.
+        now = now or utc_now()
+        updated = self._update_if(tenant_id, conversation_id, {"instructions": instructions}, LIVE, {"now": iso(now)})
+        return None if updated is None else meta_from_item(updated)
+
     def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:
         now = now or utc_now()
         while True:  # the sweep time depends on the expiry read: redo if the record changed in between

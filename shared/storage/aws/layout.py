@@ -201,7 +201,8 @@ def schedule(conversation_id: str, expires_at: datetime | None, deleted_at: date
 
 
 def record_attributes(meta: ConversationMeta, key: str) -> dict[str, Any]:
-    """Every attribute of a conversation record but its key (None = absent); `key` is its body's S3 key."""
+    """Every attribute of a conversation record but its key and its instructions (None = absent); `key` is its body's
+    S3 key. The instructions are written by `set_instructions` alone, so a turn's commit cannot undo a change."""
     updated = iso(meta.updated_at)
     return {
         "tenant_id": meta.tenant_id,
@@ -223,6 +224,7 @@ def meta_from_item(item: dict[str, Any]) -> ConversationMeta:
         id=item["conversation_id"],
         tenant_id=item["tenant_id"],
         title=item.get("title"),
+        instructions=item.get("instructions"),
         created_at=parse_iso(item["created_at"]),
         updated_at=parse_iso(item["updated_at"]),
         version=int(item["version"]),

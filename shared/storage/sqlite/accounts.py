@@ -21,6 +21,7 @@ _TENANT_COLUMNS = (
     "stripe_customer_id",
     "safety",
     "purpose",
+    "instructions",
 )
 # Overrides are stored as JSON, only the fields that are set.
 _JSON_COLUMNS: dict[str, type[LimitOverrides] | type[SafetyOverrides]] = {

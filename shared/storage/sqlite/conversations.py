@@ -199,6 +199,18 @@ class SQLiteConversationStore:
             ).fetchone()
         return None if row is None else _meta(row)
 
+    def set_instructions(
+        self, tenant_id: str, conversation_id: str, instructions: str | None, *, now: datetime | None = None
+    ) -> ConversationMeta | None:
+        with self._database.write() as db:
+            row = db.execute(
+                "UPDATE conversations SET instructions = :instructions"
+                f" WHERE id = :id AND tenant_id = :tenant AND {_LIVE} RETURNING *",
+                {"instructions": instructions, "id": conversation_id, "tenant": tenant_id,
+                 "now": to_iso(now or utc_now())},
+            ).fetchone()  # fmt: skip
+        return None if row is None else _meta(row)
+
     def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:
         now = now or utc_now()
         with self._database.write() as db:

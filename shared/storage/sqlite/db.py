@@ -335,6 +335,9 @@ MIGRATIONS: list[list[str]] = [
         # The gateway's own tool runs behind an answer, as the client saw them (issue 50: the code interpreter in the
         # web chat): a JSON list of shared/wire/server_tool_runs.py views; NULL: none.
         "ALTER TABLE messages ADD COLUMN server_tool_runs TEXT",
+        # Custom instructions (issue 50 item 3): a conversation's own, and the account's (NULL: none).
+        "ALTER TABLE conversations ADD COLUMN instructions TEXT",
+        "ALTER TABLE tenants ADD COLUMN instructions TEXT",
     ],
 ]
 

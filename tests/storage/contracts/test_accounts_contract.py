@@ -38,6 +38,22 @@ def test_update_changes_only_the_fields_set(tenant_store: TenantStore) -> None:
     assert tenant_store.update_tenant("ten_missing", TenantChanges(tier=Tier.FREE)) is None
 
 
+def test_custom_instructions_are_kept_with_the_tenant_and_cleared(tenant_store: TenantStore) -> None:
+    tenant = tenant_store.create_tenant("acme", Tier.PLUS)
+    assert tenant.instructions is None
+    text = "Answer in British English.\nBe brief ✓"
+    updated = tenant_store.update_tenant(tenant.id, TenantChanges(instructions=text))
+    assert updated is not None and updated.instructions == text and updated.tier is Tier.PLUS
+    key = new_api_key()
+    tenant_store.add_api_key(tenant.id, hash_api_key(key), "k")
+    found = tenant_store.find_key_with_tenant(hash_api_key(key))
+    assert found is not None and found[1].instructions == text  # what a request's caller carries
+    assert tenant_store.update_tenant(tenant.id, TenantChanges(retention_days=30)).instructions == text  # type: ignore[union-attr]
+    cleared = tenant_store.update_tenant(tenant.id, TenantChanges(instructions=None))
+    assert cleared is not None and cleared.instructions is None
+    assert tenant_store.get_tenant(tenant.id) == cleared
+
+
 def test_safety_overrides_round_trip_and_clear(tenant_store: TenantStore) -> None:
     corp = tenant_store.create_tenant("corp", Tier.ENTERPRISE)
     assert corp.safety is None

@@ -257,6 +257,29 @@ def test_rename_and_soft_delete(conversation_store: ConversationStore) -> None:
         )
 
 
+def test_instructions_are_set_cleared_kept_through_turns_and_tenant_scoped(
+    conversation_store: ConversationStore,
+) -> None:
+    meta = create(conversation_store)
+    assert meta.instructions is None
+    set_ = conversation_store.set_instructions(TENANT, meta.id, "Reply in French.", now=T0)
+    assert set_ is not None and set_.instructions == "Reply in French." and set_.version == meta.version
+    # A turn appended after it leaves it alone (it is not a turn's to write), and a read returns it.
+    conversation_store.append_turn(
+        TENANT, meta.id, expected_version=meta.version, messages=msgs(("user", "Salut")), expires_at=None,
+        render_version=1, now=T0,
+    )  # fmt: skip
+    read = conversation_store.get(TENANT, meta.id, now=T0)
+    assert read is not None and read.instructions == "Reply in French."
+    assert conversation_store.list(TENANT, now=T0).items[0].instructions == "Reply in French."
+    assert conversation_store.set_instructions(OTHER, meta.id, "steal", now=T0) is None
+    cleared = conversation_store.set_instructions(TENANT, meta.id, None, now=T0)
+    assert cleared is not None and cleared.instructions is None
+    assert conversation_store.get(TENANT, meta.id, now=T0).instructions is None  # type: ignore[union-attr]
+    assert conversation_store.soft_delete(TENANT, meta.id, now=T0)
+    assert conversation_store.set_instructions(TENANT, meta.id, "late", now=T0) is None
+
+
 def test_expired_records_are_hidden_before_the_sweep_runs(conversation_store: ConversationStore) -> None:
     meta = create(conversation_store, expires_in=timedelta(days=30))
     assert conversation_store.get(TENANT, meta.id, now=T0 + timedelta(days=29)) is not None

@@ -18,6 +18,7 @@ import { ConfirmDelete } from "./ConfirmDelete";
 import { ErrorNotice } from "./ErrorNotice";
 import { FilesPanel } from "./FilesPanel";
 import { Header } from "./Header";
+import { InstructionsDialog } from "./InstructionsDialog";
 import { MessageList } from "./MessageList";
 import { PassageDialog } from "./PassageDialog";
 import { Sidebar } from "./Sidebar";
@@ -46,6 +47,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
   const [usageOpen, setUsageOpen] = useState(false);
   const [deleting, setDeleting] = useState<ConversationSummary | null>(null);
   const [filesOpen, setFilesOpen] = useState(false);
+  const [instructionsOpen, setInstructionsOpen] = useState(false);
   const [passage, setPassage] = useState<Citation | null>(null);
   const conversations = useConversations();
   const codeOffered = (session.server_tools ?? []).includes("python");
@@ -215,6 +217,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
           onMenu={() => setSidebarOpen((open) => !open)}
           onUsage={() => setUsageOpen(true)}
           onFiles={() => setFilesOpen(true)}
+          onInstructions={() => setInstructionsOpen(true)}
           onSignOut={onSignOut}
           modelDisabled={models.length === 0}
         />
@@ -257,6 +260,12 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
         )}
       </main>
       {usageOpen && <UsagePanel onClose={() => setUsageOpen(false)} />}
+      {instructionsOpen && (
+        <InstructionsDialog
+          conversationId={chat.conversationId && chat.persisted ? chat.conversationId : null}
+          onClose={() => setInstructionsOpen(false)}
+        />
+      )}
       {filesOpen && (
         <FilesPanel onClose={() => setFilesOpen(false)} onDeleted={attachments.fileDeleted} attached={attachments.attachments} />
       )}

@@ -1,8 +1,9 @@
-/** Top bar: mobile menu, model select + tier badge, export links, files, usage, theme toggle, sign out. */
+/** Top bar: mobile menu, model select + tier badge, export links, files, custom instructions, usage, theme toggle,
+ * sign out. */
 import { useEffect, useState } from "preact/hooks";
 import { exportUrl } from "../api";
 import { currentTheme, onThemeChange, toggleTheme, type Theme } from "../theme";
-import { ChartIcon, DownloadIcon, FileIcon, LogoutIcon, MenuIcon, MoonIcon, SunIcon } from "./icons";
+import { ChartIcon, DownloadIcon, FileIcon, LogoutIcon, MenuIcon, MoonIcon, SlidersIcon, SunIcon } from "./icons";
 
 const EXPORTS = [
   { format: "markdown", extension: "md", label: "Markdown", short: "MD" },
@@ -19,6 +20,7 @@ interface Props {
   onMenu(): void;
   onUsage(): void;
   onFiles(): void;
+  onInstructions(): void;
   onSignOut(): void;
   modelDisabled: boolean;
 }
@@ -94,6 +96,16 @@ export function Header(props: Props) {
           onClick={props.onFiles}
         >
           <FileIcon />
+        </button>
+        <button
+          type="button"
+          class="icon-btn"
+          data-testid="instructions-open"
+          aria-label="Custom instructions"
+          title="Custom instructions"
+          onClick={props.onInstructions}
+        >
+          <SlidersIcon />
         </button>
         <button
           type="button"

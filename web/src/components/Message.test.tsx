@@ -69,7 +69,7 @@ describe("the code interpreter's runs", () => {
     const timedOut = { ...running, tool_call_id: "c2", status: "timeout", duration_ms: 5010, result: { error: "killed at the time limit (5 s)" } };
     const message = { key: "a4", role: "assistant" as const, content: "", status: "streaming" as const, toolRuns: [running, timedOut] };
     render(<AssistantMessage message={message} canRegenerate={false} onRegenerate={() => {}} />, mount());
-    const [first, second] = Array.from(root.querySelectorAll('[data-testid="tool-run"]'));
+    const [first, second] = Array.from(root.querySelectorAll('[data-testid="tool-run"]')) as [Element, Element];
     expect(first.querySelector('[data-testid="tool-run-label"]')!.textContent).toBe("Running…");
     expect(first.querySelector('[data-testid="tool-run-output"]')).toBeNull();
     expect(second.querySelector('[data-testid="tool-run-label"]')!.textContent).toBe("Timed out after 5.0 s");
