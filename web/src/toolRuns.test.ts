@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fenced, runCode, runLabel, runOutput, upsertRun } from "./toolRuns";
+import { fenced, runCode, runLabel, runOutput, unfinished, upsertRun } from "./toolRuns";
 import type { ServerToolRun } from "./types";
 
 const started: ServerToolRun = { tool_call_id: "c1", tool: "python", status: "running", arguments: '{"code": "print(1)"}' };
@@ -25,6 +25,7 @@ describe("what a person reads of a run", () => {
     expect(runLabel({ ...started, status: "ok", duration_ms: 250 })).toBe("Ran in 250 ms");
     expect(runLabel({ ...started, status: "timeout", duration_ms: 5012 })).toBe("Timed out after 5.0 s");
     expect(runLabel({ ...started, status: "error", result: { exit_code: 1 } })).toBe("Failed (exit 1)");
+    expect(unfinished([started]).map(runLabel)).toEqual(["Did not finish"]);
   });
 
   it("reads the output or the value", () => {

@@ -10,6 +10,11 @@ export function upsertRun(runs: readonly ServerToolRun[] | undefined, run: Serve
   return list;
 }
 
+/** The runs with any still `running` marked as never finished (its stream ended first). */
+export function unfinished(runs: readonly ServerToolRun[]): ServerToolRun[] {
+  return runs.map((run) => (run.status === "running" ? { ...run, status: "unfinished" } : run));
+}
+
 /** The code a run ran: the python tool's program, the calculator's expression, else the arguments as written. */
 export function runCode(run: ServerToolRun): string {
   const text = run.arguments ?? "";
@@ -60,6 +65,8 @@ export function runLabel(run: ServerToolRun): string {
       return "Not run: every sandbox was busy";
     case "breaker_open":
       return "Not run: the code tool is paused";
+    case "unfinished":
+      return "Did not finish";
     default:
       return run.status;
   }

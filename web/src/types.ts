@@ -55,7 +55,17 @@ export interface StoredMessage {
   server_tool_runs?: ServerToolRun[] | null;
 }
 
-export type ServerToolRunStatus = "running" | "ok" | "error" | "timeout" | "quota" | "busy" | "breaker_open" | string;
+/** The server's statuses, and the chat's own `unfinished` for a run whose stream ended before it did. */
+export type ServerToolRunStatus =
+  | "running"
+  | "ok"
+  | "error"
+  | "timeout"
+  | "quota"
+  | "busy"
+  | "breaker_open"
+  | "unfinished"
+  | string;
 
 /** A file a python run wrote to /mnt/data/out, kept for download (`GET /v1/files/{file_id}/content`). */
 export interface RunFile {

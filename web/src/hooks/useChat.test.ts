@@ -5,7 +5,7 @@
 import { h, render } from "preact";
 import { act } from "preact/test-utils";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { api } from "../api";
+import { api, ApiError } from "../api";
 import { openChatStream, type ChatEvent, type ChatStreamMeta } from "../stream";
 import type { ChatRequestBody, Conversation, StoredMessage } from "../types";
 import { SAVE_WAIT_MS, useChat, type ChatController, type ChatOptions } from "./useChat";
@@ -285,5 +285,46 @@ describe("a turn with files", () => {
     act(() => void chat.send("and then?"));
     await flush();
     expect(calls[1]!.body.vector_store_ids).toBeUndefined();
+  });
+});
+
+describe("a turn with the code interpreter", () => {
+  const started = { tool_call_id: "c1", tool: "python", status: "running", arguments: '{"code":"print(7*7)"}' };
+
+  it("asks for the python tool when switched on and shows each run as it goes; a Stop leaves none running", async () => {
+    await openC1();
+    options.serverTools = () => ["python"];
+    act(() => void chat.send("square 7"));
+    await flush();
+    expect(calls[0]!.body.server_tools).toEqual(["python"]);
+    calls[0]!.respond([{ type: "tool_run", run: started }], { conversationId: "c1" });
+    await flush();
+    expect(chat.messages[chat.messages.length - 1]!.toolRuns).toEqual([started]);
+    expect(chat.liveStatus).toBe("Running code…");
+    act(() => chat.stop());
+    await flush();
+    expect(chat.messages[chat.messages.length - 1]!.toolRuns).toEqual([{ ...started, status: "unfinished" }]);
+  });
+
+  it("marks a run the failed stream never ended as unfinished, and asks for no tool when switched off", async () => {
+    await openC1();
+    options.serverTools = () => ["python"];
+    act(() => void chat.send("again"));
+    await flush();
+    calls[0]!.respond(
+      [
+        { type: "tool_run", run: started },
+        { type: "error", error: new ApiError("busy", { kind: "stream", code: "sandbox_busy" }) },
+        { type: "done" },
+      ],
+      { conversationId: "c1" },
+    );
+    await flush();
+    await flush();
+    expect(chat.messages[chat.messages.length - 1]!.toolRuns).toEqual([{ ...started, status: "unfinished" }]);
+    options.serverTools = () => [];
+    act(() => void chat.send("plain"));
+    await flush();
+    expect(calls[calls.length - 1]!.body.server_tools).toBeUndefined();
   });
 });

@@ -20,7 +20,7 @@ import {
 import { describeError, type ErrorView } from "../errors";
 import { markFirstTokenReceived, resetFirstTokenMarks } from "../perf";
 import { openChatStream, type ChatStream } from "../stream";
-import { upsertRun } from "../toolRuns";
+import { unfinished, upsertRun } from "../toolRuns";
 import { turnOutcome } from "../turnOutcome";
 import type { ChatRequestBody, Conversation, ConversationSummary, ServerToolRun } from "../types";
 
@@ -470,6 +470,8 @@ export function useChat(options: ChatOptions) {
         if (!controller.signal.aborted) ended = "disconnected";
       }
       if (frame) cancelAnimationFrame(frame);
+      // A run the stream never saw end (the answer failed, was stopped or lost mid-run) is not left "running".
+      if (runs.some((run) => run.status === "running")) patchMessage(answerKey, { toolRuns: unfinished(runs) });
       if (requestIdRef.current === meta.requestId) requestIdRef.current = null;
       release();
       if (seq !== viewSeq.current) return;
