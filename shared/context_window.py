@@ -29,9 +29,14 @@ BUDGET_SHARE = 0.75  # of the context: the kept messages' most; the rest is the 
 KEEP_SHARE = 0.4  # of the context: what a jump leaves, so the next jump is many turns away
 
 
+def text_tokens(text: str) -> int:
+    """The estimated tokens of `text` alone (no message around it)."""
+    return len(text.encode()) // BYTES_PER_TOKEN
+
+
 def message_tokens(message: StoredMessage) -> int:
     text = message.content + (json.dumps([c.model_dump() for c in message.tool_calls]) if message.tool_calls else "")
-    return len(text.encode()) // BYTES_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS
+    return text_tokens(text) + MESSAGE_OVERHEAD_TOKENS
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from anyio import to_thread
 
 from functions.accounts.auth import Caller
 from functions.safety.pipeline import SafetyPipeline
-from shared.context_window import BYTES_PER_TOKEN, ContextWindow
+from shared.context_window import ContextWindow, text_tokens
 from shared.service_api.conversation_api import ConversationObject, InstructionsObject
 from shared.storage.accounts import TenantChanges, TenantStore
 from shared.storage.conversations import ConversationNotFoundError, ConversationStore
@@ -44,7 +44,7 @@ def leaving_room(window: ContextWindow | None, guidance: str | None) -> ContextW
     """`window` less the block's estimated tokens: the kept history shrinks by what the block takes."""
     if window is None or not guidance:
         return window
-    cost = len(guidance.encode()) // BYTES_PER_TOKEN + 2
+    cost = text_tokens(guidance) + 2  # and the blank line joining it to the system prompt
     return dataclasses.replace(window, budget=max(0, window.budget - cost), keep=max(0, window.keep - cost))
 
 

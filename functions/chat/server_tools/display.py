@@ -24,11 +24,12 @@ from shared.wire.server_tool_runs import RunFile, ServerToolRunView
 _SHOWN_TEXT = ("output", "error", "value", "files_dropped")
 
 
-def _call_name(call: dict[str, Any]) -> str:
+def call_name(call: dict[str, Any]) -> str:
     return str((call.get("function") or {}).get("name") or "")
 
 
-def _call_arguments(call: dict[str, Any]) -> str:
+def call_arguments(call: dict[str, Any]) -> str:
+    """A tool call's arguments as the model wrote them (JSON text)."""
     return str((call.get("function") or {}).get("arguments") or "")
 
 
@@ -47,13 +48,13 @@ class RunDisplay:
     _hidden_arguments: set[str] = field(default_factory=set)  # calls whose code the post-filter kept back
 
     async def started(self, call: dict[str, Any]) -> ServerToolRunView:
-        call_id, arguments = str(call.get("id") or ""), _call_arguments(call)
+        call_id, arguments = str(call.get("id") or ""), call_arguments(call)
         shown = await self._shown(arguments)
         if not shown:
             self._hidden_arguments.add(call_id)
         return ServerToolRunView(
             tool_call_id=call_id,
-            tool=_call_name(call),
+            tool=call_name(call),
             status="running",
             arguments=arguments if shown else "",
             content_filtered=not shown,

@@ -24,7 +24,7 @@ from typing import Any
 from anyio import to_thread
 
 from functions.chat.server_tools.context import RunContext
-from functions.chat.server_tools.display import RunDisplay
+from functions.chat.server_tools.display import RunDisplay, call_arguments, call_name
 from functions.chat.server_tools.replay import ReplayedStream
 from functions.chat.server_tools.rounds_stream import RoundsStream
 from functions.chat.server_tools.runner import ToolRunner
@@ -50,10 +50,6 @@ def add_usage(total: dict[str, Any], usage: dict[str, Any] | None) -> dict[str, 
     completion = total.get("completion_tokens", 0) + int(usage.get("completion_tokens") or 0)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
             "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
-
-
-def _name(call: dict[str, Any]) -> str:
-    return str((call.get("function") or {}).get("name") or "")
 
 
 @dataclasses.dataclass
@@ -117,8 +113,8 @@ class ToolLoop:
             self.usage = add_usage(self.usage, completion.get("usage"))
             message = ((completion.get("choices") or [{}])[0]).get("message") or {}
             calls = message.get("tool_calls") or []
-            ours = [c for c in calls if _name(c) in self.names]
-            theirs = [c for c in calls if _name(c) not in self.names]
+            ours = [c for c in calls if call_name(c) in self.names]
+            theirs = [c for c in calls if call_name(c) not in self.names]
             if not ours or theirs:
                 if ours:
                     message["tool_calls"] = theirs
@@ -134,8 +130,9 @@ class ToolLoop:
             )
             for call in ours:
                 yield await self.display.started(call)
-                arguments = str((call.get("function") or {}).get("arguments") or "")
-                run = await self.runner.run(str(call.get("id") or ""), _name(call), arguments, self.context)
+                run = await self.runner.run(
+                    str(call.get("id") or ""), call_name(call), call_arguments(call), self.context
+                )
                 content = run.content
                 verdict = await to_thread.run_sync(judged, content, self.injection)
                 if verdict is not None:
@@ -164,7 +161,7 @@ class ToolLoop:
         tool when none is left) dropped, so the model answers."""
         request = {**request, "tools": client_tools}
         choice = request.get("tool_choice")
-        named = _name(choice) if isinstance(choice, dict) else None
+        named = call_name(choice) if isinstance(choice, dict) else None
         if not client_tools:  # OpenAI refuses tool_choice and parallel_tool_calls without tools
             for field in ("tools", "tool_choice", "parallel_tool_calls"):
                 request.pop(field, None)
