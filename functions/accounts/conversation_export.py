@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from starlette.concurrency import iterate_in_threadpool
 
 from shared.service_api.conversation_api import ConversationDetail
-from shared.storage.conversations import Conversation
+from shared.storage.conversations import Conversation, StoredMessage
 from shared.storage.timestamps import to_iso, utc_now
 from shared.wire.server_tool_runs import ServerToolRunView, run_code
 
@@ -18,17 +18,37 @@ ROLE_HEADINGS = {"system": "System", "developer": "Developer", "user": "User", "
 
 
 def to_markdown(conversation: Conversation) -> str:
+    """The active branch, then every other branch from where it leaves what was already printed (each stored
+    message once)."""
     lines = [f"# {conversation.title or 'Untitled conversation'}", ""]
     lines.append(f"_Conversation `{conversation.id}`, exported {to_iso(utc_now())}._")
-    for message in conversation.messages:
-        lines += ["", f"## {ROLE_HEADINGS.get(message.role, message.role)}", "", message.content]
-        # Tool turns (docs/tools.md): the calls an answer made, and which call a tool result answers.
-        lines += [f"`{c.function.name}({c.function.arguments})` (call `{c.id}`)" for c in message.tool_calls or []]
-        if message.tool_call_id:
-            lines.append(f"_Result of call `{message.tool_call_id}`._")
-        for run in message.server_tool_runs or []:
-            lines += ["", *_run_lines(run)]
+    for message in conversation.path():
+        lines += _message_lines(message)
+    tree = conversation.tree()
+    printed = set(tree.path_ids(conversation.leaf()))
+    others = [leaf for leaf in tree.leaves() if leaf not in printed]
+    if others:
+        lines += ["", "---", "", "## Other branches"]
+    for leaf in others:
+        path = tree.path_ids(leaf)
+        start = next(i for i, node in enumerate(path) if node not in printed)
+        versions = tree.sibling_ids(path[start])
+        lines += ["", f"_Message {path[start]}, version {versions.index(path[start]) + 1} of {len(versions)}:_"]
+        for node in path[start:]:
+            lines += _message_lines(conversation.messages[node])
+            printed.add(node)
     return "\n".join(lines) + "\n"
+
+
+def _message_lines(message: StoredMessage) -> list[str]:
+    lines = ["", f"## {ROLE_HEADINGS.get(message.role, message.role)}", "", message.content]
+    # Tool turns (docs/tools.md): the calls an answer made, and which call a tool result answers.
+    lines += [f"`{c.function.name}({c.function.arguments})` (call `{c.id}`)" for c in message.tool_calls or []]
+    if message.tool_call_id:
+        lines.append(f"_Result of call `{message.tool_call_id}`._")
+    for run in message.server_tool_runs or []:
+        lines += ["", *_run_lines(run)]
+    return lines
 
 
 def _fenced(text: str, language: str = "") -> list[str]:

@@ -1,5 +1,10 @@
 """One chat turn against a stored conversation: load and render the history, then persist the turn durably.
 
+A conversation is a tree (shared/storage/message_tree.py): a turn continues the active branch, or the message the
+client names (`parent_message_id`); an edit (`replace_from`) adds a sibling of the user message it names, and a
+regenerate (the same text again) adds a sibling answer; nothing stored is ever removed. The prompt renders the path
+from the first message down to where the turn goes, so every branch renders byte-stably.
+
 A history longer than its pool's context is rendered from a later message on (shared/context_window.py: the oldest
 turns leave in steps that keep consecutive prompts' prefix); the response says how many stored messages are out of
 context (`conversation.out_of_context`, header `x-fleetchat-out-of-context`). The stored conversation keeps them all.
@@ -34,7 +39,6 @@ from shared.storage.conversations import (
     StoreUnavailableError,
     VersionConflictError,
     check_conversation_id,
-    check_keep,
     new_conversation_id,
 )
 from shared.storage.timestamps import utc_now
@@ -75,7 +79,11 @@ class Turn:
     history: History
     title: str | None = None
     loaded: Conversation | None = None  # the stored conversation this turn continues, as read in `begin`
-    keep: int | None = None  # an edit: how many stored messages stay before this turn (None: all of them)
+    # The stored message this turn follows (the last of the path its prompt rendered; ROOT: a new first message);
+    # None: the active branch's last message when it is stored. `pinned`: the client named it (an edit, a regenerate,
+    # `parent_message_id`), so a retry on top of a concurrent writer keeps it; otherwise ours goes after theirs.
+    parent: int | None = None
+    pinned: bool = False
     citations: list[Citation] | None = None  # retrieval's citations, stored with the answer (functions/retrieval)
     response: ResponseRecord | None = None  # the Responses API's record, stored with the answer (functions/responses)
     # A turn that continues exactly the first `fork_at` stored messages (a Responses API continuation): if another
@@ -84,6 +92,7 @@ class Turn:
     fork_to: str | None = None
     fork_at: int | None = None
     out_of_context: int = 0  # stored messages (after the system prompt) this turn's prompt leaves out
+    message_ids: list[int] | None = None  # the stored ids of this turn's messages, once stored
 
     def apply(self, request: ChatCompletionRequest) -> ChatCompletionRequest:
         """The request as the worker must see it: the rendered conversation instead of the client's messages."""
@@ -98,7 +107,11 @@ class Turn:
     def summary(self, stored: bool, version: int | None) -> dict[str, Any]:
         """The `conversation` extension object of the response body (and of a stream's last chunk); with
         `out_of_context` when the prompt left the oldest stored messages out."""
-        summary = {"id": self.conversation_id, "stored": stored, "history": self.history.value, "version": version}
+        summary: dict[str, Any] = {
+            "id": self.conversation_id, "stored": stored, "history": self.history.value, "version": version
+        }  # fmt: skip
+        if stored and self.message_ids is not None:
+            summary["message_ids"] = self.message_ids
         return {**summary, "out_of_context": self.out_of_context} if self.out_of_context else summary
 
 
@@ -188,7 +201,7 @@ class ConversationTurns:
         """How many stored messages the last answer's prompt left out (for the pool that answered it): what that
         answer's `out_of_context` said, read back for a conversation opened later (with the instructions in force
         now)."""
-        messages = conversation.messages
+        messages = conversation.path() if conversation.complete else []
         last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
         guidance = guidance_text(account_instructions, conversation.instructions)
         window = None if last is None else leaving_room(self.window_for(messages[last].model), guidance)
@@ -257,9 +270,10 @@ class ConversationTurns:
         window = leaving_room(self.window_for(pool), guidance)
         if request.replace_from is not None:
             return self._edit(tenant, stored, sent, request.replace_from, window, guidance)
-        new = _new_turn_only(stored.messages, sent)
+        parent, pinned = None, request.parent_message_id is not None
         if stored.complete:
-            history, status = stored.messages, History.LOADED
+            parent = stored.leaf() if not pinned else stored.check_node(request.parent_message_id, "parent_message_id")
+            history, status = stored.path(parent), History.LOADED
         else:
             log.error(
                 "conversation %s holds %d of %d messages; answering without its history",
@@ -268,6 +282,7 @@ class ConversationTurns:
                 stored.message_count,
             )
             history, status = [], History.COLD
+        new = _new_turn_only(history if stored.complete else stored.messages, sent)
         kept, out_of_context = _windowed(history, new, window)
         return Turn(
             tenant=tenant,
@@ -278,6 +293,8 @@ class ConversationTurns:
             rendered=render(stored.render_version, kept, new, guidance),
             history=status,
             loaded=stored,
+            parent=parent,
+            pinned=pinned,
             fork_to=fork_to,
             fork_at=len(stored.messages) if fork_to is not None else None,
             out_of_context=out_of_context,
@@ -292,27 +309,32 @@ class ConversationTurns:
         window: ContextWindow | None,
         guidance: str | None,
     ) -> Turn:
-        """Edit-and-resend or regenerate: the history up to `replace_from` is kept, the rest replaced by this turn."""
+        """Edit-and-resend or regenerate: the turn goes beside the user message `replace_from` names (a sibling, under
+        the same parent); sending that message's own text again regenerates its answer (only a new answer is stored,
+        beside the earlier ones). Either renders the same bytes: the path down to the parent, then the sent text."""
         if not stored.complete:
             raise StoreUnavailableError("The stored conversation is incomplete right now; try the edit again shortly.")
-        keep = check_keep(replace_from, len(stored.messages))
-        if keep == len(stored.messages) or stored.messages[keep].role != "user":
+        target = stored.check_node(replace_from, "replace_from")
+        if stored.messages[target].role != "user":
             raise InvalidRequestError(
                 "replace_from must name one of the conversation's user messages.", param="replace_from"
             )
         if any(m.role != "user" for m in sent):
             raise InvalidRequestError("An edit sends only the new user message(s).", param="messages")
-        history, out_of_context = _windowed(stored.messages[:keep], sent, window)
+        parent = stored.tree().parent_of(target)
+        history, out_of_context = _windowed(stored.path(parent), sent, window)
+        regenerate = [m.content for m in sent] == [stored.messages[target].content]
         return Turn(
             tenant=tenant,
             conversation_id=stored.id,
             expected_version=stored.version,
             render_version=stored.render_version,
-            new_messages=sent,
+            new_messages=[] if regenerate else sent,
             rendered=render(stored.render_version, history, sent, guidance),
             history=History.LOADED,
             loaded=stored,
-            keep=keep,
+            parent=target if regenerate else parent,
+            pinned=True,
             out_of_context=out_of_context,
         )
 
@@ -337,7 +359,8 @@ class ConversationTurns:
     ) -> tuple[bool, int | None]:
         """Persist the user turn and the answer (how it ended, who answered it, the tool calls it made, the gateway's
         own tool runs behind it as the client saw them); (stored, new version). Retries on top of a concurrent
-        writer, except for an edit (replaying it on top of another turn would delete that turn)."""
+        writer: a turn whose place the client named goes there still (a sibling of the other's), any other after
+        the other's."""
         if turn.history is History.UNAVAILABLE:
             return False, None
         who = {} if answered_by is None else asdict(answered_by)
@@ -372,10 +395,11 @@ class ConversationTurns:
         except (StoreUnavailableError, ConversationNotFoundError, VersionConflictError) as exc:
             log.warning("turn of %s not saved: %s", turn.conversation_id, type(exc).__name__)
             return False, None
+        turn.message_ids = list(range(meta.message_count - len(messages), meta.message_count))
         return True, meta.version
 
     def _append(self, turn: Turn, messages: list[StoredMessage]) -> ConversationMeta:
-        version, loaded = turn.expected_version, turn.loaded
+        version, loaded, parent = turn.expected_version, turn.loaded, turn.parent
         for attempt in range(APPEND_ATTEMPTS):
             now = utc_now()
             try:
@@ -389,13 +413,14 @@ class ConversationTurns:
                     title=turn.title,
                     now=now,
                     loaded=loaded,
-                    keep=turn.keep,
+                    parent=parent,
                 )
             except VersionConflictError:
-                # Another writer appended first (a second tab): keep both turns, ours after theirs (but an edit, and a
-                # turn that must continue exactly what it read, never go after another).
-                if turn.keep is not None or turn.fork_to is not None or version == 0 or attempt == APPEND_ATTEMPTS - 1:
+                # Another writer appended first (a second tab): keep both turns; ours where the client put it (beside
+                # theirs) or else after theirs (but a turn that must continue exactly what it read never goes on).
+                if turn.fork_to is not None or version == 0 or attempt == APPEND_ATTEMPTS - 1:
                     raise
+                parent = turn.parent if turn.pinned else None
                 loaded = self.store.get(turn.tenant.id, turn.conversation_id)
                 if loaded is None:
                     raise
@@ -436,7 +461,8 @@ class ConversationTurns:
             base = current
             if base is None or len(base.messages) < turn.fork_at:
                 raise ConversationNotFoundError(turn.conversation_id)
-        history = [m.model_copy(update={"response": None}) for m in base.messages[: turn.fork_at]]
+        leaf = turn.fork_at - 1 if turn.parent is None else turn.parent
+        history = [m.model_copy(update={"response": None, "parent": None}) for m in base.path(leaf)]
         now = utc_now()
         meta = self.store.append_turn(
             turn.tenant.id,

@@ -26,7 +26,8 @@ from shared.wire.schemas import ChatCompletionRequest
 
 # Extension fields the gateway reads itself; workers (and vLLM) never see them.
 GATEWAY_ONLY_FIELDS = frozenset(
-    {"conversation_id", "store", "replace_from", "prompt_cache_key", "safety_identifier", "server_tools"}
+    {"conversation_id", "store", "replace_from", "parent_message_id", "prompt_cache_key", "safety_identifier"}
+    | {"server_tools"}
     | {"vector_store_ids", "file_search"}  # retrieval (functions/retrieval): the gateway searches, workers never do
 )
 

@@ -238,11 +238,8 @@ class ResponsesService:
             conversation = await self._conversation(tenant, conversation_id)
             if conversation is None:
                 raise NotFoundError(f"Conversation with id '{conversation_id}' not found.", param="conversation")
-            stored = (
-                conversation.messages[0].content
-                if conversation.messages[:1] and conversation.messages[0].role == "system"
-                else None
-            )
+            first = conversation.path()[:1]
+            stored = first[0].content if first and first[0].role == "system" else None
             if request.instructions is not None and request.instructions != stored:
                 raise InvalidRequestError(
                     "'instructions' differ from the conversation's stored system message; omit them to keep the "
@@ -255,11 +252,11 @@ class ResponsesService:
             return Placement(instructions + new_messages, creates=creates)
         found = await self.find(tenant, request.previous_response_id, param="previous_response_id")
         conversation, previous = found.conversation, found.record
-        latest = found.index == len(conversation.messages) - 1
+        latest = found.index == conversation.leaf()
         turn_only = all(message["role"] in ("user", "tool") for message in new_messages)
         if request.store and latest and turn_only and request.instructions == previous.instructions:
             return Placement(new_messages, continues=conversation.id, loaded=conversation, exact=True)
-        history = [_chat_message(m) for m in conversation.messages[: found.index + 1]]
+        history = [_chat_message(m) for m in conversation.path(found.index)]
         if previous.instructions is not None and history[:1] and history[0]["role"] == "system":
             history = history[1:]  # instructions are not carried over (OpenAI's rule); this request's replace them
         creates = new_conversation_id() if request.store else None
@@ -285,7 +282,7 @@ class ResponsesService:
     async def retrieve(self, tenant: Tenant, response_id: str) -> dict[str, Any]:
         found = await self.find(tenant, response_id)
         message = found.message
-        earlier = [_chat_message(m) for m in found.conversation.messages[: found.index]]
+        earlier = [_chat_message(m) for m in found.conversation.path(found.index)[:-1]]
         parts = AnswerParts(
             text=message.content,
             tool_calls=[call.model_dump() for call in message.tool_calls or []],
@@ -337,12 +334,13 @@ class ResponsesService:
     ) -> dict[str, Any]:
         """The items this response's request added (its instructions excepted, as at OpenAI), paged."""
         found = await self.find(tenant, response_id)
-        messages, count = found.conversation.messages, found.record.input_messages
+        messages, count = found.conversation.path(found.index), found.record.input_messages
+        at = len(messages) - 1  # the response's place on its path
         if count is None:  # a record kept before the count was: the messages since the previous answer
-            since = next((i + 1 for i in range(found.index - 1, -1, -1) if messages[i].role == "assistant"), 0)
+            since = next((i + 1 for i in range(at - 1, -1, -1) if messages[i].role == "assistant"), 0)
             instructions = since == 0 and found.record.instructions is not None and messages[0].role == "system"
-            count = found.index - since - (1 if instructions else 0)  # instructions are not an input item
-        added = messages[max(found.index - count, 0) : found.index]
+            count = at - since - (1 if instructions else 0)  # instructions are not an input item
+        added = messages[max(at - count, 0) : at]
         items = [item for number, m in enumerate(added) for item in _input_items(response_id, number, m)]
         if order == "desc":
             items.reverse()

@@ -7,7 +7,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from shared.storage.conversations import MAX_INSTRUCTIONS_CHARS, MAX_TITLE_CHARS, Conversation, ConversationMeta
+from shared.storage.conversations import (
+    MAX_INSTRUCTIONS_CHARS,
+    MAX_TITLE_CHARS,
+    Conversation,
+    ConversationMeta,
+    StoredMessage,
+    StoreUnavailableError,
+)
+from shared.storage.message_tree import ROOT
 from shared.wire.retrieval_api import Citation
 from shared.wire.server_tool_runs import ServerToolRunView
 from shared.wire.tools_api import ToolCall
@@ -18,6 +26,12 @@ def _unix(moment: datetime | None) -> int | None:
 
 
 class MessageObject(BaseModel):
+    id: int = Field(description="The message's id in its conversation: its place in the stored list (never reused).")
+    parent_id: int | None = Field(description="The message it follows; null: a first message.")
+    sibling_ids: list[int] = Field(
+        description="Its versions: every message that follows the same parent, itself included, oldest first (an "
+        "edit or a regenerate adds one; docs/conversations.md, 'Branches')."
+    )
     role: str
     content: str
     created_at: int
@@ -62,10 +76,15 @@ class ConversationObject(BaseModel):
     instructions: str | None = Field(
         default=None, description="The user's instructions for this conversation (docs/conversations.md)."
     )
+    current_node: int | None = Field(
+        default=None, description="The last message of the active branch (null: no messages yet)."
+    )
 
     @classmethod
     def of(cls, meta: ConversationMeta) -> ConversationObject:
+        leaf = meta.current_node if meta.current_node is not None else meta.message_count - 1
         return cls(
+            current_node=leaf if leaf >= 0 else None,
             id=meta.id,
             title=meta.title,
             instructions=meta.instructions,
@@ -78,7 +97,10 @@ class ConversationObject(BaseModel):
 
 
 class ConversationDetail(ConversationObject):
-    messages: list[MessageObject]
+    messages: list[MessageObject] = Field(description="The active branch: from the first message to `current_node`.")
+    branches: list[MessageObject] = Field(
+        default_factory=list, description="Every other stored message (other versions and what follows them), by id."
+    )
     # Stored messages (after the system prompt) the last answer's prompt left out: the conversation outgrew its
     # model's context (docs/conversations.md, "Long conversations"). 0: the model saw them all.
     out_of_context: int = 0
@@ -86,8 +108,17 @@ class ConversationDetail(ConversationObject):
     @classmethod
     def of(cls, meta: ConversationMeta) -> ConversationDetail:
         assert isinstance(meta, Conversation)
-        messages = [
-            MessageObject(
+        tree = meta.tree()
+        if not tree.well_formed:
+            raise StoreUnavailableError("The stored conversation is inconsistent right now; try again shortly.")
+        active = set(tree.path_ids(meta.leaf()))
+
+        def message(index: int, m: StoredMessage) -> MessageObject:
+            parent = tree.parent_of(index)
+            return MessageObject(
+                id=index,
+                parent_id=None if parent == ROOT else parent,
+                sibling_ids=tree.sibling_ids(index),
                 role=m.role,
                 content=m.content,
                 created_at=int(m.created_at.timestamp()),
@@ -100,9 +131,11 @@ class ConversationDetail(ConversationObject):
                 server_tool_runs=m.server_tool_runs,
                 response_id=m.response.id if m.response is not None else None,
             )
-            for m in meta.messages
-        ]
-        return cls(**ConversationObject.of(meta).model_dump(), messages=messages)
+
+        every = [message(i, m) for i, m in enumerate(meta.messages)]
+        on_path = [o for o in every if o.id in active]  # ids grow down a path: id order is path order
+        branches = [o for o in every if o.id not in active]
+        return cls(**ConversationObject.of(meta).model_dump(), messages=on_path, branches=branches)
 
 
 class ConversationList(BaseModel):
@@ -113,12 +146,18 @@ class ConversationList(BaseModel):
 
 
 class ConversationUpdate(BaseModel):
-    """A rename, new instructions (null or "" clears them), or both; at least one."""
+    """A rename, new instructions (null or "" clears them), a switch of the active branch; at least one."""
 
     model_config = ConfigDict(extra="forbid")
 
     title: str | None = Field(default=None, min_length=1, max_length=MAX_TITLE_CHARS)
     instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
+    current_node: int | None = Field(
+        default=None,
+        ge=0,
+        description="Make the branch through this message the active one (its newest message becomes "
+        "`current_node`); docs/conversations.md, 'Branches'.",
+    )
 
     @field_validator("title")
     @classmethod
@@ -132,8 +171,10 @@ class ConversationUpdate(BaseModel):
 
     @model_validator(mode="after")
     def _something(self) -> ConversationUpdate:
-        if not self.model_fields_set & {"title", "instructions"}:
-            raise ValueError("send `title`, `instructions` or both")
+        if not self.model_fields_set & {"title", "instructions", "current_node"}:
+            raise ValueError("send `title`, `instructions` or `current_node` (at least one)")
+        if "current_node" in self.model_fields_set and self.current_node is None:
+            raise ValueError("current_node cannot be null")
         return self
 
 

@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailableError
+from shared.storage.message_tree import ROOT, MessageTree, stored_parent
 from shared.wire.responses_api import ResponseRecord
 from shared.wire.retrieval_api import Citation
 from shared.wire.server_tool_runs import ServerToolRunView
@@ -50,12 +51,32 @@ def check_conversation_id(value: str, param: str = "conversation_id") -> str:
 
 
 def check_keep(keep: int, stored: int) -> int:
-    """How many stored messages an edit keeps: 0..stored, else a 400 (nothing is changed)."""
+    """How many stored messages a tail rewrite keeps: 0..stored, else a 400 (nothing is changed)."""
     if not 0 <= keep <= stored:
-        raise InvalidRequestError(
-            f"replace_from must be between 0 and the conversation's {stored} stored messages.", param="replace_from"
-        )
+        raise InvalidRequestError(f"keep must be between 0 and the conversation's {stored} stored messages.")
     return keep
+
+
+def anchored(messages: list[StoredMessage], parent: int, start: int) -> list[StoredMessage]:
+    """A turn's messages as stored from id `start` on, its first one under `parent` (an earlier id or ROOT; anything
+    else is a 400 and nothing is stored). Parents are explicit only at branch points (shared/storage/message_tree.py).
+    """
+    if not ROOT <= parent < start:
+        raise InvalidRequestError(
+            f"The turn must follow one of the conversation's {start} stored messages.", param="parent_message_id"
+        )
+    first = messages[0].model_copy(update={"parent": stored_parent(parent, start)})
+    return [first, *(m.model_copy(update={"parent": None}) for m in messages[1:])]
+
+
+def check_node(node: int, stored: int, param: str = "current_node") -> int:
+    """A stored message's id (0..stored-1), else a 400 naming `param` (nothing is changed)."""
+    if not 0 <= node < stored:
+        raise InvalidRequestError(
+            f"{param} must name one of the conversation's {stored} stored messages (ids 0 to {stored - 1}).",
+            param=param,
+        )
+    return node
 
 
 def encode_list_cursor(position: str) -> str:
@@ -78,6 +99,10 @@ class StoredMessage(BaseModel):
     role: StoredRole
     content: str
     created_at: datetime
+    # The id (stored position) of the message this one follows, stored only at a branch point (an edit's or a
+    # regenerate's first message; ROOT under the root); None: the message stored just before it
+    # (shared/storage/message_tree.py).
+    parent: int | None = Field(default=None, ge=ROOT)
     # Assistant messages: how the answer ended ("stop", "length", "content_filter", or "stopped" when the client
     # stopped it and the partial answer was kept); None for other roles and for turns stored before it was kept.
     finish_reason: str | None = None
@@ -122,18 +147,45 @@ class ConversationMeta(BaseModel):
     render_version: int = Field(ge=1)
     expires_at: datetime | None = None
     deleted_at: datetime | None = None
+    # The active branch's last message (its id), set by switching branches; None: the newest stored message. Every
+    # turn resets it (the branch just written is the active one).
+    current_node: int | None = Field(default=None, ge=0)
 
     def visible_at(self, now: datetime) -> bool:
         return self.deleted_at is None and (self.expires_at is None or self.expires_at > now)
 
 
 class Conversation(ConversationMeta):
+    """A conversation with every stored message, in id order (all branches: `path()` is the active one)."""
+
     messages: list[StoredMessage]
 
     @property
     def complete(self) -> bool:
-        """False when the stored body holds fewer messages than the record says (a torn or stale read)."""
-        return len(self.messages) == self.message_count
+        """False when the stored body holds fewer messages than the record says, or a message names a parent that
+        is not before it (a torn, stale or corrupt read)."""
+        return len(self.messages) == self.message_count and self.tree().well_formed
+
+    def tree(self) -> MessageTree:
+        return MessageTree.of([m.parent for m in self.messages])
+
+    def leaf(self) -> int:
+        """The active branch's last message id (ROOT for an empty conversation)."""
+        node = self.current_node
+        return node if node is not None and node < len(self.messages) else len(self.messages) - 1
+
+    def path(self, leaf: int | None = None) -> list[StoredMessage]:
+        """The messages from the first down to `leaf` (default: the active branch); the history a prompt renders."""
+        if self.current_node is None and leaf is None and all(m.parent is None for m in self.messages):
+            return self.messages  # one chain: the common case, read without building the tree
+        tree = self.tree()
+        if not tree.well_formed:
+            raise StoreUnavailableError("The stored conversation is inconsistent right now; try again shortly.")
+        return [self.messages[i] for i in tree.path_ids(self.leaf() if leaf is None else leaf)]
+
+    def check_node(self, node: int, param: str) -> int:
+        """A stored message's id, or a 400 naming `param` (nothing is changed)."""
+        return check_node(node, len(self.messages), param)
 
 
 class ConversationPage(BaseModel):
@@ -225,11 +277,17 @@ class ConversationStore(Protocol):
         now: datetime | None = None,
         loaded: Conversation | None = None,
         keep: int | None = None,
+        parent: int | None = None,
     ) -> ConversationMeta:
         """Append `messages` durably and return the new record (version = expected_version + 1).
 
-        `keep`: keep only the first `keep` stored messages and replace the rest by `messages` (edit a message and
-        resend, regenerate an answer); None keeps them all. More than the stored count is an InvalidRequestError.
+        `parent`: the id of the stored message the turn follows (ROOT: a new first message); None: the active
+        branch's last message. An edit or a regenerate names an earlier one and so starts a sibling branch; nothing
+        is ever removed. The new turn becomes the active branch (`current_node` is reset).
+
+        `keep`: rewrite the stored list's tail instead: keep the first `keep` messages and store `messages` after
+        them as given (parents and the active branch unchanged; the Responses API drops a record this way). More than
+        the stored count is an InvalidRequestError.
 
         expected_version=0 creates the conversation (`title` and `render_version` are used only then).
         `loaded`: the conversation as the caller just read it at `expected_version`; an adapter that needs the
@@ -260,6 +318,14 @@ class ConversationStore(Protocol):
     ) -> ConversationMeta | None:
         """Set (None: clear) a live conversation's custom instructions; None if it is not visible to this tenant. Like
         a rename, not a turn: the version does not move."""
+        ...
+
+    def set_current_node(
+        self, tenant_id: str, conversation_id: str, node: int, *, now: datetime | None = None
+    ) -> ConversationMeta | None:
+        """Make the branch ending at message `node` the active one; None if the conversation is not visible to this
+        tenant. A stored id it does not hold is an InvalidRequestError. Like a rename, not a turn: the version and
+        `updated_at` do not move (ids are never removed, so no version condition is needed: the last switch wins)."""
         ...
 
     def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:

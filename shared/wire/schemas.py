@@ -107,10 +107,12 @@ class ChatCompletionRequest(SamplingFields):
     # OpenAI's `store`: keep this exchange as a new conversation. `conversation_id` (extension): continue one.
     store: bool | None = None
     conversation_id: str | None = Field(default=None, max_length=64)
-    # Extension: edit-and-resend / regenerate. Drop the conversation's stored messages from this index on (it must
-    # name a user message; the index counts stored messages as `GET /v1/conversations/{id}` lists them) and answer
-    # this request's user message in their place.
+    # Extensions on the conversation's message tree (docs/conversations.md, "Branches"), ids as
+    # `GET /v1/conversations/{id}` lists them. `replace_from`: edit-and-resend / regenerate: this request's user
+    # message goes beside the stored user message with that id (a new version; the same text again regenerates its
+    # answer); nothing is removed. `parent_message_id`: continue after that message instead of the active branch.
     replace_from: int | None = Field(default=None, ge=0)
+    parent_message_id: int | None = Field(default=None, ge=0)
     # vLLM's extensions (docs/reliability.md): `continue_final_message` leaves the final (assistant) message open and
     # the model continues it, without a new generation prompt; `add_generation_prompt` defaults to true, as in vLLM.
     add_generation_prompt: bool | None = None
@@ -154,6 +156,10 @@ class ChatCompletionRequest(SamplingFields):
     def _replace_needs_a_conversation(self) -> ChatCompletionRequest:
         if self.replace_from is not None and self.conversation_id is None:
             raise ValueError("replace_from needs conversation_id (the body field)")
+        if self.parent_message_id is not None and self.conversation_id is None:
+            raise ValueError("parent_message_id needs conversation_id (the body field)")
+        if self.parent_message_id is not None and self.replace_from is not None:
+            raise ValueError("send replace_from (an edit goes beside that message) or parent_message_id, not both")
         return self
 
     @model_validator(mode="after")

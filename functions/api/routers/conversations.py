@@ -25,6 +25,7 @@ from shared.storage.conversations import (
     Conversation,
     ConversationNotFoundError,
     ConversationStore,
+    StoreUnavailableError,
     check_conversation_id,
 )
 
@@ -84,8 +85,10 @@ async def update_conversation(
     conversation_id: ConversationId,
     update: ConversationUpdate,
 ) -> ConversationObject:
-    """Rename it, set its instructions (judged by the safety pre-filter first), or both."""
+    """Rename it, set its instructions (judged by the safety pre-filter first), switch its active branch."""
     changed: ConversationObject | None = None
+    if update.current_node is not None:
+        changed = await _switch(store, caller.tenant.id, conversation_id, update.current_node)
     if "instructions" in update.model_fields_set:
         changed = await instructions.set_for_conversation(caller, conversation_id, update.instructions)
     if update.title is not None:
@@ -96,6 +99,19 @@ async def update_conversation(
         changed = ConversationObject.of(meta)
     assert changed is not None  # ConversationUpdate holds one change at least
     return changed
+
+
+async def _switch(store: ConversationStore, tenant_id: str, conversation_id: str, node: int) -> ConversationObject:
+    """Make the branch through `node` the active one, down to its newest message (where it was last written)."""
+    conversation = await _live(store, tenant_id, conversation_id)
+    tree = conversation.tree()
+    if not conversation.complete:
+        raise StoreUnavailableError("The stored conversation is incomplete right now; try again shortly.")
+    leaf = tree.newest_leaf_under(conversation.check_node(node, "current_node"))
+    meta = await run_in_threadpool(lambda: store.set_current_node(tenant_id, conversation_id, leaf))
+    if meta is None:
+        raise ConversationNotFoundError(conversation_id)
+    return ConversationObject.of(meta)
 
 
 @router.delete("/{conversation_id}", responses=error_responses(404))

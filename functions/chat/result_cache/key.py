@@ -26,6 +26,7 @@ _DELIVERY_ONLY = frozenset(
         "conversation_id",
         "session_id",
         "replace_from",
+        "parent_message_id",
         "n",
         "max_tokens",
         "max_completion_tokens",

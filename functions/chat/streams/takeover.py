@@ -72,11 +72,18 @@ class TurnSpec(BaseModel):
     rendered: list[dict[str, Any]]
     history: History
     title: str | None = None
-    keep: int | None = None
+    parent: int | None = None  # conversation_turns.Turn.parent / pinned
+    pinned: bool = False
+    keep: int | None = None  # written by gateways before the message tree (an edit kept `keep` messages): read only
     citations: list[Citation] | None = None
     response: ResponseRecord | None = None  # a Responses API answer's record (functions/responses)
     fork_to: str | None = None  # conversation_turns.Turn.fork_to / fork_at
     fork_at: int | None = None
+
+    def place(self) -> tuple[int | None, bool]:
+        """(parent, pinned) of the turn; an older gateway's edit kept `keep` messages: it goes beside message `keep`,
+        under the one before it (for a conversation without branches the two mean the same)."""
+        return (self.keep - 1, True) if self.keep is not None else (self.parent, self.pinned)
 
 
 class TakeoverSpec(BaseModel):
@@ -115,7 +122,8 @@ def takeover_spec(
             rendered=list(turn.rendered),
             history=turn.history,
             title=turn.title,
-            keep=turn.keep,
+            parent=turn.parent,
+            pinned=turn.pinned,
             citations=turn.citations,
             response=turn.response,
             fork_to=turn.fork_to,
@@ -250,8 +258,9 @@ class StreamTakeovers:
         turn = None
         if spec.turn is not None:
             t = spec.turn
+            parent, pinned = t.place()
             turn = Turn(spec.tenant, t.conversation_id, t.expected_version, t.render_version, t.new_messages,
-                        t.rendered, t.history, t.title, None, t.keep, t.citations, t.response,
+                        t.rendered, t.history, t.title, None, parent, pinned, t.citations, t.response,
                         fork_to=t.fork_to, fork_at=t.fork_at)  # fmt: skip
         guard = self.safety.guard(caller)
         if capture.text:

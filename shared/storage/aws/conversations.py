@@ -56,9 +56,12 @@ from shared.storage.conversations import (
     StoreUnavailableError,
     SweepCandidate,
     VersionConflictError,
+    anchored,
     check_conversation_id,
     check_keep,
+    check_node,
 )
+from shared.storage.message_tree import ROOT
 from shared.storage.timestamps import utc_now
 
 __all__ = ["AwsConversationStore", "AwsStoreConfig", "ensure_resources"]
@@ -92,6 +95,7 @@ class AwsConversationStore:
         now: datetime | None = None,
         loaded: Conversation | None = None,
         keep: int | None = None,
+        parent: int | None = None,
     ) -> ConversationMeta:
         check_conversation_id(conversation_id)
         if expected_version < 0:
@@ -111,6 +115,9 @@ class AwsConversationStore:
         previous = current.messages if current else []
         if keep is not None and current is not None:
             previous = previous[: check_keep(keep, len(previous))]
+        else:
+            active = current.leaf() if current else ROOT
+            messages = anchored(messages, active if parent is None else parent, len(previous))
         meta = ConversationMeta(
             id=conversation_id,
             tenant_id=tenant_id,
@@ -121,6 +128,8 @@ class AwsConversationStore:
             message_count=len(previous) + len(messages),
             render_version=current.render_version if current else render_version,
             expires_at=expires_at,
+            # A turn makes its own branch the active one; a tail rewrite keeps the one read.
+            current_node=current.current_node if keep is not None and current else None,
         )
         body = Body(version=meta.version, message_count=meta.message_count, messages=[*previous, *messages])
         key = body_key(tenant_id, conversation_id, meta.version)
@@ -150,6 +159,23 @@ class AwsConversationStore:
         now = now or utc_now()
         updated = self._update_if(tenant_id, conversation_id, {"instructions": instructions}, LIVE, {"now": iso(now)})
         return None if updated is None else meta_from_item(updated)
+
+    def set_current_node(
+        self, tenant_id: str, conversation_id: str, node: int, *, now: datetime | None = None
+    ) -> ConversationMeta | None:
+        now = now or utc_now()
+        values = {"now": iso(now), "node": node}
+        while True:  # a failed condition is told apart (gone, or no such message) by a read
+            if node >= 0 and (
+                updated := self._update_if(
+                    tenant_id, conversation_id, {"current_node": node}, f"{LIVE} AND #message_count > :node", values
+                )
+            ):
+                return meta_from_item(updated)
+            item = self._get_item(tenant_id, conversation_id)
+            if item is None or not (meta := meta_from_item(item)).visible_at(now):
+                return None
+            check_node(node, meta.message_count)  # else a turn landed in between: try again
 
     def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:
         now = now or utc_now()

@@ -36,7 +36,9 @@ from shared.storage.timestamps import to_iso as iso
 # `by_sweep` (sweep_pk=SWEEP#{0..7}, sweep_sk={sweep time}#{conv}) only records with a sweep time.
 # `expires_at` (epoch seconds) is the TTL attribute: sweep time + TTL_GRACE.
 # Bodies are S3 objects `{tenant}/{conv}/{version}.json`, a full snapshot of the messages at that version (each with
-# every `StoredMessage` field: an answer's finish reason, model and policy versions; absent in older bodies: None).
+# every `StoredMessage` field: an answer's finish reason, model and policy versions, a branch point's `parent`; absent
+# in older bodies: None). The record's `current_node` (absent: the newest message) is the active branch: a turn's commit
+# removes it, `set_current_node` sets it.
 LIST_INDEX = "by_updated"
 SWEEP_INDEX = "by_sweep"
 SWEEP_SHARDS = 8  # spreads the sweep index over partitions; the sweep queries each shard
@@ -214,6 +216,7 @@ def record_attributes(meta: ConversationMeta, key: str) -> dict[str, Any]:
         "version": meta.version,
         "message_count": meta.message_count,
         "render_version": meta.render_version,
+        "current_node": meta.current_node,
         "body_key": key,
         **schedule(meta.id, meta.expires_at, meta.deleted_at),
     }
@@ -230,6 +233,7 @@ def meta_from_item(item: dict[str, Any]) -> ConversationMeta:
         version=int(item["version"]),
         message_count=int(item["message_count"]),
         render_version=int(item["render_version"]),
+        current_node=None if item.get("current_node") is None else int(item["current_node"]),
         expires_at=parse_iso(item.get("expires_iso")),
         deleted_at=parse_iso(item.get("deleted_iso")),
     )

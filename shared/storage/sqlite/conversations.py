@@ -17,11 +17,14 @@ from shared.storage.conversations import (
     StoredMessage,
     SweepCandidate,
     VersionConflictError,
+    anchored,
     check_keep,
+    check_node,
     decode_list_cursor,
     encode_list_cursor,
     sweep_time,
 )
+from shared.storage.message_tree import ROOT
 from shared.storage.sqlite.db import SQLiteDatabase
 from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso, to_iso, utc_now
 from shared.wire.responses_api import ResponseRecord
@@ -78,6 +81,7 @@ class SQLiteConversationStore:
         now: datetime | None = None,
         loaded: Conversation | None = None,  # unused: appending rows needs no earlier messages
         keep: int | None = None,
+        parent: int | None = None,
     ) -> ConversationMeta:
         now = now or utc_now()
         stamp, expires = to_iso(now), optional_iso(expires_at)
@@ -92,10 +96,10 @@ class SQLiteConversationStore:
                     )
                 except sqlite3.IntegrityError as exc:
                     raise VersionConflictError(conversation_id, expected_version) from exc
-                start = 0
+                start, active = 0, ROOT
             else:
                 row = db.execute(
-                    "SELECT version, message_count FROM conversations"
+                    "SELECT version, message_count, current_node FROM conversations"
                     f" WHERE id = :id AND tenant_id = :tenant AND {_LIVE}",
                     {"id": conversation_id, "tenant": tenant_id, "now": stamp},
                 ).fetchone()
@@ -104,14 +108,17 @@ class SQLiteConversationStore:
                 if row["version"] != expected_version:
                     raise VersionConflictError(conversation_id, expected_version)
                 start = row["message_count"]
+                active = start - 1 if row["current_node"] is None else row["current_node"]
                 if keep is not None:
                     check_keep(keep, start)
                     db.execute("DELETE FROM messages WHERE conversation_id = ? AND seq >= ?", (conversation_id, keep))
                     start = keep
+            if keep is None:
+                messages = anchored(messages, active if parent is None else parent, start)
             db.executemany(
                 f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)},"
-                f" tool_calls, tool_call_id, citations, response, server_tool_runs)"
-                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?, ?, ?)",
+                f" tool_calls, tool_call_id, citations, response, server_tool_runs, parent)"
+                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         conversation_id,
@@ -125,13 +132,15 @@ class SQLiteConversationStore:
                         _citations_json(m),
                         m.response.model_dump_json() if m.response is not None else None,
                         _runs_json(m),
+                        m.parent,
                     )
                     for i, m in enumerate(messages)
                 ],
             )
+            reset = "" if keep is not None else ", current_node = NULL"  # a turn makes its own branch the active one
             db.execute(
                 "UPDATE conversations SET version = version + 1, message_count = ?, updated_at = ?,"
-                " expires_at = ?, sweep_at = ? WHERE id = ?",
+                f" expires_at = ?, sweep_at = ?{reset} WHERE id = ?",
                 (start + len(messages), stamp, expires, sweep_at, conversation_id),
             )
             row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
@@ -147,7 +156,7 @@ class SQLiteConversationStore:
                 return None
             rows = db.execute(
                 f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)}, tool_calls, tool_call_id, citations,"
-                " response, server_tool_runs"
+                " response, server_tool_runs, parent"
                 " FROM messages"
                 " WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
@@ -163,6 +172,7 @@ class SQLiteConversationStore:
                 citations=json.loads(r["citations"]) if r["citations"] else None,
                 response=ResponseRecord.model_validate_json(r["response"]) if r["response"] else None,
                 server_tool_runs=json.loads(r["server_tool_runs"]) if r["server_tool_runs"] else None,
+                parent=r["parent"],
             )
             for r in rows
         ]
@@ -210,6 +220,22 @@ class SQLiteConversationStore:
                  "now": to_iso(now or utc_now())},
             ).fetchone()  # fmt: skip
         return None if row is None else _meta(row)
+
+    def set_current_node(
+        self, tenant_id: str, conversation_id: str, node: int, *, now: datetime | None = None
+    ) -> ConversationMeta | None:
+        where = {"id": conversation_id, "tenant": tenant_id, "now": to_iso(now or utc_now())}
+        with self._database.write() as db:
+            row = db.execute(
+                f"SELECT * FROM conversations WHERE id = :id AND tenant_id = :tenant AND {_LIVE}", where
+            ).fetchone()
+            if row is None:
+                return None
+            check_node(node, row["message_count"])
+            row = db.execute(
+                "UPDATE conversations SET current_node = :node WHERE id = :id RETURNING *", {**where, "node": node}
+            ).fetchone()
+        return _meta(row)
 
     def soft_delete(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> bool:
         now = now or utc_now()

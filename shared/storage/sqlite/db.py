@@ -339,6 +339,12 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE conversations ADD COLUMN instructions TEXT",
         "ALTER TABLE tenants ADD COLUMN instructions TEXT",
     ],
+    [
+        # The message tree (issue 50 item 2): a message's parent where it is not the message before it (NULL:
+        # implicit, so every older row reads as one chain), and a conversation's active branch (NULL: the newest).
+        "ALTER TABLE messages ADD COLUMN parent INTEGER",
+        "ALTER TABLE conversations ADD COLUMN current_node INTEGER",
+    ],
 ]
 
 

@@ -88,7 +88,9 @@ def test_stateless_requests_stay_stateless(setup: Setup) -> None:
 def test_continuing_sends_the_stored_history_and_appends_the_turn(setup: Setup) -> None:
     conv_id = setup.start()["conversation"]["id"]
     reply = setup.say(conv_id, "Three days only").model_dump()
-    assert reply["conversation"] == {"id": conv_id, "stored": True, "history": "loaded", "version": 2}
+    assert reply["conversation"] == {
+        "id": conv_id, "stored": True, "history": "loaded", "version": 2, "message_ids": [2, 3]
+    }  # fmt: skip
     assert [m["content"] for m in setup.worker.state.bodies[-1]["messages"]] == [
         SYSTEM_PROMPTS[1],
         "Plan a trip to Lisbon",
@@ -125,6 +127,7 @@ def test_streamed_turn_is_saved_before_done_and_the_stream_says_so(setup: Setup)
         "stored": True,
         "history": "loaded",
         "version": 2,
+        "message_ids": [2, 3],
     }
     messages = setup.get(f"/v1/conversations/{conv_id}").json()["messages"]
     assert messages[-1] == {**messages[-1], "role": "assistant", "content": "echo: Museums?", "model": "mini"}

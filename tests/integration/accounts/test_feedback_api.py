@@ -138,18 +138,19 @@ def test_each_rated_answer_records_its_own_model_streamed_or_not(setup: Setup) -
     assert [(r.model, r.model_source) for r in setup.stored()] == [("mini", "message"), ("flagship", "message")]
 
 
-def test_a_regenerated_answer_does_not_inherit_the_old_rating(setup: Setup) -> None:
+def test_a_regenerated_answer_is_a_new_version_and_the_old_rating_stays_with_the_old_one(setup: Setup) -> None:
     conversation_id = setup.conversation(turns=1)
     assert setup.rate(conversation_id, 1, rating="down").status_code == 200
-    setup.api.chat.completions.create(  # regenerate: replace from the user message at 0
+    setup.api.chat.completions.create(  # regenerate: the user message 0 again, a second answer (id 2) beside the first
         model="mini",
         messages=[{"role": "user", "content": "Capital of Portugal?"}],
         extra_body={"conversation_id": conversation_id, "replace_from": 0},
     )
-    assert setup.send("GET", f"/v1/conversations/{conversation_id}/feedback").json()["data"] == []
-    assert setup.rate(conversation_id, 1, rating="up").status_code == 200
     listed = setup.send("GET", f"/v1/conversations/{conversation_id}/feedback").json()["data"]
-    assert [(f["message_index"], f["rating"]) for f in listed] == [(1, "up")]
+    assert [(f["message_index"], f["rating"]) for f in listed] == [(1, "down")]
+    assert setup.rate(conversation_id, 2, rating="up").status_code == 200
+    listed = setup.send("GET", f"/v1/conversations/{conversation_id}/feedback").json()["data"]
+    assert [(f["message_index"], f["rating"]) for f in listed] == [(1, "down"), (2, "up")]
 
 
 def test_deleting_the_conversation_hides_its_feedback_at_once(setup: Setup) -> None:

@@ -48,8 +48,8 @@ def test_export_rows_filters_and_golden_candidates(setup: Setup) -> None:
     setup.rate(gone, 1, rating="down", comment="deleted later")
     setup.send("DELETE", f"/v1/conversations/{gone}")
     regenerated = setup.conversation(turns=1)
-    setup.rate(regenerated, 1, rating="down", comment="about an answer that is replaced")
-    setup.api.chat.completions.create(
+    setup.rate(regenerated, 1, rating="down", comment="about the first version of an answer")
+    setup.api.chat.completions.create(  # a second version of the answer: the first, and its rating, stay
         model="mini",
         messages=[{"role": "user", "content": "Capital of Portugal?"}],
         extra_body={"conversation_id": regenerated, "replace_from": 0},
@@ -57,12 +57,15 @@ def test_export_rows_filters_and_golden_candidates(setup: Setup) -> None:
     [record_down] = [r for r in setup.stored() if r.conversation_id == two_turns and r.message_index == 3]
 
     rows, report = export(setup)
-    assert "exported 2 ratings; skipped 1 of deleted or expired conversations and 1 of replaced answers" in report
-    assert [(r["conversation_id"], r["message_index"], r["rating"]) for r in rows] == [
+    assert "exported 3 ratings; skipped 1 of deleted or expired conversations and 0 of replaced answers" in report
+    assert sorted((r["conversation_id"], r["message_index"], r["rating"]) for r in rows) == sorted([
         (two_turns, 1, "up"),
         (two_turns, 3, "down"),
-    ]
-    down = rows[1]
+        (regenerated, 1, "down"),
+    ])  # fmt: skip
+    [first_version] = [r for r in rows if r["conversation_id"] == regenerated]
+    assert first_version["messages"] == [{"role": "user", "content": "Capital of Portugal?"}]
+    [down] = [r for r in rows if r["conversation_id"] == two_turns and r["rating"] == "down"]
     assert down["prompt"] == [  # what the model saw: the versioned system prompt, then the history
         {"role": "system", "content": SYSTEM_PROMPTS[1]},
         {"role": "user", "content": "Capital of Portugal?"},
@@ -76,15 +79,15 @@ def test_export_rows_filters_and_golden_candidates(setup: Setup) -> None:
     assert down["tenant_id"] == record_down.tenant_id and down["id"].startswith("fb_")
     assert down["answered_at"] <= down["rated_at"]
 
-    assert [r["rating"] for r in export(setup, "--rating", "down")[0]] == ["down"]
+    assert [r["rating"] for r in export(setup, "--rating", "down")[0]] == ["down", "down"]
     assert export(setup, "--tenant", "ten_nobody")[0] == []
-    assert len(export(setup, "--tenant", record_down.tenant_id)[0]) == 2
+    assert len(export(setup, "--tenant", record_down.tenant_id)[0]) == 3
     assert export(setup, "--since", "2999-01-01T00:00:00")[0] == []
-    assert len(export(setup, "--since", "2000-01-01T00:00:00+00:00")[0]) == 2
+    assert len(export(setup, "--since", "2000-01-01T00:00:00+00:00")[0]) == 3
 
     golden, report = export(setup, "--golden-candidates")
-    assert "exported 1 golden candidates" in report
-    assert golden == [
+    assert "exported 2 golden candidates" in report
+    assert [g for g in golden if g["id"] == down["id"]] == [
         {
             "id": down["id"],
             "source": "feedback",

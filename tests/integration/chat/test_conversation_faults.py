@@ -203,6 +203,7 @@ def test_aws_store_down_answers_single_turn_and_loses_nothing(
                 "stored": True,
                 "history": "loaded",
                 "version": 2,
+                "message_ids": [2, 3],
             }
         finally:
             moto.stop()

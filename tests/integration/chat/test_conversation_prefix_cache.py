@@ -58,3 +58,17 @@ def test_each_turn_hits_the_prefix_cache_for_the_whole_previous_prompt(
     ]
     prompt_ids = tokenizer.apply_chat_template(render(1, messages[:-1], []), add_generation_prompt=True)["input_ids"]
     assert len(prompt_ids) == previous_prompt
+
+    # An edit of the last question is a new version beside it (a branch): its prompt is the shared path, then the new
+    # text, and the engine reads that path from its cache.
+    edited = api.chat.completions.create(
+        model="mini",
+        messages=[{"role": "user", "content": "What should I drink there?"}],
+        max_tokens=24,
+        temperature=0,
+        extra_body={"conversation_id": conversation["id"], "replace_from": stored["messages"][-2]["id"]},
+    )
+    shared = len(tokenizer.apply_chat_template(render(1, messages[:-2], []), add_generation_prompt=False)["input_ids"])
+    assert edited.usage.prompt_tokens_details.cached_tokens >= 0.9 * shared
+    branched = api.get(f"/conversations/{conversation['id']}", cast_to=object)
+    assert branched["messages"][-2]["sibling_ids"] == [stored["messages"][-2]["id"], branched["messages"][-2]["id"]]

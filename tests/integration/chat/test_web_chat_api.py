@@ -50,28 +50,32 @@ def scripted(gateway_for: GatewayFactory) -> Iterator[tuple[Gateway, object]]:
         yield gateway_for({"mini": [url]}), worker
 
 
-def test_edit_and_regenerate_replace_the_history_after_the_message(scripted: tuple[Gateway, object]) -> None:
+def test_edit_and_regenerate_keep_every_version_as_a_branch(scripted: tuple[Gateway, object]) -> None:
     gateway, _ = scripted
     client = _client(gateway)
     conversation_id = _say(client, "Plan a trip to Lisbon", store=True)["id"]
     _say(client, "Three days only", conversation_id=conversation_id)
     assert _conversation(gateway, conversation_id)["message_count"] == 4
 
-    # Regenerate the last answer: replace from the last user message (index 2) with the same text.
+    # Regenerate the last answer: replace from the last user message (id 2) with the same text: a second answer.
     regenerated = _say(client, "Three days only", conversation_id=conversation_id, replace_from=2)
-    assert regenerated["stored"] is True
+    assert regenerated["stored"] is True and regenerated["message_ids"] == [4]
     stored = _conversation(gateway, conversation_id)
     assert [m["content"] for m in stored["messages"]] == ["Plan a trip to Lisbon", SCRIPT, "Three days only", SCRIPT]
-    assert stored["message_count"] == 4 and stored["version"] == 3
+    assert [m["id"] for m in stored["messages"]] == [0, 1, 2, 4] and stored["messages"][3]["sibling_ids"] == [3, 4]
+    assert [m["id"] for m in stored["branches"]] == [3]
+    assert (stored["message_count"], stored["version"], stored["current_node"]) == (5, 3, 4)
 
-    # Edit the first message and resend: everything after it is replaced.
-    _say(client, "Plan a trip to Porto", conversation_id=conversation_id, replace_from=0)
+    # Edit the first message and resend: a second version of it, with its own answer; nothing is removed.
+    edited = _say(client, "Plan a trip to Porto", conversation_id=conversation_id, replace_from=0)
+    assert edited["message_ids"] == [5, 6]
     stored = _conversation(gateway, conversation_id)
-    assert [(m["role"], m["content"]) for m in stored["messages"]] == [
-        ("user", "Plan a trip to Porto"),
-        ("assistant", SCRIPT),
+    assert [(m["role"], m["content"], m["id"], m["parent_id"]) for m in stored["messages"]] == [
+        ("user", "Plan a trip to Porto", 5, None),
+        ("assistant", SCRIPT, 6, 5),
     ]
-    assert stored["messages"][1]["finish_reason"] == "stop"
+    assert stored["messages"][0]["sibling_ids"] == [0, 5] and stored["messages"][1]["finish_reason"] == "stop"
+    assert [m["id"] for m in stored["branches"]] == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(
