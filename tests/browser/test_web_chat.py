@@ -1,5 +1,6 @@
 """The web chat in real Chromium against the real gateway and a real SmolLM2 worker on loopback: sign in, stream,
-stop, reload and find the chat, regenerate, edit and resend, rename, delete, dark mode, a phone-width screen. The
+stop, reload and find the chat, regenerate and edit (each keeps the old version), rename, delete, dark mode, a
+phone-width screen. The
 first-token latency in the page is measured and written to tests/artifacts/web-timing.json (reported, not gated)."""
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
         .startswith("Write a detailed guide")
     )
 
-    # Regenerate the last answer: replaced, not appended.
+    # Regenerate the last answer: a new version shown in its place (the old one kept beside it, 2 / 2).
     mark_answers(page)
     page.get_by_test_id("regenerate").click()
     wait_new_answer(page)
@@ -209,9 +210,14 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
     timings.append(first_token_ms(page))
     assert page.locator('[data-testid="message"]').count() == 2
     record = stored(stack, key, conversation_id)
-    assert record["message_count"] == 2 and record["version"] >= 2
+    assert record["message_count"] == 3 and record["version"] >= 2
+    assert len(record["messages"]) == 2 and len(record["branches"]) == 1
+    page.wait_for_function(
+        """() => document.querySelector('[data-role="assistant"] [data-testid="branch-position"]')
+                   ?.textContent.trim() === '2 / 2'"""
+    )
 
-    # Edit the user message and resend: the history after it is replaced.
+    # Edit the user message and resend: a new version of it, with its own answer; the old turn stays stored.
     page.get_by_test_id("edit").first.click()
     page.get_by_test_id("edit-input").fill("Name three colours.")
     mark_answers(page)
@@ -221,7 +227,7 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
     timings.append(first_token_ms(page))
     record = stored_when(stack, key, conversation_id, lambda r: r["messages"][0]["content"] == "Name three colours.")
     assert record["messages"][0]["content"] == "Name three colours."
-    assert record["message_count"] == 2
+    assert record["message_count"] == 5 and len(record["messages"]) == 2
     assert page.locator('[data-testid="message"][data-role="user"]').first.inner_text() == "Name three colours."
 
     # A follow-up turn continues the same stored conversation.
@@ -231,7 +237,7 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
     wait_new_answer(page)
     finish_or_stop(page)
     timings.append(first_token_ms(page))
-    assert stored_when(stack, key, conversation_id, lambda r: r["message_count"] >= 4)["message_count"] == 4
+    assert stored_when(stack, key, conversation_id, lambda r: r["message_count"] >= 7)["message_count"] == 7
     screenshot(page, "04-conversation")
 
     # Rename (inline) and see it in the sidebar and the store.

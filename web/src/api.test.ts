@@ -33,6 +33,15 @@ describe("api", () => {
     expect(JSON.parse(calls[0]!.init.body as string)).toEqual({ title: "New title" });
   });
 
+  it("switching the shown branch PATCHes current_node and reads back the leaf the server resolved", async () => {
+    const calls = mockFetch(200, { id: "conv_1", current_node: 7 });
+    const saved = await api.setCurrentNode("conv_1", 3);
+    expect(calls[0]!.url).toBe("/v1/conversations/conv_1");
+    expect(calls[0]!.init.method).toBe("PATCH");
+    expect(JSON.parse(calls[0]!.init.body as string)).toEqual({ current_node: 3 });
+    expect(saved.current_node).toBe(7);
+  });
+
   it("GETs carry no CSRF header; list paging passes the cursor", async () => {
     const calls = mockFetch(200, { data: [], has_more: false, next_cursor: null });
     await api.listConversations("abc=");

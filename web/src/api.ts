@@ -176,6 +176,9 @@ export const api = {
     json<ConversationSummary>(`/v1/conversations/${enc(id)}`, { method: "PATCH", body: { title } }),
   setConversationInstructions: (id: string, instructions: string | null) =>
     json<ConversationSummary>(`/v1/conversations/${enc(id)}`, { method: "PATCH", body: { instructions } }),
+  /** Show this message's branch: the server shows it down to its newest leaf, and says which (`current_node`). */
+  setCurrentNode: (id: string, node: number) =>
+    json<ConversationSummary>(`/v1/conversations/${enc(id)}`, { method: "PATCH", body: { current_node: node } }),
   getInstructions: () => json<InstructionsObject>("/v1/account/instructions"),
   setInstructions: (instructions: string | null) =>
     json<InstructionsObject>("/v1/account/instructions", { method: "PUT", body: { instructions } }),

@@ -2,15 +2,19 @@ import { describe, expect, it } from "vitest";
 import {
   contextCutIndex,
   fromStored,
+  lastStoredId,
   lastUserIndex,
   markTurnUnsaved,
+  nextPosition,
   reconcile,
   replaceIndex,
   showsTurn,
   statusFromFinish,
+  switchVersion,
   withoutReplaceMarks,
   type UiMessage,
 } from "./chatModel";
+import { buildTree } from "./messageTree";
 import type { StoredMessage } from "./types";
 
 const stored: StoredMessage[] = [
@@ -30,6 +34,15 @@ describe("fromStored", () => {
       ["user", 3, undefined],
       ["assistant", 4, "stopped"],
     ]);
+  });
+
+  it("marks the service's supportive reply to a self-harm ask by its stored model version", () => {
+    const view = fromStored([
+      { role: "user", content: "I don't want to live anymore." },
+      { role: "assistant", content: "I'm really sorry…", finish_reason: "stop", model_version: "fleetchat-care@1" },
+      { role: "assistant", content: "A model's answer", finish_reason: "stop", model_version: "smollm2@gguf" },
+    ]);
+    expect(view.map((m) => m.care)).toEqual([undefined, true, undefined]);
   });
 
   it("maps finish reasons to statuses", () => {
@@ -134,15 +147,16 @@ describe("showsTurn", () => {
 
 describe("unsaved turns", () => {
   const view = (): UiMessage[] => [
-    { key: "a", role: "user", content: "hi", storedIndex: 1 },
-    { key: "b", role: "assistant", content: "hello", status: "done", storedIndex: 2 },
-    { key: "u", role: "user", content: "more", storedIndex: 3 },
-    { key: "x", role: "assistant", content: "", status: "stopped", storedIndex: 4 },
+    { key: "a", role: "user", content: "hi", storedIndex: 1, nodeId: 1 },
+    { key: "b", role: "assistant", content: "hello", status: "done", storedIndex: 2, nodeId: 2 },
+    { key: "u", role: "user", content: "more", storedIndex: 3, nodeId: 3 },
+    { key: "x", role: "assistant", content: "", status: "stopped", storedIndex: 4, nodeId: 4 },
   ];
 
   it("markTurnUnsaved drops the turn's stored indices and keeps a replace's index", () => {
     const plain = markTurnUnsaved(view(), "u", "x");
     expect(plain.map((m) => m.storedIndex)).toEqual([1, 2, undefined, undefined]);
+    expect(plain.map((m) => m.nodeId)).toEqual([1, 2, undefined, undefined]);
     expect(replaceIndex(plain[2]!)).toBeUndefined();
     const replaced = markTurnUnsaved(view(), "u", "x", 3);
     expect(replaced[2]!.storedIndex).toBeUndefined();
@@ -215,5 +229,121 @@ describe("contextCutIndex", () => {
     expect(contextCutIndex(view, 0)).toBeNull();
     expect(contextCutIndex(view, 40)).toBeNull();
     expect(contextCutIndex([], 3)).toBeNull();
+  });
+});
+
+describe("a conversation with versions (the message tree)", () => {
+  const node = (id: number, parent_id: number | null, role: string, content: string, sibling_ids = [id]): StoredMessage => ({
+    id,
+    parent_id,
+    sibling_ids,
+    role,
+    content,
+    ...(role === "assistant" ? { finish_reason: "stop" } : {}),
+  });
+  // 0 sys; 1 "hi" → 2 "hello"; 3 "more" → 4 "A" | 5 "A" (regenerated, same text); "more" edited: 6 "other" → 7 "B".
+  const active: StoredMessage[] = [
+    node(0, null, "system", "sys"),
+    node(1, 0, "user", "hi"),
+    node(2, 1, "assistant", "hello"),
+    node(6, 2, "user", "other", [3, 6]),
+    node(7, 6, "assistant", "B"),
+  ];
+  const branches: StoredMessage[] = [node(3, 2, "user", "more", [3, 6]), node(4, 3, "assistant", "A", [4, 5]), node(5, 3, "assistant", "A", [4, 5])];
+
+  it("fromStored keeps each message's id, position and versions", () => {
+    const view = fromStored(active);
+    expect(view.map((m) => [m.content, m.storedIndex, m.nodeId, m.siblings])).toEqual([
+      ["hi", 1, 1, { ids: [1], index: 0 }],
+      ["hello", 2, 2, { ids: [2], index: 0 }],
+      ["other", 3, 6, { ids: [3, 6], index: 1 }],
+      ["B", 4, 7, { ids: [7], index: 0 }],
+    ]);
+    expect(replaceIndex(view[2]!)).toBe(6); // an edit or a regenerate names the id, not the position
+    expect(lastStoredId(view)).toBe(7);
+    expect(nextPosition(view)).toBe(5);
+    expect(lastStoredId([])).toBeUndefined();
+    expect(nextPosition([{ key: "x", role: "user", content: "unsaved" }])).toBeUndefined();
+  });
+
+  it("a version switch shows the other version's branch down to its newest leaf, keeping the keys of what stays", () => {
+    const view = fromStored(active);
+    const tree = buildTree(active, branches);
+    const back = switchVersion(view, tree, view[2]!.key, -1)!;
+    expect(back).toMatchObject({ leaf: 5, position: 1, count: 2 });
+    expect(back.messages.map((m) => [m.content, m.storedIndex, m.nodeId])).toEqual([
+      ["hi", 1, 1],
+      ["hello", 2, 2],
+      ["more", 3, 3],
+      ["A", 4, 5],
+    ]);
+    expect(back.messages.slice(0, 3).map((m) => m.key)).toEqual(view.slice(0, 3).map((m) => m.key));
+    expect(back.messages[0]).toEqual(view[0]); // unchanged
+    expect(back.messages[2]!.siblings).toEqual({ ids: [3, 6], index: 0 });
+    expect(back.messages[3]!.siblings).toEqual({ ids: [4, 5], index: 1 });
+    // Then the answer's previous version: same key, the first answer.
+    const answer = switchVersion(back.messages, tree, back.messages[3]!.key, -1)!;
+    expect(answer).toMatchObject({ leaf: 4, position: 1, count: 2 });
+    expect(answer.messages[3]).toMatchObject({ key: back.messages[3]!.key, nodeId: 4, siblings: { ids: [4, 5], index: 0 } });
+    // Past the ends, or a message without versions: nothing.
+    expect(switchVersion(answer.messages, tree, answer.messages[3]!.key, -1)).toBeNull();
+    expect(switchVersion(view, tree, view[2]!.key, 1)).toBeNull();
+    expect(switchVersion(view, tree, view[0]!.key, 1)).toBeNull();
+    expect(switchVersion(view, tree, "nope", 1)).toBeNull();
+  });
+
+  it("reconcile tells versions with the same text apart by id, and refreshes their versions", () => {
+    // A regenerate answered "A" again (id 5): the view's new answer got its id from the turn's message_ids.
+    const view: UiMessage[] = [
+      ...fromStored([active[0]!, active[1]!, active[2]!, { ...branches[0]!, sibling_ids: [3] }, { ...branches[1]!, sibling_ids: [4] }]).slice(0, 3),
+      { key: "new", role: "assistant", content: "A", status: "done", nodeId: 5 },
+    ];
+    const server = [active[0]!, active[1]!, active[2]!, branches[0]!, branches[2]!];
+    const out = reconcile(view, server);
+    expect(out.map((m) => [m.key, m.nodeId, m.storedIndex])).toEqual([
+      [view[0]!.key, 1, 1],
+      [view[1]!.key, 2, 2],
+      [view[2]!.key, 3, 3],
+      ["new", 5, 4],
+    ]);
+    expect(out[3]!.siblings).toEqual({ ids: [4, 5], index: 1 });
+  });
+
+  it("reconcile shows the server's branch in place of stored messages of another one", () => {
+    const view = fromStored([active[0]!, active[1]!, active[2]!, branches[0]!, branches[1]!]);
+    // A read that does not know the view's messages yet (a store that lags) keeps them, unstored.
+    expect(reconcile(view, active).map((m) => [m.content, m.nodeId])).toEqual([
+      ["hi", 1],
+      ["hello", 2],
+      ["other", 6],
+      ["B", 7],
+      ["more", undefined],
+      ["A", undefined],
+    ]);
+    const out = reconcile(view, active, branches);
+    expect(out.map((m) => [m.content, m.nodeId])).toEqual([
+      ["hi", 1],
+      ["hello", 2],
+      ["other", 6],
+      ["B", 7],
+    ]);
+    expect(out[0]!.key).toBe(view[0]!.key);
+  });
+
+  it("an unsaved edit stands in for the message it was to be a version of, found by id", () => {
+    const view = fromStored(active);
+    const mine = markTurnUnsaved(
+      [...view.slice(0, 2), { key: "u", role: "user", content: "edited" }, { key: "x", role: "assistant", content: "", status: "stopped" }],
+      "u",
+      "x",
+      6,
+    );
+    const out = reconcile(mine, active);
+    expect(out.map((m) => [m.key, m.nodeId, m.replaceFrom])).toEqual([
+      [view[0]!.key, 1, undefined],
+      [view[1]!.key, 2, undefined],
+      ["u", undefined, 6],
+      ["x", undefined, undefined],
+    ]);
   });
 });

@@ -1,7 +1,8 @@
 /**
- * Answer feedback: the API calls (`/v1/conversations/{id}/messages/{index}/feedback`) and the per-answer state the
- * thumbs and the comment box show. What the server holds (`rating`, `comment`) changes only when a call succeeds; a
- * failed call leaves it, keeps the typed comment and says what went wrong.
+ * Answer feedback: the API calls (`/v1/conversations/{id}/messages/{index}/feedback`, `index` the answer's stored
+ * message id) and the per-answer state the thumbs and the comment box show. What the server holds (`rating`,
+ * `comment`) changes only when a call succeeds; a failed call leaves it, keeps the typed comment and says what went
+ * wrong.
  */
 import { apiFetch, ApiError } from "./api";
 
@@ -11,6 +12,7 @@ export const MAX_COMMENT_CHARS = 2000;
 export interface FeedbackObject {
   object: "conversation.message.feedback";
   conversation_id: string;
+  /** The answer's stored message id. */
   message_index: number;
   rating: Rating;
   comment: string | null;
@@ -41,7 +43,7 @@ export const feedbackApi = {
 
 /** One answer's feedback as the view shows it. */
 export interface FeedbackEntry {
-  /** The answer text this entry is about: a regenerated answer at the same index starts without a rating. */
+  /** The answer text this entry is about: an entry read for another text starts without a rating. */
   answer: string;
   /** What the server holds. */
   rating: Rating | null;
@@ -66,7 +68,7 @@ export function entryFor(map: FeedbackMap, index: number, answer: string): Feedb
   return entry && entry.answer === answer ? entry : emptyEntry(answer);
 }
 
-/** The server's listing as entries, for the answers the view shows (by stored index). */
+/** The server's listing as entries, for the answers the view shows (by stored message id). */
 export function fromListing(items: FeedbackObject[], answers: Map<number, string>): FeedbackMap {
   const map: FeedbackMap = {};
   for (const item of items) {

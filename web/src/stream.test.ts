@@ -188,4 +188,9 @@ describe("readMeta", () => {
     expect(meta).toMatchObject({ conversationId: "conv_0123", brownout: true, fallbackModel: "mini", stored: false });
     expect(readMeta(new Headers())).toMatchObject({ conversationId: null, brownout: false, fallbackModel: null, stored: null });
   });
+
+  it("tells the safety stage's supportive reply from a model's answer", () => {
+    expect(readMeta(new Headers({ "x-fleetchat-safety": "care" })).care).toBe(true);
+    expect(readMeta(new Headers()).care).toBe(false);
+  });
 });

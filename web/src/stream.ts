@@ -17,6 +17,8 @@ export interface ChatStreamMeta {
   /** `x-fleetchat-stored` when the header was sent. */
   stored: boolean | null;
   requestId: string | null;
+  /** `x-fleetchat-safety: care`: the answer is the service's supportive reply to a self-harm ask, not a model's. */
+  care: boolean;
 }
 
 export interface ChatStream {
@@ -32,6 +34,7 @@ export function readMeta(headers: Headers): ChatStreamMeta {
     fallbackModel: headers.get("x-fleetchat-fallback-model") || null,
     stored: stored == null ? null : stored.toLowerCase() !== "false",
     requestId: headers.get("x-request-id"),
+    care: (headers.get("x-fleetchat-safety") || "").toLowerCase() === "care",
   };
 }
 

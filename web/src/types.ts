@@ -38,13 +38,26 @@ export interface ConversationSummary {
   created_at: number;
   updated_at: number;
   version: number;
+  /** Every stored message, the other versions (branches) included. */
   message_count: number;
   expires_at?: number | null;
+  /** The id of the shown branch's last message (the active leaf); null for an empty conversation. */
+  current_node?: number | null;
 }
 
 export type FinishReason = "stop" | "length" | "stopped" | "content_filter" | string | null;
 
 export interface StoredMessage {
+  /**
+   * Its place in the conversation's append-only stored list: stable for the conversation's life (an edit or a
+   * regenerate adds a version, nothing is deleted). Absent from older gateways, whose list is one chain (the id is
+   * then the position in `messages`).
+   */
+  id?: number;
+  /** The message it answers or follows; null for a first message. */
+  parent_id?: number | null;
+  /** Its versions: the ids of all children of its parent, ascending, itself included. */
+  sibling_ids?: number[];
   role: "user" | "assistant" | "system" | string;
   content: string;
   created_at?: number;
@@ -53,7 +66,12 @@ export interface StoredMessage {
   citations?: Citation[] | null;
   /** An answer the gateway's own tools helped give: each call as the chat showed it. */
   server_tool_runs?: ServerToolRun[] | null;
+  /** The model version that answered; `fleetchat-care@…`: the safety stage's supportive reply, no model. */
+  model_version?: string | null;
 }
+
+/** The model version the service's own supportive reply to a self-harm ask is stored under (functions/safety/care.py). */
+export const CARE_VERSION_PREFIX = "fleetchat-care@";
 
 /** The server's statuses, and the chat's own `unfinished` for a run whose stream ended before it did. */
 export type ServerToolRunStatus =
@@ -90,7 +108,10 @@ export interface ServerToolRun {
 }
 
 export interface Conversation extends ConversationSummary {
+  /** The shown branch (the active path): from the first message down to `current_node`, in order. */
   messages: StoredMessage[];
+  /** Every stored message not on the active path (the other versions and what follows them), in id order. */
+  branches?: StoredMessage[];
   /** Stored messages (after the system prompt) the last answer's prompt left out. */
   out_of_context?: number;
 }
@@ -134,6 +155,8 @@ export interface ConversationExtension {
   version?: number | null;
   /** Stored messages (after the system prompt) the prompt left out: the conversation outgrew the model's context. */
   out_of_context?: number;
+  /** The stored ids of this turn's new messages: the user message then the answer (a regenerate: the answer only). */
+  message_ids?: number[];
 }
 
 export interface ChatMessageParam {
@@ -148,7 +171,10 @@ export interface ChatRequestBody {
   messages: ChatMessageParam[];
   store?: true;
   conversation_id?: string;
+  /** A new version of this stored user message (an edit; the same text: a new answer to it, a regenerate). */
   replace_from?: number;
+  /** Extension: continue under this stored message (the last one shown) instead of the conversation's active leaf. */
+  parent_message_id?: number;
   /** Extension: answer from these vector stores' passages, with citations (docs/files.md). */
   vector_store_ids?: string[];
   /** Extension: tools the gateway runs itself for this answer (`python`: the code interpreter). */

@@ -13,12 +13,17 @@ from fastapi.responses import JSONResponse, StreamingResponse
 PROMPT_TOKENS = 10
 
 
-def scripted_worker(script: str, *, chunk_chars: int = 4, delay_s: float = 0.005) -> FastAPI:
-    """Streams `script` `chunk_chars` characters (one "token") per chunk; state.streams holds per-stream records."""
+def scripted_worker(script: str, *, chunk_chars: int = 4, delay_s: float = 0.005, numbered: bool = False) -> FastAPI:
+    """Streams `script` `chunk_chars` characters (one "token") per chunk; state.streams holds per-stream records.
+    `numbered`: each answer ends with " (answer N)", N the call's number, so that answers can be told apart."""
     app = FastAPI()
     app.state.calls = 0
     app.state.streams = []  # {"sent": chunks sent, "finished": reached the end}
-    pieces = [script[i : i + chunk_chars] for i in range(0, len(script), chunk_chars)]
+
+    def split(text: str) -> list[str]:
+        return [text[i : i + chunk_chars] for i in range(0, len(text), chunk_chars)]
+
+    script_pieces = split(script)
 
     def usage(completion: int) -> dict:
         return {
@@ -30,8 +35,10 @@ def scripted_worker(script: str, *, chunk_chars: int = 4, delay_s: float = 0.005
     @app.post("/v1/chat/completions", response_model=None)
     async def chat(body: dict) -> StreamingResponse | JSONResponse:
         app.state.calls += 1
+        answer = f"{script} (answer {app.state.calls})" if numbered else script
+        pieces = split(answer) if numbered else script_pieces
         if not body.get("stream"):
-            message = {"role": "assistant", "content": script}
+            message = {"role": "assistant", "content": answer}
             return JSONResponse(
                 {
                     "id": "c1",

@@ -1,6 +1,8 @@
 import { render } from "preact";
-import { afterEach, describe, expect, it } from "vitest";
-import { AssistantMessage } from "./Message";
+import { useState } from "preact/hooks";
+import { act } from "preact/test-utils";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { AssistantMessage, BranchSwitch, UserMessage, type VersionControl } from "./Message";
 
 let root: HTMLElement;
 afterEach(() => {
@@ -74,5 +76,93 @@ describe("the code interpreter's runs", () => {
     expect(first.querySelector('[data-testid="tool-run-output"]')).toBeNull();
     expect(second.querySelector('[data-testid="tool-run-label"]')!.textContent).toBe("Timed out after 5.0 s");
     expect(second.textContent).toContain("killed at the time limit (5 s)");
+  });
+});
+
+describe("the versions control (‹ k / n ›)", () => {
+  const control = (over: Partial<VersionControl> = {}): VersionControl => ({
+    position: 2,
+    count: 3,
+    disabled: false,
+    onSelect: vi.fn(() => true),
+    ...over,
+  });
+  const q = (id: string) => root.querySelector<HTMLButtonElement>(`[data-testid="${id}"]`)!;
+
+  it("is a labelled group of two buttons around k / n, disabled at the ends and while streaming", () => {
+    const versions = control();
+    render(<BranchSwitch {...versions} />, mount());
+    const group = root.querySelector('[role="group"]')!;
+    expect(group.getAttribute("aria-label")).toBe("Message versions");
+    expect(q("branch-position").textContent).toBe("2 / 3");
+    expect(group.textContent).toContain("Version 2 of 3"); // what a screen reader reads
+    expect(q("branch-prev").getAttribute("aria-label")).toBe("Previous version");
+    expect(q("branch-next").getAttribute("aria-label")).toBe("Next version");
+    expect([q("branch-prev").disabled, q("branch-next").disabled]).toEqual([false, false]);
+    q("branch-prev").click();
+    q("branch-next").click();
+    expect(versions.onSelect).toHaveBeenNthCalledWith(1, -1);
+    expect(versions.onSelect).toHaveBeenNthCalledWith(2, 1);
+
+    render(<BranchSwitch {...control({ position: 1, count: 2 })} />, root);
+    expect([q("branch-prev").disabled, q("branch-next").disabled]).toEqual([true, false]);
+    render(<BranchSwitch {...control({ position: 2, count: 2 })} />, root);
+    expect([q("branch-prev").disabled, q("branch-next").disabled]).toEqual([false, true]);
+    render(<BranchSwitch {...control({ disabled: true })} />, root);
+    expect([q("branch-prev").disabled, q("branch-next").disabled]).toEqual([true, true]);
+  });
+
+  it("keeps the focus in the control as it switches: on the button pressed, else (at an end) on the other", () => {
+    function Switching() {
+      const [position, setPosition] = useState(2);
+      return (
+        <BranchSwitch
+          position={position}
+          count={3}
+          disabled={false}
+          onSelect={(delta) => {
+            setPosition((p) => p + delta);
+            return true;
+          }}
+        />
+      );
+    }
+    render(<Switching />, mount());
+    q("branch-prev").focus();
+    act(() => q("branch-prev").click());
+    expect(q("branch-position").textContent).toBe("1 / 3");
+    expect(q("branch-prev").disabled).toBe(true);
+    expect(document.activeElement).toBe(q("branch-next"));
+    act(() => q("branch-next").click());
+    expect(q("branch-position").textContent).toBe("2 / 3");
+    expect(document.activeElement).toBe(q("branch-next"));
+  });
+
+  it("is shown on a user message outside its hover-only actions, and on an answer while another streams", () => {
+    const user = { key: "u1", role: "user" as const, content: "hi", nodeId: 3 };
+    const noop = () => {};
+    render(
+      <UserMessage
+        message={user}
+        versions={control({ position: 1, count: 2 })}
+        canEdit
+        editDraft={null}
+        onEditStart={noop}
+        onEditChange={noop}
+        onEditSave={noop}
+        onEditCancel={noop}
+      />,
+      mount(),
+    );
+    const group = root.querySelector('[role="group"]')!;
+    expect(group.closest(".message-actions")).toBeNull();
+    expect(root.querySelector('[data-testid="edit"]')).not.toBeNull();
+
+    const answer = { key: "a1", role: "assistant" as const, content: "hello", status: "done" as const };
+    render(<AssistantMessage message={answer} versions={control({ disabled: true })} canRegenerate={false} onRegenerate={noop} />, root);
+    expect(q("branch-position").textContent).toBe("2 / 3");
+    expect(q("branch-next").disabled).toBe(true);
+    render(<AssistantMessage message={answer} canRegenerate={false} onRegenerate={noop} />, root);
+    expect(root.querySelector('[role="group"]')).toBeNull(); // one version: no control
   });
 });

@@ -1,5 +1,6 @@
 /** One message. User: plain text, Edit (stored conversations). Assistant: markdown, status labels, its sources
- * (citations), Regenerate, and (stored answers) the feedback thumbs. */
+ * (citations), Regenerate, and (stored answers) the feedback thumbs. Both: ‹ k / n › between the versions an edit or
+ * a regenerate left. */
 import type { ComponentChildren } from "preact";
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { UiMessage } from "../chatModel";
@@ -8,12 +9,83 @@ import { copyText } from "../clipboard";
 import { markFirstTokenVisibleAfterPaint } from "../perf";
 import type { Citation } from "../types";
 import { Citations } from "./Citations";
-import { CopyIcon, EditIcon, RefreshIcon } from "./icons";
+import { ChevronLeftIcon, ChevronRightIcon, CopyIcon, EditIcon, RefreshIcon } from "./icons";
 import { Markdown } from "./Markdown";
 import { ToolRuns } from "./ToolRuns";
 
+/** A message's versions as its control shows them. */
+export interface VersionControl {
+  /** 1-based. */
+  position: number;
+  count: number;
+  /** While an answer streams (or an edit is open): nothing can be switched. */
+  disabled: boolean;
+  /** Show the previous (-1) or next (+1) version; false when nothing was switched. */
+  onSelect(delta: -1 | 1): boolean;
+}
+
+/**
+ * ‹ k / n ›: always shown (not only on hover), its buttons disabled at the ends. The control stays in place as the
+ * message it belongs to switches, and the focus with it: on the button pressed, or (that one now disabled, at an end)
+ * on the other.
+ */
+export function BranchSwitch({ position, count, disabled, onSelect }: VersionControl) {
+  const prev = useRef<HTMLButtonElement>(null);
+  const next = useRef<HTMLButtonElement>(null);
+  const pressed = useRef<-1 | 1 | null>(null);
+  useLayoutEffect(() => {
+    const delta = pressed.current;
+    pressed.current = null;
+    if (delta === null) return;
+    const [used, other] = delta < 0 ? [prev.current, next.current] : [next.current, prev.current];
+    if (used && !used.disabled) used.focus();
+    else if (other && !other.disabled) other.focus();
+  }, [position, count]);
+
+  const select = (delta: -1 | 1, button: HTMLButtonElement) => {
+    const focused = document.activeElement === button;
+    if (onSelect(delta) && focused) pressed.current = delta;
+  };
+  return (
+    <div class="branch-switch" role="group" aria-label="Message versions" data-testid="branch-switch">
+      <button
+        ref={prev}
+        type="button"
+        class="icon-btn small"
+        data-testid="branch-prev"
+        aria-label="Previous version"
+        title="Previous version"
+        disabled={disabled || position <= 1}
+        onClick={(e) => select(-1, e.currentTarget)}
+      >
+        <ChevronLeftIcon />
+      </button>
+      <span class="branch-position" data-testid="branch-position" aria-hidden="true">
+        {position} / {count}
+      </span>
+      <span class="sr-only">
+        Version {position} of {count}
+      </span>
+      <button
+        ref={next}
+        type="button"
+        class="icon-btn small"
+        data-testid="branch-next"
+        aria-label="Next version"
+        title="Next version"
+        disabled={disabled || position >= count}
+        onClick={(e) => select(1, e.currentTarget)}
+      >
+        <ChevronRightIcon />
+      </button>
+    </div>
+  );
+}
+
 interface UserProps {
   message: UiMessage;
+  /** Its versions (edits), when it has more than one. */
+  versions?: VersionControl;
   canEdit: boolean;
   editDraft: string | null;
   onEditStart(key: string): void;
@@ -22,7 +94,16 @@ interface UserProps {
   onEditCancel(): void;
 }
 
-export function UserMessage({ message, canEdit, editDraft, onEditStart, onEditChange, onEditSave, onEditCancel }: UserProps) {
+export function UserMessage({
+  message,
+  versions,
+  canEdit,
+  editDraft,
+  onEditStart,
+  onEditChange,
+  onEditSave,
+  onEditCancel,
+}: UserProps) {
   const area = useRef<HTMLTextAreaElement>(null);
   const editing = editDraft !== null;
   // A layout effect, run as the editor is put on screen: a deferred effect could move the caret after the user (or
@@ -86,18 +167,23 @@ export function UserMessage({ message, canEdit, editDraft, onEditStart, onEditCh
   return (
     <article class="message user" data-testid="message" data-role="user">
       <div class="message-body user-text">{message.content}</div>
-      {canEdit && (
-        <div class="message-actions">
-          <button
-            type="button"
-            class="icon-btn small"
-            data-testid="edit"
-            aria-label="Edit message"
-            title="Edit"
-            onClick={() => onEditStart(message.key)}
-          >
-            <EditIcon />
-          </button>
+      {(canEdit || versions) && (
+        <div class="message-footer">
+          {canEdit && (
+            <div class="message-actions">
+              <button
+                type="button"
+                class="icon-btn small"
+                data-testid="edit"
+                aria-label="Edit message"
+                title="Edit"
+                onClick={() => onEditStart(message.key)}
+              >
+                <EditIcon />
+              </button>
+            </div>
+          )}
+          {versions && <BranchSwitch {...versions} />}
         </div>
       )}
     </article>
@@ -106,6 +192,8 @@ export function UserMessage({ message, canEdit, editDraft, onEditStart, onEditCh
 
 interface AssistantProps {
   message: UiMessage;
+  /** Its versions (regenerated answers), when it has more than one. */
+  versions?: VersionControl;
   canRegenerate: boolean;
   onRegenerate(): void;
   /** Shown with the actions once the answer is complete (the feedback thumbs of a stored answer). */
@@ -114,7 +202,7 @@ interface AssistantProps {
   onOpenCitation?(citation: Citation): void;
 }
 
-export function AssistantMessage({ message, canRegenerate, onRegenerate, feedback, onOpenCitation }: AssistantProps) {
+export function AssistantMessage({ message, versions, canRegenerate, onRegenerate, feedback, onOpenCitation }: AssistantProps) {
   const status = message.status ?? "done";
   const [copied, setCopied] = useState(false);
   useLayoutEffect(() => {
@@ -141,6 +229,12 @@ export function AssistantMessage({ message, canRegenerate, onRegenerate, feedbac
           </details>
         )}
         <ToolRuns runs={message.toolRuns} />
+        {message.care && (
+          <p class="care-label" data-testid="care-label">
+            <strong>Support from fleetchat</strong>, not the AI model: we noticed you may be going through something
+            hard.
+          </p>
+        )}
         {message.content ? (
           <Markdown text={message.content} />
         ) : (
@@ -175,32 +269,37 @@ export function AssistantMessage({ message, canRegenerate, onRegenerate, feedbac
             </span>
           )}
         </div>
-        {status !== "streaming" && (
-          <div class="message-actions">
-            {message.content && (
-              <button
-                type="button"
-                class="icon-btn small"
-                aria-label={copied ? "Copied" : "Copy answer"}
-                title={copied ? "Copied" : "Copy"}
-                onClick={() => void copyAnswer()}
-              >
-                <CopyIcon />
-              </button>
+        {(versions || status !== "streaming") && (
+          <div class="message-footer">
+            {versions && <BranchSwitch {...versions} />}
+            {status !== "streaming" && (
+              <div class="message-actions">
+                {message.content && (
+                  <button
+                    type="button"
+                    class="icon-btn small"
+                    aria-label={copied ? "Copied" : "Copy answer"}
+                    title={copied ? "Copied" : "Copy"}
+                    onClick={() => void copyAnswer()}
+                  >
+                    <CopyIcon />
+                  </button>
+                )}
+                {canRegenerate && (
+                  <button
+                    type="button"
+                    class="icon-btn small"
+                    data-testid="regenerate"
+                    aria-label="Regenerate answer"
+                    title="Regenerate"
+                    onClick={onRegenerate}
+                  >
+                    <RefreshIcon />
+                  </button>
+                )}
+                {feedback}
+              </div>
             )}
-            {canRegenerate && (
-              <button
-                type="button"
-                class="icon-btn small"
-                data-testid="regenerate"
-                aria-label="Regenerate answer"
-                title="Regenerate"
-                onClick={onRegenerate}
-              >
-                <RefreshIcon />
-              </button>
-            )}
-            {feedback}
           </div>
         )}
       </div>

@@ -1,13 +1,13 @@
 /** The scrollable conversation: messages, auto-scroll while the answer streams (unless the reader scrolled up),
  * and the code blocks' Copy buttons (one delegated listener; the buttons live in sanitized markdown HTML). */
 import { useLayoutEffect, useRef } from "preact/hooks";
-import { contextCutIndex } from "../chatModel";
+import { contextCutIndex, type UiMessage } from "../chatModel";
 import { copyText } from "../clipboard";
 import type { ChatController } from "../hooks/useChat";
 import { useFeedback } from "../hooks/useFeedback";
 import type { Citation } from "../types";
 import { FeedbackBar } from "./FeedbackBar";
-import { AssistantMessage, UserMessage } from "./Message";
+import { AssistantMessage, UserMessage, type VersionControl } from "./Message";
 
 interface Props {
   chat: ChatController;
@@ -54,13 +54,23 @@ export function MessageList({ chat, onOpenCitation }: Props) {
     }
   }
   const stored = Boolean(conversationId && persisted);
-  // Stored, finished answers take feedback, by their index in the stored list.
+  // Stored, finished answers take feedback, by their stored message id.
   const answers = new Map<number, string>();
   if (stored) {
     for (const m of messages) {
-      if (m.role === "assistant" && m.storedIndex !== undefined && m.status !== "streaming") answers.set(m.storedIndex, m.content);
+      if (m.role === "assistant" && m.nodeId !== undefined && m.status !== "streaming") answers.set(m.nodeId, m.content);
     }
   }
+  // A stored message with versions (edits, regenerated answers) shows ‹ k / n ›.
+  const versions = (message: UiMessage): VersionControl | undefined =>
+    stored && message.nodeId !== undefined && message.siblings && message.siblings.ids.length > 1
+      ? {
+          position: message.siblings.index + 1,
+          count: message.siblings.ids.length,
+          disabled: streaming || editing !== null || chat.loading,
+          onSelect: (delta) => chat.selectVersion(message.key, delta),
+        }
+      : undefined;
   const feedback = useFeedback(stored ? conversationId : null, answers);
   const cut = contextCutIndex(messages, chat.outOfContext);
 
@@ -88,7 +98,8 @@ export function MessageList({ chat, onOpenCitation }: Props) {
             <UserMessage
               key={message.key}
               message={message}
-              canEdit={stored && !streaming && (message.storedIndex !== undefined || message.replaceFrom !== undefined)}
+              versions={versions(message)}
+              canEdit={stored && !streaming && (message.nodeId !== undefined || message.replaceFrom !== undefined)}
               editDraft={editing && editing.key === message.key ? editing.draft : null}
               onEditStart={(key) => chat.setEditing({ key, draft: message.content })}
               onEditChange={(key, draft) => chat.setEditing({ key, draft })}
@@ -99,12 +110,13 @@ export function MessageList({ chat, onOpenCitation }: Props) {
             <AssistantMessage
               key={message.key}
               message={message}
+              versions={versions(message)}
               canRegenerate={!streaming && i === lastAssistant && i === messages.length - 1}
               onRegenerate={chat.regenerate}
               onOpenCitation={onOpenCitation}
               feedback={
-                message.storedIndex !== undefined && answers.has(message.storedIndex) ? (
-                  <FeedbackBar index={message.storedIndex} answer={message.content} feedback={feedback} />
+                message.nodeId !== undefined && answers.has(message.nodeId) ? (
+                  <FeedbackBar index={message.nodeId} answer={message.content} feedback={feedback} />
                 ) : undefined
               }
             />

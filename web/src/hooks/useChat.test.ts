@@ -1,6 +1,6 @@
 /**
  * useChat against a scripted server: Stop before and after the answer starts, the wait for a stopped answer to be
- * saved, and switching conversations while a send waits.
+ * saved, switching conversations while a send waits, and the versions edits and regenerates leave.
  */
 import { h, render } from "preact";
 import { act } from "preact/test-utils";
@@ -12,12 +12,13 @@ import { SAVE_WAIT_MS, useChat, type ChatController, type ChatOptions } from "./
 
 vi.mock("../api", async (importOriginal) => {
   const actual = await importOriginal<typeof import("../api")>();
-  return { ...actual, api: { ...actual.api, getConversation: vi.fn(), cancelCompletion: vi.fn() } };
+  return { ...actual, api: { ...actual.api, getConversation: vi.fn(), cancelCompletion: vi.fn(), setCurrentNode: vi.fn() } };
 });
 vi.mock("../stream", () => ({ openChatStream: vi.fn() }));
 
 const getConversation = vi.mocked(api.getConversation);
 const cancelCompletion = vi.mocked(api.cancelCompletion);
+const setCurrentNode = vi.mocked(api.setCurrentNode);
 const openStream = vi.mocked(openChatStream);
 
 interface Call {
@@ -59,6 +60,7 @@ beforeEach(() => {
   getConversation.mockReset();
   cancelCompletion.mockReset();
   cancelCompletion.mockResolvedValue({ id: "req_1", status: "cancelled" });
+  setCurrentNode.mockReset();
   openStream.mockReset();
   openStream.mockImplementation(
     (body, signal) =>
@@ -77,7 +79,7 @@ beforeEach(() => {
               });
             }
             resolve({
-              meta: { conversationId: null, brownout: false, fallbackModel: null, stored: null, requestId: null, ...meta },
+              meta: { conversationId: null, brownout: false, fallbackModel: null, stored: null, requestId: null, care: false, ...meta },
               events: gen(),
             });
           },
@@ -326,5 +328,219 @@ describe("a turn with the code interpreter", () => {
     act(() => void chat.send("plain"));
     await flush();
     expect(calls[calls.length - 1]!.body.server_tools).toBeUndefined();
+  });
+});
+
+describe("versions (the message tree)", () => {
+  const node = (id: number, parent_id: number | null, role: string, content: string, sibling_ids = [id]): StoredMessage => ({
+    id,
+    parent_id,
+    sibling_ids,
+    role,
+    content,
+    ...(role === "assistant" ? { finish_reason: "stop" } : {}),
+  });
+  // 0 sys; 1 "hi" → 2 "hello"; 3 "more" → 4 "A" | 5 "A again"; "more" edited: 6 "other" → 7 "B" (shown).
+  const ACTIVE = [node(0, null, "system", "sys"), node(1, 0, "user", "hi"), node(2, 1, "assistant", "hello"), node(6, 2, "user", "other", [3, 6]), node(7, 6, "assistant", "B")];
+  const BRANCHES = [node(3, 2, "user", "more", [3, 6]), node(4, 3, "assistant", "A", [4, 5]), node(5, 3, "assistant", "A again", [4, 5])];
+  const SWITCHED = [...ACTIVE.slice(0, 3), BRANCHES[0]!, BRANCHES[2]!];
+
+  function withTree(messages: StoredMessage[], branches: StoredMessage[], version = 3): Conversation {
+    return {
+      ...conversation("c1", version, messages),
+      message_count: messages.length + branches.length,
+      branches,
+      current_node: messages[messages.length - 1]!.id!,
+    };
+  }
+
+  async function openTree() {
+    getConversation.mockResolvedValue(withTree(ACTIVE, BRANCHES));
+    await act(async () => {
+      await chat.openConversation("c1");
+    });
+  }
+
+  const shown = () => chat.messages.map((m) => m.content);
+
+  it("a send continues the branch shown and takes the ids the server gave its messages", async () => {
+    await openTree();
+    act(() => void chat.send("next"));
+    await flush();
+    expect(calls[0]!.body).toMatchObject({ conversation_id: "c1", parent_message_id: 7 });
+    expect(calls[0]!.body.replace_from).toBeUndefined();
+    getConversation.mockResolvedValue(withTree([...ACTIVE, node(8, 7, "user", "next"), node(9, 8, "assistant", "C")], BRANCHES, 4));
+    calls[0]!.respond(
+      [
+        { type: "delta", content: "C" },
+        { type: "finish", reason: "stop" },
+        { type: "conversation", conversation: { id: "c1", stored: true, version: 4, message_ids: [8, 9] } },
+        { type: "done" },
+      ],
+      { conversationId: "c1", stored: true },
+    );
+    await flush();
+    expect(chat.messages.slice(-2).map((m) => [m.content, m.nodeId])).toEqual([
+      ["next", 8],
+      ["C", 9],
+    ]);
+    await flush();
+    expect(getConversation).toHaveBeenCalledTimes(2);
+    expect(chat.messages.map((m) => m.storedIndex)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it("a switch shows the other version at once, says so, and is saved; the next send waits for that and goes on from it", async () => {
+    await openTree();
+    const userKey = chat.messages[2]!.key;
+    let save!: (value: { current_node: number }) => void;
+    setCurrentNode.mockImplementation(() => new Promise((resolve) => (save = resolve as typeof save)));
+    let switched = false;
+    act(() => {
+      switched = chat.selectVersion(userKey, -1);
+    });
+    expect(switched).toBe(true);
+    expect(shown()).toEqual(["hi", "hello", "more", "A again"]); // down to that version's newest answer
+    expect(chat.messages[2]).toMatchObject({ key: userKey, nodeId: 3, siblings: { ids: [3, 6], index: 0 } });
+    expect(chat.messages[3]!.siblings).toEqual({ ids: [4, 5], index: 1 });
+    expect(chat.liveStatus).toBe("Version 1 of 2");
+    expect(setCurrentNode).toHaveBeenCalledExactlyOnceWith("c1", 5);
+
+    act(() => void chat.send("go on"));
+    await flush(100);
+    expect(calls).toHaveLength(0); // waits for the switch to be saved
+    await act(async () => save({ current_node: 5 }));
+    await flush();
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.body.parent_message_id).toBe(5);
+    expect(getConversation).toHaveBeenCalledTimes(1); // saved as shown: nothing to read again
+  });
+
+  it("switches an answer's versions, not past the ends", async () => {
+    getConversation.mockResolvedValue(withTree(SWITCHED, [ACTIVE[3]!, ACTIVE[4]!, BRANCHES[1]!]));
+    await act(async () => {
+      await chat.openConversation("c1");
+    });
+    setCurrentNode.mockResolvedValue({ ...conversation("c1", 3, []), current_node: 4 });
+    const answerKey = chat.messages[3]!.key;
+    let switched = false;
+    act(() => {
+      switched = chat.selectVersion(answerKey, 1);
+    });
+    expect(switched).toBe(false);
+    act(() => void chat.selectVersion(answerKey, -1));
+    expect(chat.messages[3]).toMatchObject({ key: answerKey, content: "A", nodeId: 4, siblings: { ids: [4, 5], index: 0 } });
+    expect(setCurrentNode).toHaveBeenCalledWith("c1", 4);
+  });
+
+  it("reads the conversation again when the switch could not be saved, or the server shows a branch further on", async () => {
+    await openTree();
+    setCurrentNode.mockRejectedValue(new ApiError("down", { kind: "network" }));
+    act(() => void chat.selectVersion(chat.messages[2]!.key, -1));
+    expect(shown()).toEqual(["hi", "hello", "more", "A again"]);
+    await flush();
+    expect(getConversation).toHaveBeenCalledTimes(2);
+    expect(shown()).toEqual(["hi", "hello", "other", "B"]); // what the server still shows
+    expect(chat.liveStatus).toBe("The version could not be switched.");
+
+    // The server knew a newer answer under that version (another tab): it shows that, and so does the view.
+    setCurrentNode.mockResolvedValue({ ...conversation("c1", 3, []), current_node: 8 });
+    const newer = node(8, 3, "assistant", "A third", [4, 5, 8]);
+    getConversation.mockResolvedValue(withTree([...SWITCHED.slice(0, 4), newer], [ACTIVE[3]!, ACTIVE[4]!, BRANCHES[1]!, BRANCHES[2]!]));
+    act(() => void chat.selectVersion(chat.messages[2]!.key, -1));
+    await flush();
+    expect(getConversation).toHaveBeenCalledTimes(3);
+    expect(shown()).toEqual(["hi", "hello", "more", "A third"]);
+    expect(chat.messages[3]!.siblings).toEqual({ ids: [4, 5, 8], index: 2 });
+  });
+
+  it("a read of the server begun before a switch does not undo it; it is read again once the switch is saved", async () => {
+    await openTree();
+    act(() => void chat.send("next"));
+    await flush();
+    let answerRead!: (c: Conversation) => void;
+    getConversation.mockImplementation(() => new Promise<Conversation>((resolve) => (answerRead = resolve)));
+    calls[0]!.respond(
+      [
+        { type: "delta", content: "C" },
+        { type: "finish", reason: "stop" },
+        { type: "conversation", conversation: { id: "c1", stored: true, version: 4, message_ids: [8, 9] } },
+        { type: "done" },
+      ],
+      { conversationId: "c1", stored: true },
+    );
+    await flush(); // the turn ended: the conversation is being read
+    expect(getConversation).toHaveBeenCalledTimes(2);
+    let save!: (value: { current_node: number }) => void;
+    setCurrentNode.mockImplementation(() => new Promise((resolve) => (save = resolve as typeof save)));
+    act(() => void chat.selectVersion(chat.messages[2]!.key, -1));
+    expect(shown()).toEqual(["hi", "hello", "more", "A again"]);
+    // The read answers with the branch from before the switch: set aside.
+    const before = withTree([...ACTIVE, node(8, 7, "user", "next"), node(9, 8, "assistant", "C")], BRANCHES, 4);
+    await act(async () => answerRead(before));
+    await flush();
+    expect(shown()).toEqual(["hi", "hello", "more", "A again"]);
+    // Saved: read again, and the view lines up with the server, which shows the switched branch now.
+    const after = withTree(SWITCHED, [ACTIVE[3]!, ACTIVE[4]!, BRANCHES[1]!, node(8, 7, "user", "next"), node(9, 8, "assistant", "C")], 4);
+    getConversation.mockResolvedValue(after);
+    await act(async () => save({ current_node: 5 }));
+    await flush();
+    expect(getConversation).toHaveBeenCalledTimes(3);
+    expect(shown()).toEqual(["hi", "hello", "more", "A again"]);
+    expect(chat.messages[2]!.siblings).toEqual({ ids: [3, 6], index: 0 });
+  });
+
+  it("switches nothing while an answer streams or an edit is open", async () => {
+    await openTree();
+    const key = chat.messages[2]!.key;
+    act(() => chat.setEditing({ key, draft: "other" }));
+    let switched = true;
+    act(() => {
+      switched = chat.selectVersion(key, -1);
+    });
+    expect(switched).toBe(false);
+    act(() => chat.setEditing(null));
+    act(() => void chat.send("q"));
+    await flush();
+    act(() => {
+      switched = chat.selectVersion(key, -1);
+    });
+    expect(switched).toBe(false);
+    expect(setCurrentNode).not.toHaveBeenCalled();
+  });
+
+  it("a regenerate keeps the user message and adds an answer version, shown as 2 / 2 once the server is read", async () => {
+    const linear = [node(0, null, "system", "sys"), node(1, 0, "user", "hi"), node(2, 1, "assistant", "hello")];
+    getConversation.mockResolvedValue(withTree(linear, [], 1));
+    await act(async () => {
+      await chat.openConversation("c1");
+    });
+    const user = chat.messages[0]!;
+    act(() => chat.regenerate());
+    await flush();
+    expect(calls[0]!.body).toMatchObject({ replace_from: 1, messages: [{ role: "user", content: "hi" }] });
+    expect(calls[0]!.body.parent_message_id).toBeUndefined();
+    expect(chat.messages[0]).toBe(user); // the very same message, not a new one
+    getConversation.mockResolvedValue(
+      withTree([linear[0]!, linear[1]!, node(3, 1, "assistant", "hi there", [2, 3])], [node(2, 1, "assistant", "hello", [2, 3])], 2),
+    );
+    calls[0]!.respond(
+      [
+        { type: "delta", content: "hi there" },
+        { type: "finish", reason: "stop" },
+        { type: "conversation", conversation: { id: "c1", stored: true, version: 2, message_ids: [3] } },
+        { type: "done" },
+      ],
+      { conversationId: "c1", stored: true },
+    );
+    await flush();
+    await flush();
+    expect(chat.messages.map((m) => [m.key === user.key, m.content, m.nodeId, m.siblings?.ids])).toEqual([
+      [true, "hi", 1, [1]],
+      [false, "hi there", 3, [2, 3]],
+    ]);
+    setCurrentNode.mockResolvedValue({ ...conversation("c1", 2, []), current_node: 2 });
+    act(() => void chat.selectVersion(chat.messages[1]!.key, -1));
+    expect(shown()).toEqual(["hi", "hello"]);
+    expect(setCurrentNode).toHaveBeenCalledWith("c1", 2);
   });
 });

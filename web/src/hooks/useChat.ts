@@ -1,23 +1,28 @@
 /**
  * The open conversation and its turns: send, stream (batched per animation frame), stop, regenerate, edit and
- * resend, retry; errors a person can act on; banners from the response headers. Nothing typed is ever lost: a
+ * resend, retry; the versions an edit or a regenerate leaves (switched locally, then saved as the conversation's
+ * shown branch); errors a person can act on; banners from the response headers. Nothing typed is ever lost: a
  * request that fails before its answer starts puts the text back where it was typed.
  */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
 import {
   fromStored,
+  lastStoredId,
   lastUserIndex,
   markTurnUnsaved,
   newKey,
+  nextPosition,
   reconcile,
   replaceIndex,
   showsTurn,
+  switchVersion,
   withoutReplaceMarks,
   type StoreMark,
   type UiMessage,
 } from "../chatModel";
 import { describeError, type ErrorView } from "../errors";
+import { buildTree, type MessageTree } from "../messageTree";
 import { markFirstTokenReceived, resetFirstTokenMarks } from "../perf";
 import { openChatStream, type ChatStream } from "../stream";
 import { unfinished, upsertRun } from "../toolRuns";
@@ -35,11 +40,11 @@ interface PendingSave {
   conversationId: string;
   /** What the server held before the turn. */
   before: StoreMark;
-  /** The stored count with the turn saved, when predictable (not for a replace). */
+  /** The stored count (`message_count`) with the turn saved, when predictable (not for a replace). */
   expectCount: number | null;
   userKey: string;
   answerKey: string;
-  /** The turn was a replace (edit, regenerate) from this stored index. */
+  /** The turn was a replace (edit, regenerate) of the stored user message with this id. */
   replaceFrom?: number;
 }
 
@@ -59,7 +64,10 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 function markOf(conversation: Conversation): StoreMark {
   return {
     version: typeof conversation.version === "number" ? conversation.version : null,
-    count: conversation.messages.length,
+    count:
+      typeof conversation.message_count === "number"
+        ? conversation.message_count
+        : conversation.messages.length + (conversation.branches?.length ?? 0),
   };
 }
 
@@ -86,10 +94,14 @@ interface TurnSpec {
   text: string;
   model: string;
   conversationId: string | null;
-  /** For "replace": the stored index of the user message replaced. */
+  /** For "replace": the id of the stored user message this turn makes a new version of (or, same text, answers anew). */
   replaceFrom?: number;
-  /** Stored messages the server keeps before this turn, when known (the new user message's predicted index). */
-  baseCount: number | null;
+  /** For "continue": the id of the stored message it follows (the last one shown); none: the active leaf. */
+  parentId?: number;
+  /** The turn's user message's predicted position in the shown branch, when known. */
+  position: number | null;
+  /** A regenerate of a stored user message: that message, kept as it is (only the answer is new). */
+  user?: UiMessage;
   /** View messages shown before this turn's user message. */
   keep: UiMessage[];
   /** The view to go back to if the request fails before its answer starts. */
@@ -129,7 +141,7 @@ export function useChat(options: ChatOptions) {
   const [persisted, setPersistedState] = useState(false);
   const [error, setError] = useState<ChatError | null>(null);
   const [banner, setBanner] = useState<BannerState | null>(null);
-  const [editing, setEditing] = useState<EditingState | null>(null);
+  const [editing, setEditingState] = useState<EditingState | null>(null);
   const [liveStatus, setLiveStatus] = useState("");
   // Stored messages the last answer's prompt left out (the conversation outgrew the model's context).
   const [outOfContext, setOutOfContext] = useState(0);
@@ -140,8 +152,17 @@ export function useChat(options: ChatOptions) {
   /** The id a new chat got from its first response, until the server is known to hold it. */
   const newChatId = useRef<string | null>(null);
   const loadingRef = useRef(false);
-  /** The server's stored list (its length, system messages included, and the conversation's version), when known. */
+  /** The server's stored list (how many it holds, branches included, and the conversation's version), when known. */
   const known = useRef<StoreMark>({ version: 0, count: 0 });
+  /** The message tree as the server last said (the shown branch and the others): version switches are worked out on it. */
+  const tree = useRef<MessageTree>(buildTree([]));
+  const editingRef = useRef<EditingState | null>(null);
+  /** Bumped by each version switch: a read of the server begun before it no longer says what is shown. */
+  const switchSeq = useRef(0);
+  /** A read of the server was set aside for a switch: the switch reads it again once it is saved. */
+  const staleRead = useRef(false);
+  /** The last version switch being saved: the next one is saved after it (the server keeps the order). */
+  const switching = useRef<Promise<void> | null>(null);
   const controllerRef = useRef<AbortController | null>(null);
   /** The running answer's request id: Stop cancels it on the server (closing the connection alone is a drop). */
   const requestIdRef = useRef<string | null>(null);
@@ -165,6 +186,19 @@ export function useChat(options: ChatOptions) {
     persistedRef.current = value;
     setPersistedState(value);
   }, []);
+  const setEditing = useCallback((value: EditingState | null) => {
+    editingRef.current = value;
+    setEditingState(value);
+  }, []);
+  /** What the server holds now: its counts and its message tree. */
+  const learn = useCallback((conversation: Conversation | StoreMark) => {
+    if ("messages" in conversation) {
+      known.current = markOf(conversation);
+      tree.current = buildTree(conversation.messages, conversation.branches ?? []);
+    } else {
+      known.current = conversation;
+    }
+  }, []);
   const patchMessage = useCallback(
     (key: string, patch: Partial<UiMessage>) => {
       const current = messagesRef.current;
@@ -179,15 +213,24 @@ export function useChat(options: ChatOptions) {
 
   useEffect(() => () => controllerRef.current?.abort(), []);
 
-  /** Read the stored conversation and line the view up with it (stored indices for edit and regenerate). */
+  /**
+   * Read the stored conversation and line the view up with it (ids and versions for edit, regenerate and the version
+   * switches). A read that a version switch overtook (made, or still being saved, meanwhile) may show the branch from
+   * before it: set aside, and read again once the switch is saved (`afterSwitch`: that read).
+   */
   const syncWithServer = useCallback(
-    async (id: string): Promise<boolean> => {
+    async (id: string, afterSwitch = false): Promise<boolean> => {
       const seq = viewSeq.current;
+      const switchAt = switchSeq.current;
       try {
         const conversation = await api.getConversation(id);
         if (seq !== viewSeq.current || controllerRef.current) return false;
-        setMessages(reconcile(messagesRef.current, conversation.messages));
-        known.current = markOf(conversation);
+        if (!afterSwitch && (switchAt !== switchSeq.current || switching.current !== null)) {
+          staleRead.current = true;
+          return false;
+        }
+        setMessages(reconcile(messagesRef.current, conversation.messages, conversation.branches));
+        learn(conversation);
         setPersisted(true);
         opts.current.onConversationSeen(conversation);
         return true;
@@ -195,7 +238,7 @@ export function useChat(options: ChatOptions) {
         return false; // not there (a new chat whose first turn was not saved) or unreachable: the view stays
       }
     },
-    [setMessages, setPersisted],
+    [learn, setMessages, setPersisted],
   );
 
   /** The next send, regenerate or edit waits for `run` (and for whatever it already waited for). */
@@ -251,8 +294,8 @@ export function useChat(options: ChatOptions) {
           if (!current() || controllerRef.current) return;
           last = conversation;
           if (showsTurn(pending.before, conversation, pending.expectCount)) {
-            setMessages(reconcile(messagesRef.current, conversation.messages));
-            known.current = markOf(conversation);
+            setMessages(reconcile(messagesRef.current, conversation.messages, conversation.branches));
+            learn(conversation);
             setPersisted(true);
             opts.current.onConversationSeen(conversation);
             return;
@@ -262,11 +305,11 @@ export function useChat(options: ChatOptions) {
         // Never saved (nothing was streamed before the Stop): the turn is shown but not stored.
         setMessages(markTurnUnsaved(messagesRef.current, pending.userKey, pending.answerKey, pending.replaceFrom));
         if (last) {
-          known.current = markOf(last);
+          learn(last);
           setPersisted(true);
           opts.current.onConversationSeen(last);
         } else {
-          known.current = pending.before;
+          learn(pending.before);
         }
       })();
       void run.finally(() => {
@@ -274,14 +317,14 @@ export function useChat(options: ChatOptions) {
       });
       track(run);
     },
-    [setMessages, setPersisted, track],
+    [learn, setMessages, setPersisted, track],
   );
 
   /** Nothing was answered: put the text back where it was typed. */
   const restoreInput = useCallback((spec: TurnSpec) => {
     if (spec.origin === "composer") opts.current.restoreDraft(spec.text);
     if (spec.origin === "edit" && spec.editKey) setEditing({ key: spec.editKey, draft: spec.text });
-  }, []);
+  }, [setEditing]);
 
   const runTurn = useCallback(
     async (spec: TurnSpec): Promise<void> => {
@@ -291,15 +334,12 @@ export function useChat(options: ChatOptions) {
       setError(null);
       setBanner(null);
       setEditing(null);
-      const userKey = newKey("u");
+      const predicted = spec.mode === "new" ? 0 : (spec.position ?? undefined);
+      const user: UiMessage = spec.user ?? { key: newKey("u"), role: "user", content: spec.text, storedIndex: predicted };
+      const userKey = user.key;
       const answerKey = newKey("a");
-      const predicted = spec.mode === "new" ? 0 : (spec.baseCount ?? undefined);
       const before: StoreMark = spec.mode === "new" ? { version: 0, count: 0 } : { ...known.current };
-      setMessages([
-        ...spec.keep,
-        { key: userKey, role: "user", content: spec.text, storedIndex: predicted },
-        { key: answerKey, role: "assistant", content: "", status: "streaming" },
-      ]);
+      setMessages([...spec.keep, user, { key: answerKey, role: "assistant", content: "", status: "streaming" }]);
       const controller = new AbortController();
       controllerRef.current = controller;
       setStreaming(true);
@@ -315,6 +355,7 @@ export function useChat(options: ChatOptions) {
       else {
         body.conversation_id = spec.conversationId!;
         if (spec.mode === "replace") body.replace_from = spec.replaceFrom!;
+        else if (spec.parentId !== undefined) body.parent_message_id = spec.parentId;
       }
       const stores = opts.current.vectorStoreIds?.() ?? [];
       if (stores.length > 0) body.vector_store_ids = stores;
@@ -383,6 +424,7 @@ export function useChat(options: ChatOptions) {
         opts.current.onConversationStarted(id, spec.text);
       };
       if (spec.mode === "new" && meta.conversationId) adopt(meta.conversationId);
+      if (meta.care) patchMessage(answerKey, { care: true });
       if (meta.brownout || meta.fallbackModel) {
         setBanner({
           brownout: meta.brownout,
@@ -398,6 +440,7 @@ export function useChat(options: ChatOptions) {
       let ended: "done" | "disconnected" | null = null;
       let stored: boolean | null = meta.stored;
       let savedVersion: number | null = null;
+      let savedIds: number[] = [];
       let leftOut: number | null = null;
       let frame = 0;
       let first = true;
@@ -447,6 +490,7 @@ export function useChat(options: ChatOptions) {
               leftOut = event.conversation.out_of_context ?? 0;
               stored = event.conversation.stored !== false;
               savedVersion = typeof event.conversation.version === "number" ? event.conversation.version : null;
+              savedIds = event.conversation.message_ids ?? [];
               if (!convId && event.conversation.id) adopt(event.conversation.id);
               break;
             case "error":
@@ -485,6 +529,9 @@ export function useChat(options: ChatOptions) {
         finish,
         stored,
       });
+      // The stored ids of the turn's new messages: the user message (not for a regenerate, which keeps it), the answer.
+      const answerId = savedTurn && savedIds.length > 0 ? savedIds[savedIds.length - 1] : undefined;
+      const userId = savedTurn && !spec.user && savedIds.length > 1 ? savedIds[0] : undefined;
       patchMessage(answerKey, {
         content,
         status,
@@ -492,11 +539,14 @@ export function useChat(options: ChatOptions) {
         notSaved,
         errorText: view ? `${view.title}: ${view.detail}` : undefined,
         storedIndex: savedTurn && predicted !== undefined ? predicted + 1 : undefined,
+        nodeId: answerId,
       });
-      if (!savedTurn) patchMessage(userKey, { storedIndex: undefined });
+      if (!savedTurn && !spec.user) patchMessage(userKey, { storedIndex: undefined });
+      if (userId !== undefined) patchMessage(userKey, { nodeId: userId });
       if (savedTurn) {
         setPersisted(true);
-        known.current = { version: savedVersion, count: predicted !== undefined ? predicted + 2 : null };
+        const added = savedIds.length > 0 ? savedIds.length : spec.user ? 1 : 2;
+        learn({ version: savedVersion, count: before.count !== null ? before.count + added : null });
       }
       setLiveStatus(liveStatus);
       if (view) {
@@ -518,7 +568,7 @@ export function useChat(options: ChatOptions) {
         }
       }
     },
-    [awaitSave, patchMessage, restoreInput, scheduleSync, setConversationId, setMessages, setPersisted],
+    [awaitSave, learn, patchMessage, restoreInput, scheduleSync, setConversationId, setEditing, setMessages, setPersisted],
   );
 
   /**
@@ -543,9 +593,9 @@ export function useChat(options: ChatOptions) {
         try {
           const conversation = await api.getConversation(convId);
           if (seq !== viewSeq.current) return;
-          msgs = reconcile(msgs, conversation.messages);
+          msgs = reconcile(msgs, conversation.messages, conversation.branches);
           setMessages(msgs);
-          known.current = markOf(conversation);
+          learn(conversation);
           setPersisted(true);
           index = lastUserIndex(msgs);
           if (index < 0) return;
@@ -561,7 +611,7 @@ export function useChat(options: ChatOptions) {
               text: user.content,
               model,
               conversationId: null,
-              baseCount: 0,
+              position: 0,
               keep: [],
               snapshot: msgs,
               origin,
@@ -575,16 +625,18 @@ export function useChat(options: ChatOptions) {
       }
       const keep = msgs.slice(0, index);
       if (!convId) {
-        await runTurn({ mode: "new", text: user.content, model, conversationId: null, baseCount: 0, keep, snapshot: msgs, origin });
+        await runTurn({ mode: "new", text: user.content, model, conversationId: null, position: 0, keep, snapshot: msgs, origin });
       } else if (replaceIndex(user) !== undefined) {
-        const from = replaceIndex(user)!;
+        // A stored user message is kept and gets a new answer (a version beside the old one); an unsaved edit is sent
+        // again as a new version of the message it was to replace.
         await runTurn({
           mode: "replace",
           text: user.content,
           model,
           conversationId: convId,
-          replaceFrom: from,
-          baseCount: from,
+          replaceFrom: replaceIndex(user)!,
+          position: user.storedIndex ?? nextPosition(keep) ?? null,
+          user: user.nodeId !== undefined ? user : undefined,
           keep,
           snapshot: msgs,
           origin,
@@ -595,14 +647,15 @@ export function useChat(options: ChatOptions) {
           text: user.content,
           model,
           conversationId: convId,
-          baseCount: known.current.count,
+          parentId: lastStoredId(keep),
+          position: nextPosition(keep) ?? null,
           keep,
           snapshot: msgs,
           origin,
         });
       }
     },
-    [runTurn, setConversationId, setMessages, setPersisted],
+    [learn, runTurn, setConversationId, setMessages, setPersisted],
   );
   resendRef.current = resendLastTurn;
 
@@ -633,7 +686,8 @@ export function useChat(options: ChatOptions) {
           text,
           model: opts.current.model,
           conversationId: continuing ? convId : null,
-          baseCount: continuing ? known.current.count : 0,
+          parentId: continuing ? lastStoredId(msgs) : undefined,
+          position: continuing ? (nextPosition(msgs) ?? null) : 0,
           keep: msgs,
           snapshot: msgs,
           origin: "composer",
@@ -673,7 +727,7 @@ export function useChat(options: ChatOptions) {
         model: opts.current.model,
         conversationId: convId,
         replaceFrom: from,
-        baseCount: from,
+        position: message.storedIndex ?? nextPosition(msgs.slice(0, index)) ?? null,
         keep: msgs.slice(0, index),
         snapshot: msgs,
         origin: "edit",
@@ -681,6 +735,52 @@ export function useChat(options: ChatOptions) {
       });
     },
     [runTurn],
+  );
+
+  /**
+   * Show another version of a message (`delta` -1: the previous, +1: the next) and the branch below it down to where
+   * it was last written, worked out from the tree the server last sent: shown at once and announced, then saved as
+   * the conversation's shown branch (the next send, regenerate or edit waits for that). If the save fails, or the
+   * server says the branch goes on further than the view knew, the view is read again from the server. Not while an
+   * answer streams, an edit is open or the conversation loads; false when nothing was switched.
+   */
+  const selectVersion = useCallback(
+    (key: string, delta: number): boolean => {
+      if (controllerRef.current || loadingRef.current || editingRef.current) return false;
+      const convId = conversationRef.current;
+      if (!convId || !persistedRef.current) return false;
+      const switched = switchVersion(messagesRef.current, tree.current, key, delta);
+      if (!switched) return false;
+      setMessages(switched.messages);
+      setLiveStatus(`Version ${switched.position} of ${switched.count}`);
+      const seq = viewSeq.current;
+      const mine = ++switchSeq.current;
+      const previous = switching.current;
+      const run = (async () => {
+        if (previous) await previous;
+        if (seq !== viewSeq.current || mine !== switchSeq.current) return; // a later switch saves what is shown
+        let saved: number | null = null;
+        try {
+          saved = (await api.setCurrentNode(convId, switched.leaf)).current_node ?? null;
+        } catch {
+          saved = null;
+        }
+        if (seq !== viewSeq.current || mine !== switchSeq.current) return;
+        if (saved === switched.leaf && !staleRead.current) return;
+        staleRead.current = false;
+        await syncWithServer(convId, true);
+        if (saved === null && seq === viewSeq.current && mine === switchSeq.current) {
+          setLiveStatus("The version could not be switched.");
+        }
+      })();
+      switching.current = run;
+      void run.finally(() => {
+        if (switching.current === run) switching.current = null;
+      });
+      track(run);
+      return true;
+    },
+    [setMessages, syncWithServer, track],
   );
 
   const stop = useCallback(() => {
@@ -696,12 +796,14 @@ export function useChat(options: ChatOptions) {
     saveWait.current?.abort();
     saveWait.current = null;
     reconciling.current = null;
+    switching.current = null;
+    staleRead.current = false;
     newChatId.current = null;
     setError(null);
     setBanner(null);
     setEditing(null);
     setLiveStatus("");
-  }, []);
+  }, [setEditing]);
 
   const newChat = useCallback(() => {
     resetView();
@@ -709,10 +811,11 @@ export function useChat(options: ChatOptions) {
     setConversationId(null);
     setMessages([]);
     setPersisted(false);
-    known.current = { version: 0, count: 0 };
+    learn({ version: 0, count: 0 });
+    tree.current = buildTree([]);
     loadingRef.current = false;
     setLoading(false);
-  }, [resetView, setConversationId, setMessages, setPersisted]);
+  }, [learn, resetView, setConversationId, setMessages, setPersisted]);
 
   const openConversation = useCallback(
     async (id: string): Promise<void> => {
@@ -722,7 +825,8 @@ export function useChat(options: ChatOptions) {
       setConversationId(id);
       setMessages([]);
       setPersisted(false);
-      known.current = { version: null, count: null };
+      learn({ version: null, count: null });
+      tree.current = buildTree([]);
       loadingRef.current = true;
       setLoading(true);
       try {
@@ -730,7 +834,7 @@ export function useChat(options: ChatOptions) {
         if (seq !== viewSeq.current) return;
         setMessages(fromStored(conversation.messages));
         setOutOfContext(conversation.out_of_context ?? 0);
-        known.current = markOf(conversation);
+        learn(conversation);
         setPersisted(true);
         opts.current.onConversationSeen(conversation);
       } catch (err) {
@@ -750,7 +854,7 @@ export function useChat(options: ChatOptions) {
         }
       }
     },
-    [resetView, setConversationId, setMessages, setPersisted],
+    [learn, resetView, setConversationId, setMessages, setPersisted],
   );
 
   const dismissError = useCallback(() => setError(null), []);
@@ -771,6 +875,7 @@ export function useChat(options: ChatOptions) {
     stop,
     regenerate,
     saveEdit,
+    selectVersion,
     setEditing,
     newChat,
     openConversation,

@@ -1,7 +1,8 @@
 /**
  * The open conversation's answer feedback: loads the stored ratings when a conversation opens, and gives, changes
- * and removes ratings and comments. Entries are keyed by stored message index and bound to the answer text they are
- * about, so a regenerated answer at the same index never shows the old rating.
+ * and removes ratings and comments. Entries are keyed by stored message id (the API's `message_index`) and bound to
+ * the answer text they are about. An id is stable (a regenerate adds a version beside the old answer), so a rating
+ * of a version switched away from is still shown when it is switched back to.
  */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "../api";
@@ -33,10 +34,11 @@ export interface FeedbackController {
   closeComment(index: number, answer: string): void;
 }
 
-/** `answers`: the stored index → text of every stored answer the view shows. */
+/** `answers`: the stored message id → text of every stored answer the view shows. */
 export function useFeedback(conversationId: string | null, answers: Map<number, string>): FeedbackController {
   const [map, setMap] = useState<FeedbackMap>({});
-  // The listing as loaded, until each item is bound to the answer text the view shows at its index.
+  // The listing as loaded, until each item is bound to the answer text the view shows with its id (an answer on
+  // another branch: once it is switched to).
   const [listed, setListed] = useState<FeedbackObject[]>([]);
   const conversation = useRef(conversationId);
   const current = useRef(map);
