@@ -40,6 +40,7 @@ from functions.retrieval.service import Retrieved
 from functions.safety.pipeline import SafetyPipeline
 from shared.storage.ledger import Outcome
 from shared.storage.result_cache import CachedAnswer
+from shared.storage.timestamps import utc_now
 from shared.wire.openai_shape import reasoning_of
 from shared.wire.schemas import ChatCompletionRequest
 
@@ -243,10 +244,48 @@ class Delivery:
     ) -> ChatResult:
         """A result-cache hit: close the books (completed, billed as cached), save the turn, then answer streamed or
         not. A stream goes through the resumable-stream buffer like any other (event ids, `Last-Event-ID`)."""
-        turns, safety = self.turns, self.safety
-        account.model_version = answer.model_version
         account.served_from_cache = True  # no GPU spent: kept out of the spend metric
         await account.close(billed_usage(answer), Outcome.COMPLETED)
+        return await self._replayed(answer, body, account, turn, headers, resumable=resumable, shape=shape)
+
+    async def fixed(
+        self,
+        text: str,
+        version: str,
+        body: ChatCompletionRequest,
+        account: RequestAccount,
+        turn: Turn | None,
+        headers: dict[str, str],
+        *,
+        resumable: bool,
+        shape: StreamShape | None = None,
+    ) -> ChatResult:
+        """An answer the service gives itself, not a model (the safety stage's supportive reply): billed nothing
+        (closed as filtered: the safety stage answered), saved with the turn under `version`, delivered as a replayed
+        answer is."""
+        now = utc_now()
+        answer = CachedAnswer(
+            tenant_id=account.caller.tenant.id, key="0" * 64, pool=account.model, model_version=version, content=text,
+            finish_reason="stop", prompt_tokens=0, completion_tokens=0, created_at=now, expires_at=now,
+        )  # fmt: skip
+        account.served_from_cache = True  # no GPU spent
+        await account.close(TokenUsage(0, 0), Outcome.FILTERED)
+        return await self._replayed(answer, body, account, turn, headers, resumable=resumable, shape=shape)
+
+    async def _replayed(
+        self,
+        answer: CachedAnswer,
+        body: ChatCompletionRequest,
+        account: RequestAccount,
+        turn: Turn | None,
+        headers: dict[str, str],
+        *,
+        resumable: bool,
+        shape: StreamShape | None,
+    ) -> ChatResult:
+        """Save the turn, then the answer as a body or replayed as a stream (the books are closed already)."""
+        turns, safety = self.turns, self.safety
+        account.model_version = answer.model_version
         account.usage = TokenUsage.from_openai(client_usage(answer))  # a stored response repeats what the client saw
         conversation = None
         if turn is not None:

@@ -30,6 +30,7 @@ from functions.control.request_accounting import Accounting, RequestAccount, Tok
 from functions.control.slo_observation import label_chat
 from functions.judging.shadow import ShadowJudge
 from functions.retrieval.service import Plan, Retrieval, Retrieved
+from functions.safety.care import CARE_HEADER, CARE_VERSION, CareDecision, care_reply
 from functions.safety.findings import SafetyFinding
 from functions.safety.injection_screen import InjectionScreen
 from functions.safety.pipeline import SafetyPipeline
@@ -71,6 +72,7 @@ class ChatCall:
     loaded_conversation: Conversation | None = None  # the conversation continued exactly as the caller read it
     fork_to: str | None = None  # ... and where its turn goes if it moved on meanwhile (conversation_turns.Turn)
     reasoning_param: str = "reasoning_effort"  # how the client named the reasoning effort (`reasoning.effort`)
+    accept_language: str | None = None  # the reader's languages: the supportive reply's crisis line (safety/care.py)
     # checked
     server_tools: list[str] | None = field(init=False)
     contract: OutputContract | None = field(init=False)
@@ -86,6 +88,8 @@ class ChatCall:
     tools: ToolLoop | None = field(init=False)
     session: str | None = field(init=False)
     headers: dict[str, str] = field(init=False)
+    # screened: a self-harm ask answered with the supportive reply instead of a model (functions/safety/care.py)
+    care: CareDecision | None = field(init=False)
     # retrieved
     retrieved: Retrieved = field(init=False)
     # cached
@@ -128,6 +132,8 @@ class ChatPipeline:
         await self.conversation(call)
         await self.admitted(call)
         await self.screened(call)
+        if call.care is not None:
+            return await self.cared(call)
         await self.retrieved(call)
         hit = await self.cached(call)
         if hit is not None:
@@ -202,7 +208,9 @@ class ChatPipeline:
         account = call.account
         async with account.closed_if_raising():
             try:
-                await self.services.safety.screen(call.caller, call.body, account.request_id, call.pool)
+                call.care = await self.services.safety.screen(
+                    call.caller, call.body, account.request_id, call.pool, care=True
+                )
             except ContentPolicyViolationError:
                 await account.close(TokenUsage(0, 0), Outcome.FILTERED)
                 raise
@@ -221,6 +229,16 @@ class ChatPipeline:
                     score=min(1.0, verdict.score), excerpt=excerpt, policy_version=version,
                 )  # fmt: skip
                 await self.services.safety.record(finding, audited, call.caller, account.request_id, call.pool)
+
+    async def cared(self, call: ChatCall) -> ChatResult:
+        """A self-harm ask answered by the fixed supportive reply, not a model (functions/safety/care.py): streamed or
+        not as asked, saved with the turn, billed nothing."""
+        call.headers[CARE_HEADER] = "care"
+        async with call.account.closed_if_raising():
+            return await self.services.delivery.fixed(
+                care_reply(call.accept_language), CARE_VERSION, call.body, call.account, call.turn, call.headers,
+                resumable=call.resumable, shape=call.shape,
+            )  # fmt: skip
 
     async def retrieved(self, call: ChatCall) -> None:
         """Passages from the named stores join the request as context, after the ask itself was screened

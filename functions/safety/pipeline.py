@@ -12,6 +12,8 @@ from anyio import to_thread
 
 from functions.accounts.auth import Caller
 from functions.metrics.gateway import GatewayMetrics
+from functions.safety.care import CareDecision, care_for
+from functions.safety.categories import Category
 from functions.safety.classifier.output_classifier import OutputClassifier
 from functions.safety.findings import SafetyFinding
 from functions.safety.guard import Guard
@@ -21,7 +23,7 @@ from functions.safety.stream_guard import StreamGuard
 from functions.spooled_writer import SafetyAuditWriter
 from shared.errors import ContentPolicyViolationError
 from shared.fleet.tables import safety_for
-from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyLayer
+from shared.storage.safety_audit import SafetyAction, SafetyAuditRecord, SafetyDetector, SafetyLayer
 from shared.storage.timestamps import utc_now
 from shared.wire.schemas import ChatCompletionRequest
 
@@ -62,14 +64,25 @@ class SafetyPipeline:
         output = f"+out-{self.output.meta.version}" if self.output is not None else ""
         return f"{RULES_VERSION}{output}"
 
-    async def screen(self, caller: Caller, request: ChatCompletionRequest, request_id: str, model: str) -> None:
+    async def screen(
+        self, caller: Caller, request: ChatCompletionRequest, request_id: str, model: str, *, care: bool = False
+    ) -> CareDecision | None:
         """Raise 400 content_policy_violation (after auditing it) if the conversation must not reach a model, or 503
-        when a remote guard cannot judge it and the fail policy is closed."""
+        when a remote guard cannot judge it and the fail policy is closed. With `care` (a chat that can answer with
+        the supportive reply), a self-harm ask that asks for no method is not refused: the decision to answer it so
+        is returned, audited as `cared`."""
         start = time.perf_counter()
         finding = await self.pre_guard.check(request.messages)
         self.metrics.safety_latency.labels(SafetyLayer.PRE.value).observe(time.perf_counter() - start)
+        if care and (decision := care_for(finding, request.messages)) is not None:
+            cared = finding or SafetyFinding(
+                layer=SafetyLayer.PRE, detector=SafetyDetector.RULES, category=Category.SELF_HARM.value, score=1.0,
+                rule="self-harm-disclosure", excerpt=request.messages[-1].text() if request.messages else "",
+            )  # fmt: skip
+            await self.record(cared, SafetyAction.CARED, caller, request_id, model)
+            return decision
         if finding is None:
-            return
+            return None
         self.metrics.safety_blocks.labels(finding.layer.value, finding.detector.value, finding.category).inc()
         await self.record(finding, SafetyAction.BLOCKED, caller, request_id, model)
         message = REFUSAL.format(category=finding.category)

@@ -31,6 +31,7 @@ class SafetyAction(StrEnum):
     HALTED = "halted"  # the stream was stopped (finish_reason content_filter)
     WITHHELD = "withheld"  # untrusted text was kept out of the prompt; the request went on without it
     QUOTED = "quoted"  # untrusted text entered the prompt quoted as data, with a note not to follow it
+    CARED = "cared"  # a self-harm ask was answered with the fixed supportive reply (functions/safety/care.py)
 
 
 class SafetyAuditRecord(BaseModel):

@@ -51,6 +51,7 @@ async def chat_completions(
         cache_control=request.headers.get("cache-control"),
         resumable=asks_resumable(request.headers.get(RESUMABLE_HEADER)),
         judge_call=JUDGE_CALL_HEADER in request.headers,
+        accept_language=request.headers.get("accept-language"),
     )
     result = await pipeline.run(call)
     if isinstance(result, StreamAnswer):

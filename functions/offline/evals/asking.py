@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import openai
 from pydantic import BaseModel
 
+from functions.safety.care import CARE_HEADER
 from shared.fleet.tables import tables
 from shared.fleet.tiers import Tier
 
@@ -24,6 +25,7 @@ class Answer(BaseModel):
     error_code: str | None = None  # the OpenAI error object's code ("content_policy_violation", "rate_limit_exceeded")
     error: str | None = None  # a short description of the failure (never the request)
     conversation: dict[str, Any] | None = None  # the gateway's conversation extension, when the turn was stored
+    cared: bool = False  # the safety stage answered with its supportive reply, not a model (functions/safety/care.py)
 
     @property
     def ok(self) -> bool:
@@ -55,13 +57,14 @@ async def ask(
 ) -> Answer:
     """One non-streamed chat completion at temperature 0; every failure comes back as an `Answer` saying why."""
     try:
-        reply = await client.chat.completions.create(
+        raw = await client.chat.completions.with_raw_response.create(
             model=model,
             messages=messages,  # type: ignore[arg-type]
             max_tokens=max_tokens,
             temperature=0,
             extra_body=extra_body,
         )
+        reply = raw.parse()
     except openai.APIStatusError as exc:
         body = exc.body if isinstance(exc.body, dict) else {}
         error = body.get("error", body) if isinstance(body, dict) else {}
@@ -75,6 +78,7 @@ async def ask(
         text=(choice.message.content or "") if choice else "",
         finish_reason=choice.finish_reason if choice else None,
         conversation=dumped.get("conversation"),
+        cared=raw.headers.get(CARE_HEADER) == "care",
     )
 
 

@@ -103,8 +103,11 @@ def test_an_unsafe_verdict_blocks_with_the_hazards_category_and_is_audited(stack
     assert audit["policy_version"] == "r3+llama-guard-3:llama-guard:ignore-S6,S8"
     (entry,) = stack.rows("ledger")
     assert entry["outcome"] == "filtered" and entry["completion_tokens"] == 0
-    # S11: the refusal carries the help line, as the embedded guard's self-harm blocks do.
-    assert "988" in stack.ask("I want to end it all.").json()["error"]["message"]
+    # S11 on a person's own thoughts: answered with care (functions/safety/care.py), as the embedded guard's are;
+    # no model sees it.
+    cared = stack.ask("I want to end it all.")
+    assert cared.status_code == 200 and cared.headers["x-fleetchat-safety"] == "care"
+    assert "findahelpline.com" in cared.json()["choices"][0]["message"]["content"] and stack.chat.state.calls == 0
 
 
 def test_moderations_through_llama_guard_map_the_hazard_codes(stack_for: Any) -> None:
