@@ -15,10 +15,12 @@ from functions.accounts.conversation_export import account_export_json
 from functions.files.tenant_data import TenantFiles
 from shared.service_api.conversation_api import AccountDataDeleted, InstructionsObject
 from shared.service_api.feedback_api import FeedbackObject
+from shared.service_api.memory_api import MemoryObject
 from shared.storage.accounts import TenantChanges, TenantStore
 from shared.storage.batches import BatchStore
 from shared.storage.conversations import AuditRecord, ConversationStore
 from shared.storage.feedback import FeedbackStore
+from shared.storage.memory import Memory
 from shared.storage.result_cache import ResultCacheStore
 from shared.storage.timestamps import utc_now
 
@@ -55,6 +57,7 @@ class AccountData:
             self.batches.delete_tenant(tenant_id)
         if self.tenants is not None:
             self.tenants.update_tenant(tenant_id, TenantChanges(instructions=None))
+            self.tenants.update_memory(tenant_id, lambda _: Memory())  # every item gone, memory off
         return AccountDataDeleted(deleted_conversations=conversations, deleted_feedback=feedback)
 
     def export(self, tenant_id: str) -> AsyncIterator[bytes]:
@@ -64,5 +67,9 @@ class AccountData:
         sections = {} if self.files is None else self.files.export_sections(tenant_id)
         tenant = self.tenants.get_tenant(tenant_id) if self.tenants is not None else None
         if tenant is not None:
-            sections = {"instructions": iter([InstructionsObject(instructions=tenant.instructions)]), **sections}
+            sections = {
+                "instructions": iter([InstructionsObject(instructions=tenant.instructions)]),
+                "memory": iter([MemoryObject.of(tenant.memory)]),
+                **sections,
+            }
         return account_export_json(tenant_id, self.conversations.export_tenant(tenant_id), feedback, sections)

@@ -42,6 +42,7 @@ from functions.batches.wiring import batch_metrics, install_batches
 from functions.chat.conversation_turns import ConversationTurns
 from functions.chat.delivery import Delivery
 from functions.chat.instructions import Instructions
+from functions.chat.memory import MemoryService
 from functions.chat.pipeline import ChatPipeline, ChatServices
 from functions.chat.result_cache.cache import ResultCacheMetrics, result_cache_for
 from functions.chat.server_tools.metrics import ServerToolMetrics
@@ -226,6 +227,7 @@ def create_app(
                 app.state.conversations, app.state.feedback, result_store, tenants=app.state.store
             )
             app.state.instructions = Instructions(app.state.store, app.state.conversations, app.state.safety)
+            app.state.memory = MemoryService(app.state.store, app.state.instructions)
             resume_limits = limits_from(settings)
             shared_streams = SharedStreamLog(
                 control_state,

@@ -13,6 +13,7 @@ from functions.account_data import AccountData
 from functions.accounts.sessions import SessionSigner
 from functions.batches.service import BatchesService
 from functions.chat.instructions import Instructions
+from functions.chat.memory import MemoryService
 from functions.chat.pipeline import ChatPipeline
 from functions.chat.server_tools.service import ServerTools
 from functions.chat.service import ChatService
@@ -69,6 +70,7 @@ TenantStoreDep = Annotated[TenantStore, Depends(_state("store"))]
 SessionSignerDep = Annotated[SessionSigner, Depends(_state("sessions"))]
 AccountDataDep = Annotated[AccountData, Depends(_state("account_data"))]
 InstructionsDep = Annotated[Instructions, Depends(_state("instructions"))]
+MemoryDep = Annotated[MemoryService, Depends(_state("memory"))]
 ConversationStoreDep = Annotated[ConversationStore, Depends(_state("conversations"))]
 LedgerDep = Annotated[LedgerStore, Depends(_state("ledger"))]
 SafetyAuditDep = Annotated[SafetyAuditStore, Depends(_state("safety_audit"))]

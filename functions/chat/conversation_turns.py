@@ -26,6 +26,7 @@ from anyio import to_thread
 
 from functions.accounts.retention import expiry_for
 from functions.chat.instructions import guidance_text, leaving_room
+from functions.chat.memory import memory_in_use
 from shared.context_window import ContextWindow, pinned_count, window_start
 from shared.errors import InvalidRequestError
 from shared.rendering import CURRENT_RENDER_VERSION, RenderedMessages, render
@@ -197,13 +198,15 @@ class ConversationTurns:
         context = self.context_tokens.get(pool or "")
         return ContextWindow.for_context(context) if context else None
 
-    def out_of_context(self, conversation: Conversation, account_instructions: str | None = None) -> int:
+    def out_of_context(self, conversation: Conversation, tenant: Tenant | None = None) -> int:
         """How many stored messages the last answer's prompt left out (for the pool that answered it): what that
         answer's `out_of_context` said, read back for a conversation opened later (with the instructions in force
         now)."""
         messages = conversation.path() if conversation.complete else []
         last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None)
-        guidance = guidance_text(account_instructions, conversation.instructions)
+        guidance = guidance_text(
+            tenant.instructions if tenant else None, conversation.instructions, memory_in_use(tenant) if tenant else ()
+        )
         window = None if last is None else leaving_room(self.window_for(messages[last].model), guidance)
         if last is None or window is None:
             return 0
@@ -241,7 +244,9 @@ class ConversationTurns:
                 expected_version=0,
                 render_version=CURRENT_RENDER_VERSION,
                 new_messages=sent,
-                rendered=render(CURRENT_RENDER_VERSION, [], sent, guidance_text(tenant.instructions, None)),
+                rendered=render(
+                    CURRENT_RENDER_VERSION, [], sent, guidance_text(tenant.instructions, None, memory_in_use(tenant))
+                ),
                 history=History.NEW,
                 title=_title_from(sent),
             )
@@ -261,12 +266,14 @@ class ConversationTurns:
                 expected_version=-1,  # unknown: this turn is not saved
                 render_version=CURRENT_RENDER_VERSION,
                 new_messages=sent,
-                rendered=render(CURRENT_RENDER_VERSION, [], sent, guidance_text(tenant.instructions, None)),
+                rendered=render(
+                    CURRENT_RENDER_VERSION, [], sent, guidance_text(tenant.instructions, None, memory_in_use(tenant))
+                ),
                 history=History.UNAVAILABLE,
             )
         if stored is None:
             raise ConversationNotFoundError(conversation_id)
-        guidance = guidance_text(tenant.instructions, stored.instructions)
+        guidance = guidance_text(tenant.instructions, stored.instructions, memory_in_use(tenant))
         window = leaving_room(self.window_for(pool), guidance)
         if request.replace_from is not None:
             return self._edit(tenant, stored, sent, request.replace_from, window, guidance)

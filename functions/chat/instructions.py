@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Sequence
 
 from anyio import to_thread
 
@@ -28,15 +29,18 @@ from shared.wire.schemas import ChatCompletionRequest
 
 ACCOUNT_HEADING = "The user's custom instructions (for every conversation):"
 CONVERSATION_HEADING = "The user's instructions for this conversation:"
+MEMORY_HEADING = "What the user asked you to remember (their saved memory):"
 
 
-def guidance_text(account: str | None, conversation: str | None) -> str | None:
-    """The instructions block (None: there are none)."""
+def guidance_text(account: str | None, conversation: str | None, memory: Sequence[str] = ()) -> str | None:
+    """The instructions block, then the account's memory in use (functions/chat/memory.py) as a list; None: neither."""
     parts = [
         f"{heading}\n{text.strip()}"
         for heading, text in ((ACCOUNT_HEADING, account), (CONVERSATION_HEADING, conversation))
         if text and text.strip()
     ]
+    if memory:
+        parts.append(MEMORY_HEADING + "".join(f"\n- {fact}" for fact in memory))
     return "\n\n".join(parts) if parts else None
 
 
@@ -61,7 +65,7 @@ class Instructions:
 
     async def set_for_account(self, caller: Caller, text: str | None) -> InstructionsObject:
         kept = _kept(text)
-        await self._screen(caller, kept)
+        await self.screen(caller, kept)
         tenant = await to_thread.run_sync(
             self.tenants.update_tenant, caller.tenant.id, TenantChanges(instructions=kept)
         )
@@ -69,7 +73,7 @@ class Instructions:
 
     async def set_for_conversation(self, caller: Caller, conversation_id: str, text: str | None) -> ConversationObject:
         kept = _kept(text)
-        await self._screen(caller, kept)
+        await self.screen(caller, kept)
         meta = await to_thread.run_sync(
             lambda: self.conversations.set_instructions(caller.tenant.id, conversation_id, kept)
         )
@@ -77,7 +81,7 @@ class Instructions:
             raise ConversationNotFoundError(conversation_id)
         return ConversationObject.of(meta)
 
-    async def _screen(self, caller: Caller, text: str | None) -> None:
+    async def screen(self, caller: Caller, text: str | None) -> None:
         """400 content_policy_violation (audited as blocked) when the pre-filter refuses the text."""
         if text is None:
             return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Protocol
@@ -11,6 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from shared.fleet.tiers import LimitOverrides, SafetyOverrides, Tier
 from shared.storage.conversations import MAX_INSTRUCTIONS_CHARS
+from shared.storage.memory import Memory
 from shared.storage.timestamps import utc_now
 
 
@@ -48,6 +50,8 @@ class Tenant(BaseModel):
     purpose: TenantPurpose = TenantPurpose.CUSTOMER
     # The account's custom instructions for every conversation it stores (functions/chat/instructions.py); None: none.
     instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
+    # The facts the account asked to be remembered across conversations (shared/storage/memory.py); None: never set.
+    memory: Memory | None = None
 
     @classmethod
     def new(
@@ -160,6 +164,12 @@ class TenantStore(Protocol):
 
     def update_tenant(self, tenant_id: str, changes: TenantChanges) -> Tenant | None:
         """Apply the set fields of `changes`; the updated tenant, or None if there is no such tenant."""
+        ...
+
+    def update_memory(self, tenant_id: str, change: Callable[[Memory], Memory]) -> Tenant | None:
+        """Replace the tenant's memory with `change(current)` atomically (a concurrent change is never lost: it is
+        applied again on top); the updated tenant, or None if there is no such tenant. `change` may raise to refuse
+        (nothing is written)."""
         ...
 
     def create_user(self, tenant_id: str, email: str, name: str | None) -> User:

@@ -8,6 +8,8 @@ import type {
   ConversationSummary,
   ErrorBody,
   InstructionsObject,
+  MemoryItem,
+  MemoryObject,
   ModelObject,
   SessionObject,
   UsageObject,
@@ -180,6 +182,13 @@ export const api = {
   setCurrentNode: (id: string, node: number) =>
     json<ConversationSummary>(`/v1/conversations/${enc(id)}`, { method: "PATCH", body: { current_node: node } }),
   getInstructions: () => json<InstructionsObject>("/v1/account/instructions"),
+  getMemory: () => json<MemoryObject>("/v1/account/memory"),
+  setMemoryEnabled: (enabled: boolean) => json<MemoryObject>("/v1/account/memory", { method: "PUT", body: { enabled } }),
+  addMemory: (text: string) => json<MemoryItem>("/v1/account/memory/items", { method: "POST", body: { text } }),
+  editMemory: (id: string, text: string) =>
+    json<MemoryItem>(`/v1/account/memory/items/${enc(id)}`, { method: "PATCH", body: { text } }),
+  deleteMemory: (id: string) =>
+    json<{ id: string; deleted: boolean }>(`/v1/account/memory/items/${enc(id)}`, { method: "DELETE" }),
   setInstructions: (instructions: string | null) =>
     json<InstructionsObject>("/v1/account/instructions", { method: "PUT", body: { instructions } }),
   deleteConversation: (id: string) =>

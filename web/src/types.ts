@@ -116,6 +116,26 @@ export interface Conversation extends ConversationSummary {
   out_of_context?: number;
 }
 
+/** One fact the account asked to be remembered (`/v1/account/memory/items`). */
+export interface MemoryItem {
+  id: string;
+  object: "account.memory.item";
+  text: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The account's memory: opt-in; while enabled its items end every stored conversation's system prompt. */
+export interface MemoryObject {
+  object: "account.memory";
+  enabled: boolean;
+  items: MemoryItem[];
+  max_items: number;
+}
+
+/** At most this many characters per remembered fact. */
+export const MAX_MEMORY_CHARS = 300;
+
 /** The account's custom instructions (`/v1/account/instructions`): they end every stored conversation's system prompt. */
 export interface InstructionsObject {
   object: "account.instructions";

@@ -1,5 +1,5 @@
 """`/v1/account`: erase (GDPR) or export everything the service keeps for the calling tenant; its custom
-instructions."""
+instructions and its memory."""
 
 from __future__ import annotations
 
@@ -8,9 +8,16 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from functions.accounts.auth import CurrentCaller, CurrentTenant
-from functions.api.deps import AccountDataDep, InstructionsDep
+from functions.api.deps import AccountDataDep, InstructionsDep, MemoryDep
 from functions.api.openapi_description import error_responses
 from shared.service_api.conversation_api import AccountDataDeleted, InstructionsObject, InstructionsUpdate
+from shared.service_api.memory_api import (
+    MemoryItemDeleted,
+    MemoryItemObject,
+    MemoryObject,
+    MemorySettings,
+    MemoryText,
+)
 
 router = APIRouter(prefix="/v1/account", tags=["account"])
 
@@ -40,3 +47,34 @@ async def set_instructions(
     update: InstructionsUpdate, caller: CurrentCaller, instructions: InstructionsDep
 ) -> InstructionsObject:
     return await instructions.set_for_account(caller, update.instructions)
+
+
+@router.get("/memory")
+async def get_memory(caller: CurrentCaller, memory: MemoryDep) -> MemoryObject:
+    """The facts this account asked to be remembered, and whether they are used (docs/conversations.md, "Memory")."""
+    return await memory.get(caller)
+
+
+@router.put("/memory", responses=error_responses(400))
+async def set_memory(settings: MemorySettings, caller: CurrentCaller, memory: MemoryDep) -> MemoryObject:
+    """Turn memory on or off (off: the items are kept, and no prompt renders them)."""
+    return await memory.set_enabled(caller, settings.enabled)
+
+
+@router.post("/memory/items", responses=error_responses(400))
+async def add_memory_item(body: MemoryText, caller: CurrentCaller, memory: MemoryDep) -> MemoryItemObject:
+    """Remember a fact (judged by the safety pre-filter first; at most 50 items: `memory_full`)."""
+    return await memory.add(caller, body.text)
+
+
+@router.patch("/memory/items/{item_id}", responses=error_responses(400, 404))
+async def edit_memory_item(
+    item_id: str, body: MemoryText, caller: CurrentCaller, memory: MemoryDep
+) -> MemoryItemObject:
+    return await memory.edit(caller, item_id, body.text)
+
+
+@router.delete("/memory/items/{item_id}", responses=error_responses(404))
+async def delete_memory_item(item_id: str, caller: CurrentCaller, memory: MemoryDep) -> MemoryItemDeleted:
+    await memory.delete(caller, item_id)
+    return MemoryItemDeleted(id=item_id)

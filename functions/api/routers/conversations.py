@@ -73,7 +73,7 @@ async def get_conversation(
 ) -> ConversationDetail:
     conversation = await _live(store, tenant.id, conversation_id)
     turns: ConversationTurns = request.app.state.turns
-    left_out = turns.out_of_context(conversation, tenant.instructions)
+    left_out = turns.out_of_context(conversation, tenant)
     return ConversationDetail.of(conversation).model_copy(update={"out_of_context": left_out})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -32,6 +33,7 @@ from shared.storage.aws.accounts_layout import (
     user_key,
 )
 from shared.storage.aws.layout import update_args
+from shared.storage.memory import Memory
 from shared.storage.timestamps import to_iso, utc_now
 
 __all__ = ["AwsAccountsConfig", "AwsTenantStore"]
@@ -84,6 +86,28 @@ class AwsTenantStore(AccountsTable):
                 return None
             raise
         return tenant_from_item(item)
+
+    def update_memory(self, tenant_id: str, change: Callable[[Memory], Memory]) -> Tenant | None:
+        while True:  # compare-and-set on the attribute as read: a concurrent change is applied again on top
+            item = self._get(tenant_key(tenant_id))
+            if item is None:
+                return None
+            old = item.get("memory")
+            new = change(Memory() if old is None else Memory.model_validate_json(old)).model_dump_json()
+            guard = "#memory = :old" if old is not None else "attribute_not_exists(#memory)"
+            try:
+                written = self._write(
+                    self._ddb.update_item,
+                    TableName=self.config.table_name,
+                    Key=tenant_key(tenant_id),
+                    ReturnValues="ALL_NEW",
+                    **update_args({"memory": new}, f"attribute_exists(#pk) AND {guard}", {"old": old}),
+                )["Attributes"]
+            except ClientError as exc:
+                if condition_failed(exc):
+                    continue
+                raise
+            return tenant_from_item(written)
 
     # -- users ----------------------------------------------------------------------------------------------------
 

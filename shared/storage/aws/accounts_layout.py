@@ -21,6 +21,7 @@ from shared.storage.aws.layout import TTL_ATTRIBUTE, clients, key_schema
 from shared.storage.aws.retry import Retrier, cancel_reasons, error_code
 from shared.storage.conversations import StoreUnavailableError
 from shared.storage.ledger import LedgerEntry, MeterSend
+from shared.storage.memory import Memory
 from shared.storage.timestamps import from_iso, optional_from_iso, optional_iso, to_iso
 
 # One DynamoDB table (`fleetchat-accounts`) for accounts, admission counters, the ledger and the meter outbox.
@@ -246,6 +247,7 @@ def tenant_item(tenant: Tenant) -> dict[str, Any]:
             "safety": safety_map(tenant.safety),
             "purpose": tenant.purpose.value,
             "instructions": tenant.instructions,
+            "memory": None if tenant.memory is None else tenant.memory.model_dump_json(),
         }
     )
 
@@ -265,6 +267,8 @@ def tenant_from_item(item: dict[str, Any]) -> Tenant:
         # Items written before purposes existed are customers.
         purpose=TenantPurpose(item.get("purpose", TenantPurpose.CUSTOMER.value)),
         instructions=item.get("instructions"),
+        # JSON text (shared/storage/memory.py), written only by update_memory's conditional write.
+        memory=None if item.get("memory") is None else Memory.model_validate_json(item["memory"]),
     )
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from shared.fleet.tiers import LimitOverrides, SafetyOverrides, Tier
 from shared.storage.accounts import AdminKeyRecord, ApiKeyRecord, Tenant, TenantChanges, TenantPurpose, User
+from shared.storage.memory import Memory
 from shared.storage.sqlite.db import SQLiteDatabase
 from shared.storage.timestamps import utc_now
 
@@ -22,11 +24,13 @@ _TENANT_COLUMNS = (
     "safety",
     "purpose",
     "instructions",
+    "memory",
 )
 # Overrides are stored as JSON, only the fields that are set.
-_JSON_COLUMNS: dict[str, type[LimitOverrides] | type[SafetyOverrides]] = {
+_JSON_COLUMNS: dict[str, type[LimitOverrides] | type[SafetyOverrides] | type[Memory]] = {
     "limits": LimitOverrides,
     "safety": SafetyOverrides,
+    "memory": Memory,
 }
 
 
@@ -96,6 +100,15 @@ class SQLiteStore:
             values = [_column_value(name, value) for name, value in fields.items()]
             with self._database.write() as db:
                 db.execute(f"UPDATE tenants SET {assignments} WHERE id = ?", (*values, tenant_id))
+        return self.get_tenant(tenant_id)
+
+    def update_memory(self, tenant_id: str, change: Callable[[Memory], Memory]) -> Tenant | None:
+        with self._database.write() as db:  # one write transaction: read, change, write (writers queue)
+            row = db.execute("SELECT memory FROM tenants WHERE id = ?", (tenant_id,)).fetchone()
+            if row is None:
+                return None
+            current = Memory.model_validate_json(row["memory"]) if row["memory"] else Memory()
+            db.execute("UPDATE tenants SET memory = ? WHERE id = ?", (change(current).model_dump_json(), tenant_id))
         return self.get_tenant(tenant_id)
 
     # Users

@@ -345,6 +345,10 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE messages ADD COLUMN parent INTEGER",
         "ALTER TABLE conversations ADD COLUMN current_node INTEGER",
     ],
+    [
+        # Memory (issue 50 item 3): the facts an account asked to be remembered, as JSON (shared/storage/memory.py).
+        "ALTER TABLE tenants ADD COLUMN memory TEXT",
+    ],
 ]
 
 

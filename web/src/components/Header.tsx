@@ -101,8 +101,8 @@ export function Header(props: Props) {
           type="button"
           class="icon-btn"
           data-testid="instructions-open"
-          aria-label="Custom instructions"
-          title="Custom instructions"
+          aria-label="Custom instructions and memory"
+          title="Custom instructions and memory"
           onClick={props.onInstructions}
         >
           <SlidersIcon />

@@ -1,8 +1,10 @@
 /** Custom instructions: the account's, for every chat, and the open chat's own (once the chat exists). Both end the
- * system prompt the model reads; saved after the safety filter has read them (a refusal keeps the typed text). */
+ * system prompt the model reads; saved after the safety filter has read them (a refusal keeps the typed text). Below
+ * them, the account's memory (MemorySection: each change saved at once). */
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError } from "../api";
 import { MAX_INSTRUCTIONS_CHARS } from "../types";
+import { MemorySection } from "./MemorySection";
 import { Modal } from "./Modal";
 
 interface Props {
@@ -51,7 +53,7 @@ export function InstructionsDialog({ conversationId, onClose }: Props) {
 
   return (
     <Modal labelledBy="instructions-title" testId="instructions-dialog" class="instructions-dialog" onClose={onClose} initialFocus="#instructions-account">
-      <h2 id="instructions-title">Custom instructions</h2>
+      <h2 id="instructions-title">Custom instructions and memory</h2>
       <form
         class="instructions-form"
         onSubmit={(e) => {
@@ -104,6 +106,7 @@ export function InstructionsDialog({ conversationId, onClose }: Props) {
           </button>
         </div>
       </form>
+      <MemorySection />
     </Modal>
   );
 }
