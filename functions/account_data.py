@@ -22,6 +22,7 @@ from shared.storage.conversations import AuditRecord, ConversationStore
 from shared.storage.feedback import FeedbackStore
 from shared.storage.memory import Memory
 from shared.storage.result_cache import ResultCacheStore
+from shared.storage.shares import ShareStore
 from shared.storage.timestamps import utc_now
 
 
@@ -42,6 +43,7 @@ class AccountData:
             None  # files, vector stores, chunks, vectors (set by functions/files/wiring.py)
         )
         self.batches: BatchStore | None = None  # batches and their line results (set by functions/batches/wiring.py)
+        self.shares: ShareStore | None = None  # share links: copies of conversations (set by functions/app.py)
 
     def erase(self, tenant_id: str) -> AccountDataDeleted:
         audit = AuditRecord(
@@ -55,6 +57,8 @@ class AccountData:
             self.files.erase(tenant_id)
         if self.batches is not None:
             self.batches.delete_tenant(tenant_id)
+        if self.shares is not None:
+            self.shares.erase_tenant(tenant_id)
         if self.tenants is not None:
             self.tenants.update_tenant(tenant_id, TenantChanges(instructions=None))
             self.tenants.update_memory(tenant_id, lambda _: Memory())  # every item gone, memory off

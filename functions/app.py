@@ -31,6 +31,7 @@ from functions.api.routers import (
     rerank,  # issue 49: /v1/rerank
     responses,  # issue 48: /v1/responses
     session,
+    shares,  # issue 50: share links
     streams,  # issue 21: resume and cancel a stream
     tokenizer,  # issue 48: vLLM's /tokenize, /detokenize, /tokenizer_info
     usage,
@@ -80,6 +81,7 @@ from functions.safety.pii import pii_detector
 from functions.safety.pipeline import SafetyPipeline
 from functions.safety.prefilter import PreFilter
 from functions.sandbox.modal_sandboxes import CreateRemoteSandbox
+from functions.shares.service import ShareService
 from functions.spooled_writer import LedgerWriter, SafetyAuditWriter
 from shared.fleet.tables import external_worker_urls, tables
 from shared.operator_config import configure
@@ -94,6 +96,7 @@ from shared.storage.factory import (
     open_rate_limits,
     open_result_cache,
     open_safety_audit,
+    open_share_store,
     open_tenant_store,
     open_tool_audit,
 )
@@ -228,6 +231,9 @@ def create_app(
             )
             app.state.instructions = Instructions(app.state.store, app.state.conversations, app.state.safety)
             app.state.memory = MemoryService(app.state.store, app.state.instructions)
+            share_store = own(open_share_store(settings))
+            app.state.shares = ShareService(share_store, app.state.conversations, app.state.store, pii_detector())
+            app.state.account_data.shares = share_store
             resume_limits = limits_from(settings)
             shared_streams = SharedStreamLog(
                 control_state,
@@ -334,7 +340,19 @@ def create_app(
     # Outermost: counts every response as the client gets it (the body-size 413 included).
     app.add_middleware(ResponseMetricsMiddleware, metrics=app.state.metrics, templates=lambda: app.openapi()["paths"])
     install_error_handlers(app)
-    routers = (chat, streams, moderations, conversation_routes, feedback, account, usage, session, admin, models)
+    routers = (
+        chat,
+        streams,
+        moderations,
+        conversation_routes,
+        shares,
+        feedback,
+        account,
+        usage,
+        session,
+        admin,
+        models,
+    )
     served = (
         completions,
         responses,

@@ -32,6 +32,7 @@ from functions.rerank_service import RerankService
 from functions.responses.service import ResponsesService
 from functions.retrieval.service import Retrieval
 from functions.safety.moderation_service import ModerationService
+from functions.shares.service import ShareService
 from shared.settings import Settings
 from shared.storage.accounts import TenantStore
 from shared.storage.conversations import ConversationStore
@@ -71,6 +72,7 @@ SessionSignerDep = Annotated[SessionSigner, Depends(_state("sessions"))]
 AccountDataDep = Annotated[AccountData, Depends(_state("account_data"))]
 InstructionsDep = Annotated[Instructions, Depends(_state("instructions"))]
 MemoryDep = Annotated[MemoryService, Depends(_state("memory"))]
+ShareServiceDep = Annotated[ShareService, Depends(_state("shares"))]
 ConversationStoreDep = Annotated[ConversationStore, Depends(_state("conversations"))]
 LedgerDep = Annotated[LedgerStore, Depends(_state("ledger"))]
 SafetyAuditDep = Annotated[SafetyAuditStore, Depends(_state("safety_audit"))]

@@ -26,9 +26,16 @@ from shared.storage.conversations import (
     SweepCandidate,
     SweepReason,
 )
-from shared.storage.factory import open_conversation_store, open_feedback_store, open_safety_audit, open_tenant_store
+from shared.storage.factory import (
+    open_conversation_store,
+    open_feedback_store,
+    open_safety_audit,
+    open_share_store,
+    open_tenant_store,
+)
 from shared.storage.feedback import FeedbackStore
 from shared.storage.safety_audit import SafetyAuditStore
+from shared.storage.shares import ShareStore
 from shared.storage.timestamps import to_iso, utc_now
 
 SWEEP_ACTOR = "retention-sweep"
@@ -54,6 +61,7 @@ class SweepReport(BaseModel):
     safety_audit_deleted: int = 0  # safety audit records past retention (a dry run: that would be deleted)
     feedback_deleted: int = 0  # ratings of the deleted conversations' answers (a dry run: that would be deleted)
     feedback_orphans_deleted: int = 0  # ratings whose conversation was already gone (DynamoDB's TTL backstop)
+    shares_deleted: int = 0  # share links of the deleted conversations (shared/storage/shares.py)
     files_deleted: int = 0  # uploaded files past the tenant's retention, with their vectors (docs/files.md)
     vector_stores_deleted: int = 0  # vector stores inactive past retention or their own expires_after
     orphan_bodies_deleted: int = 0  # file bodies with no metadata, past the grace age (a crash between put and insert)
@@ -153,6 +161,7 @@ def run_sweep(
     safety_audit: SafetyAuditStore | None = None,
     feedback: FeedbackStore | None = None,
     files: TenantFiles | None = None,
+    shares: ShareStore | None = None,
     orphan_grace: timedelta = timedelta(seconds=FilesSettings.model_fields["orphan_grace_s"].default),
 ) -> SweepReport:
     now = now or utc_now()
@@ -188,6 +197,8 @@ def run_sweep(
                     report.feedback_deleted += feedback.delete_conversation(
                         candidate.tenant_id, candidate.conversation_id
                     )
+                if shares is not None:  # the same: copies of its content go first
+                    report.shares_deleted += shares.delete_conversation(candidate.tenant_id, candidate.conversation_id)
                 if store.hard_delete(candidate.tenant_id, candidate.conversation_id, _audit(candidate, action, now)):
                     _count(report, action)
                 else:
@@ -262,13 +273,16 @@ def sweep_from_settings(settings: Settings, *, now: datetime | None = None, dry_
     conversations = open_conversation_store(settings)
     safety_audit = open_safety_audit(settings)
     feedback = open_feedback_store(settings)
+    shares = open_share_store(settings)
     file_backends = open_file_backends(settings)
     try:
         return run_sweep(
             conversations, tenants.get_tenant, now=now, dry_run=dry_run, safety_audit=safety_audit, feedback=feedback,
-            files=TenantFiles(file_backends), orphan_grace=timedelta(seconds=settings.files.orphan_grace_s),
+            files=TenantFiles(file_backends), shares=shares,
+            orphan_grace=timedelta(seconds=settings.files.orphan_grace_s),
         )  # fmt: skip
     finally:
+        shares.close()
         file_backends.close()
         feedback.close()
         safety_audit.close()

@@ -34,6 +34,7 @@ class TenantObject(BaseModel):
     safety: SafetyPolicy  # effective: the tier's, with an enterprise tenant's overrides
     safety_overrides: SafetyOverrides | None
     purpose: TenantPurpose  # "eval": the eval job's tenant, excluded from billing
+    sharing_disabled: bool = False  # no share links: none made, existing ones 404 (docs/conversations.md)
 
     @classmethod
     def of(cls, tenant: Tenant, limits: TierLimits) -> TenantObject:
@@ -50,6 +51,7 @@ class TenantObject(BaseModel):
             safety=safety_for(tenant.tier, tenant.safety),
             safety_overrides=tenant.safety,
             purpose=tenant.purpose,
+            sharing_disabled=tenant.sharing_disabled,
         )
 
 

@@ -35,7 +35,7 @@ class MemoryObject(BaseModel):
 
 
 class MemorySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     enabled: bool
 
@@ -43,7 +43,7 @@ class MemorySettings(BaseModel):
 class MemoryText(BaseModel):
     """A fact to remember (new or edited)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str = Field(min_length=1, max_length=MAX_MEMORY_CHARS)
 

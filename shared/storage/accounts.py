@@ -52,6 +52,8 @@ class Tenant(BaseModel):
     instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
     # The facts the account asked to be remembered across conversations (shared/storage/memory.py); None: never set.
     memory: Memory | None = None
+    # Share links off (an operator's choice for the tenant): none can be made, and its existing links are 404s.
+    sharing_disabled: bool = False
 
     @classmethod
     def new(
@@ -84,11 +86,13 @@ class TenantChanges(BaseModel):
     stripe_customer_id: str | None = Field(default=None, pattern=r"^cus_[A-Za-z0-9]+$")
     safety: SafetyChoices | None = None
     instructions: str | None = Field(default=None, max_length=MAX_INSTRUCTIONS_CHARS)
+    sharing_disabled: bool | None = None
 
     def changed(self) -> dict[str, object]:
-        """The fields to write, by name (`None` means clear it; `name`, `tier` and `legal_hold` cannot be cleared)."""
+        """The fields to write, by name (`None` means clear it; `name`, `tier`, `legal_hold` and `sharing_disabled`
+        cannot be cleared)."""
         fields = self.model_dump(include=self.model_fields_set)
-        for required in ("name", "tier", "legal_hold"):
+        for required in ("name", "tier", "legal_hold", "sharing_disabled"):
             if required in fields and fields[required] is None:
                 raise ValueError(f"{required} cannot be cleared")
         return fields

@@ -14,6 +14,7 @@ from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
 from shared.storage.result_cache import ResultCacheStore
 from shared.storage.safety_audit import SafetyAuditStore
+from shared.storage.shares import ShareStore
 from shared.storage.tool_audit import ToolAuditStore
 
 if TYPE_CHECKING:
@@ -121,6 +122,23 @@ def open_conversation_store(settings: Settings) -> ConversationStore:
     from shared.storage.sqlite.conversations import SQLiteConversationStore
 
     return SQLiteConversationStore(settings.db_path)
+
+
+def open_share_store(settings: Settings) -> ShareStore:
+    """Share links live where the conversations they copy live (on AWS, in the conversations table)."""
+    if settings.conversation_store == "aws":
+        from shared.storage.aws.shares import AwsAccountsConfig, AwsShares
+
+        return AwsShares(
+            AwsAccountsConfig(
+                table_name=settings.conversations_table,
+                region=settings.aws_region,
+                endpoint_url=settings.aws_endpoint_url,
+            )
+        )
+    from shared.storage.sqlite.shares import SQLiteShares
+
+    return SQLiteShares(settings.db_path)
 
 
 def open_feedback_store(settings: Settings) -> FeedbackStore:

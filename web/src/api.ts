@@ -12,6 +12,7 @@ import type {
   MemoryObject,
   ModelObject,
   SessionObject,
+  ShareLink,
   UsageObject,
 } from "./types";
 
@@ -182,6 +183,13 @@ export const api = {
   setCurrentNode: (id: string, node: number) =>
     json<ConversationSummary>(`/v1/conversations/${enc(id)}`, { method: "PATCH", body: { current_node: node } }),
   getInstructions: () => json<InstructionsObject>("/v1/account/instructions"),
+  createShare: (conversationId: string, expiresInDays: number, acknowledgePii = false) =>
+    json<ShareLink>(`/v1/conversations/${enc(conversationId)}/shares`, {
+      method: "POST",
+      body: { expires_in_days: expiresInDays, acknowledge_pii: acknowledgePii },
+    }),
+  listShares: (conversationId: string) => json<{ data: ShareLink[] }>(`/v1/conversations/${enc(conversationId)}/shares`),
+  revokeShare: (id: string) => json<{ id: string; deleted: boolean }>(`/v1/shares/${enc(id)}`, { method: "DELETE" }),
   getMemory: () => json<MemoryObject>("/v1/account/memory"),
   setMemoryEnabled: (enabled: boolean) => json<MemoryObject>("/v1/account/memory", { method: "PUT", body: { enabled } }),
   addMemory: (text: string) => json<MemoryItem>("/v1/account/memory/items", { method: "POST", body: { text } }),

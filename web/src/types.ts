@@ -116,6 +116,18 @@ export interface Conversation extends ConversationSummary {
   out_of_context?: number;
 }
 
+/** A share link (`/v1/conversations/{id}/shares`): a read-only snapshot; `url` only in the answer that made it. */
+export interface ShareLink {
+  id: string;
+  object: "conversation.share";
+  conversation_id: string;
+  title: string | null;
+  message_count: number;
+  created_at: number;
+  expires_at: number;
+  url: string | null;
+}
+
 /** One fact the account asked to be remembered (`/v1/account/memory/items`). */
 export interface MemoryItem {
   id: string;

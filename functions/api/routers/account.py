@@ -3,7 +3,9 @@ instructions and its memory."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -20,6 +22,7 @@ from shared.service_api.memory_api import (
 )
 
 router = APIRouter(prefix="/v1/account", tags=["account"])
+MemoryItemId = Annotated[str, Path(pattern=r"^mem_[0-9a-f]{32}$")]
 
 
 @router.delete("/data")
@@ -69,12 +72,12 @@ async def add_memory_item(body: MemoryText, caller: CurrentCaller, memory: Memor
 
 @router.patch("/memory/items/{item_id}", responses=error_responses(400, 404))
 async def edit_memory_item(
-    item_id: str, body: MemoryText, caller: CurrentCaller, memory: MemoryDep
+    item_id: MemoryItemId, body: MemoryText, caller: CurrentCaller, memory: MemoryDep
 ) -> MemoryItemObject:
     return await memory.edit(caller, item_id, body.text)
 
 
 @router.delete("/memory/items/{item_id}", responses=error_responses(404))
-async def delete_memory_item(item_id: str, caller: CurrentCaller, memory: MemoryDep) -> MemoryItemDeleted:
+async def delete_memory_item(item_id: MemoryItemId, caller: CurrentCaller, memory: MemoryDep) -> MemoryItemDeleted:
     await memory.delete(caller, item_id)
     return MemoryItemDeleted(id=item_id)

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from functions.accounts.auth import CurrentCaller, CurrentTenant
 from functions.accounts.conversation_export import to_markdown
-from functions.api.deps import ConversationStoreDep, InstructionsDep
+from functions.api.deps import ConversationStoreDep, InstructionsDep, ShareServiceDep
 from functions.api.openapi_description import error_responses
 from functions.chat.conversation_turns import ConversationTurns
 from shared.service_api.conversation_api import (
@@ -20,6 +20,7 @@ from shared.service_api.conversation_api import (
     ConversationObject,
     ConversationUpdate,
 )
+from shared.service_api.share_api import ShareCreate, ShareList, ShareObject
 from shared.storage.conversations import (
     CONVERSATION_ID_RE,
     Conversation,
@@ -116,11 +117,27 @@ async def _switch(store: ConversationStore, tenant_id: str, conversation_id: str
 
 @router.delete("/{conversation_id}", responses=error_responses(404))
 async def delete_conversation(
-    tenant: CurrentTenant, store: Store, conversation_id: ConversationId
+    tenant: CurrentTenant, store: Store, shares: ShareServiceDep, conversation_id: ConversationId
 ) -> ConversationDeleted:
     if not await run_in_threadpool(store.soft_delete, tenant.id, conversation_id):
         raise ConversationNotFoundError(conversation_id)
+    await shares.forget_conversation(tenant.id, conversation_id)  # its links go with it
     return ConversationDeleted(id=conversation_id)
+
+
+@router.post("/{conversation_id}/shares", responses=error_responses(400, 403, 404))
+async def create_share(
+    caller: CurrentCaller, shares: ShareServiceDep, conversation_id: ConversationId, request: ShareCreate | None = None
+) -> ShareObject:
+    """A read-only link to a snapshot of the active branch (docs/conversations.md, "Share links"); its `url` is
+    returned only now."""
+    return await shares.create(caller, conversation_id, request or ShareCreate())
+
+
+@router.get("/{conversation_id}/shares", responses=error_responses(404))
+async def list_shares(caller: CurrentCaller, shares: ShareServiceDep, conversation_id: ConversationId) -> ShareList:
+    """The conversation's live links (without their URLs: the service keeps only a hash)."""
+    return await shares.list(caller, conversation_id)
 
 
 @router.get(

@@ -248,6 +248,7 @@ def tenant_item(tenant: Tenant) -> dict[str, Any]:
             "purpose": tenant.purpose.value,
             "instructions": tenant.instructions,
             "memory": None if tenant.memory is None else tenant.memory.model_dump_json(),
+            "sharing_disabled": tenant.sharing_disabled or None,
         }
     )
 
@@ -269,6 +270,7 @@ def tenant_from_item(item: dict[str, Any]) -> Tenant:
         instructions=item.get("instructions"),
         # JSON text (shared/storage/memory.py), written only by update_memory's conditional write.
         memory=None if item.get("memory") is None else Memory.model_validate_json(item["memory"]),
+        sharing_disabled=bool(item.get("sharing_disabled", False)),
     )
 
 

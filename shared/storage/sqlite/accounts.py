@@ -25,6 +25,7 @@ _TENANT_COLUMNS = (
     "purpose",
     "instructions",
     "memory",
+    "sharing_disabled",
 )
 # Overrides are stored as JSON, only the fields that are set.
 _JSON_COLUMNS: dict[str, type[LimitOverrides] | type[SafetyOverrides] | type[Memory]] = {
@@ -44,7 +45,7 @@ def _tenant(fields: dict[str, Any]) -> Tenant:
 def _column_value(name: str, value: object) -> object:
     if name in _JSON_COLUMNS:
         return None if value is None else _JSON_COLUMNS[name].model_validate(value).model_dump_json(exclude_none=True)
-    if name == "legal_hold":
+    if name in ("legal_hold", "sharing_disabled"):
         return int(bool(value))
     return value
 

@@ -349,6 +349,22 @@ MIGRATIONS: list[list[str]] = [
         # Memory (issue 50 item 3): the facts an account asked to be remembered, as JSON (shared/storage/memory.py).
         "ALTER TABLE tenants ADD COLUMN memory TEXT",
     ],
+    [
+        # Share links (issue 50 item 4): read-only snapshots found by their token's SHA-256 (shared/storage/shares.py),
+        # and a tenant's choice to turn sharing off.
+        """CREATE TABLE shares (
+            id TEXT PRIMARY KEY,
+            token_hash TEXT NOT NULL UNIQUE,
+            tenant_id TEXT NOT NULL,
+            conversation_id TEXT NOT NULL,
+            title TEXT,
+            messages TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX shares_by_conversation ON shares (tenant_id, conversation_id, created_at)",
+        "ALTER TABLE tenants ADD COLUMN sharing_disabled INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 
 

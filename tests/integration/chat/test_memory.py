@@ -67,9 +67,12 @@ def test_bad_input_is_refused_and_changes_nothing(stack: Stack) -> None:  # noqa
     for body in ({"text": "   "}, {"text": "x" * 301}, {"text": "ok", "extra": 1}, {}):
         assert http.post("/v1/account/memory/items", json=body).status_code == 400
     assert http.put("/v1/account/memory", json={"enabled": "sometimes"}).status_code == 400
-    missing = http.patch("/v1/account/memory/items/mem_nope", json={"text": "x"})
+    unknown = "mem_" + "0" * 32
+    missing = http.patch(f"/v1/account/memory/items/{unknown}", json={"text": "x"})
     assert missing.status_code == 404 and missing.json()["error"]["param"] == "item_id"
-    assert http.delete("/v1/account/memory/items/mem_nope").status_code == 404
+    assert http.delete(f"/v1/account/memory/items/{unknown}").status_code == 404
+    assert http.delete("/v1/account/memory/items/nope").status_code == 400  # not an id at all
+    assert http.put("/v1/account/memory", json={"enabled": 0}).status_code == 400  # a boolean, not a number
     assert http.get("/v1/account/memory").json() == before
 
 

@@ -19,6 +19,7 @@ import { ErrorNotice } from "./ErrorNotice";
 import { FilesPanel } from "./FilesPanel";
 import { Header } from "./Header";
 import { InstructionsDialog } from "./InstructionsDialog";
+import { ShareDialog } from "./ShareDialog";
 import { MessageList } from "./MessageList";
 import { PassageDialog } from "./PassageDialog";
 import { Sidebar } from "./Sidebar";
@@ -48,6 +49,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
   const [deleting, setDeleting] = useState<ConversationSummary | null>(null);
   const [filesOpen, setFilesOpen] = useState(false);
   const [instructionsOpen, setInstructionsOpen] = useState(false);
+  const [shareOpen, setShareOpen] = useState(false);
   const [passage, setPassage] = useState<Citation | null>(null);
   const conversations = useConversations();
   const codeOffered = (session.server_tools ?? []).includes("python");
@@ -218,6 +220,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
           onUsage={() => setUsageOpen(true)}
           onFiles={() => setFilesOpen(true)}
           onInstructions={() => setInstructionsOpen(true)}
+          onShare={() => setShareOpen(true)}
           onSignOut={onSignOut}
           modelDisabled={models.length === 0}
         />
@@ -265,6 +268,9 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
           conversationId={chat.conversationId && chat.persisted ? chat.conversationId : null}
           onClose={() => setInstructionsOpen(false)}
         />
+      )}
+      {shareOpen && chat.conversationId && chat.persisted && (
+        <ShareDialog conversationId={chat.conversationId} onClose={() => setShareOpen(false)} />
       )}
       {filesOpen && (
         <FilesPanel onClose={() => setFilesOpen(false)} onDeleted={attachments.fileDeleted} attached={attachments.attachments} />

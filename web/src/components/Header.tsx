@@ -3,7 +3,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { exportUrl } from "../api";
 import { currentTheme, onThemeChange, toggleTheme, type Theme } from "../theme";
-import { ChartIcon, DownloadIcon, FileIcon, LogoutIcon, MenuIcon, MoonIcon, SlidersIcon, SunIcon } from "./icons";
+import { ChartIcon, DownloadIcon, FileIcon, LogoutIcon, MenuIcon, MoonIcon, ShareIcon, SlidersIcon, SunIcon } from "./icons";
 
 const EXPORTS = [
   { format: "markdown", extension: "md", label: "Markdown", short: "MD" },
@@ -21,6 +21,8 @@ interface Props {
   onUsage(): void;
   onFiles(): void;
   onInstructions(): void;
+  /** Open the share-link dialog of the open chat (shown when it is stored: `exportId`). */
+  onShare(): void;
   onSignOut(): void;
   modelDisabled: boolean;
 }
@@ -85,6 +87,16 @@ export function Header(props: Props) {
                 <span class="btn-text">{short}</span>
               </a>
             ))}
+            <button
+              type="button"
+              class="icon-btn"
+              data-testid="share-open"
+              aria-label="Share this chat"
+              title="Share"
+              onClick={props.onShare}
+            >
+              <ShareIcon />
+            </button>
           </div>
         )}
         <button

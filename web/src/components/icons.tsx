@@ -149,3 +149,9 @@ export const ChevronRightIcon = (p: IconProps) => (
     <path d="M9 18l6-6-6-6" />
   </Svg>
 );
+
+export const ShareIcon = (p: IconProps) => (
+  <Svg {...p}>
+    <path d="M4 12v7a1 1 0 0 0 1 1h14a1 1 0 0 0 1-1v-7M16 6l-4-4-4 4M12 2v13" />
+  </Svg>
+);
