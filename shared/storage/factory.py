@@ -124,18 +124,21 @@ def open_conversation_store(settings: Settings) -> ConversationStore:
     return SQLiteConversationStore(settings.db_path)
 
 
+def _conversations_table(settings: Settings) -> AwsAccountsConfig:
+    """The conversations table, for the stores that keep their items beside the conversations (feedback, shares)."""
+    from shared.storage.aws.accounts_layout import AwsAccountsConfig
+
+    return AwsAccountsConfig(
+        table_name=settings.conversations_table, region=settings.aws_region, endpoint_url=settings.aws_endpoint_url
+    )
+
+
 def open_share_store(settings: Settings) -> ShareStore:
     """Share links live where the conversations they copy live (on AWS, in the conversations table)."""
     if settings.conversation_store == "aws":
-        from shared.storage.aws.shares import AwsAccountsConfig, AwsShares
+        from shared.storage.aws.shares import AwsShares
 
-        return AwsShares(
-            AwsAccountsConfig(
-                table_name=settings.conversations_table,
-                region=settings.aws_region,
-                endpoint_url=settings.aws_endpoint_url,
-            )
-        )
+        return AwsShares(_conversations_table(settings))
     from shared.storage.sqlite.shares import SQLiteShares
 
     return SQLiteShares(settings.db_path)
@@ -144,15 +147,9 @@ def open_share_store(settings: Settings) -> ShareStore:
 def open_feedback_store(settings: Settings) -> FeedbackStore:
     """Feedback lives where the conversations it rates live (on AWS, in the conversations table)."""
     if settings.conversation_store == "aws":
-        from shared.storage.aws.feedback import AwsAccountsConfig, AwsFeedback
+        from shared.storage.aws.feedback import AwsFeedback
 
-        return AwsFeedback(
-            AwsAccountsConfig(
-                table_name=settings.conversations_table,
-                region=settings.aws_region,
-                endpoint_url=settings.aws_endpoint_url,
-            )
-        )
+        return AwsFeedback(_conversations_table(settings))
     from shared.storage.sqlite.feedback import SQLiteFeedback
 
     return SQLiteFeedback(settings.db_path)

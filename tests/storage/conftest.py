@@ -62,6 +62,21 @@ def conversation_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
         store.close()
 
 
+@pytest.fixture(params=["sqlite", "aws"])
+def conversations_table_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings whose conversation-side stores (feedback, shares) live on the parametrised backend: on AWS in a
+    conversations table made the way the conversation store makes it."""
+    if request.param == "sqlite":
+        return Settings(data_dir=tmp_path)
+    from shared.storage.aws.layout import AwsStoreConfig, ensure_resources
+
+    request.getfixturevalue("aws_env")
+    endpoint = request.getfixturevalue("moto_endpoint")
+    table, bucket = unique_names()
+    ensure_resources(AwsStoreConfig(table_name=table, bucket=bucket, endpoint_url=endpoint))
+    return Settings(data_dir=tmp_path, conversation_store="aws", conversations_table=table, aws_endpoint_url=endpoint)
+
+
 def aws_accounts_config(endpoint: str) -> AwsAccountsConfig:
     from shared.storage.aws.accounts_layout import AwsAccountsConfig, ensure_accounts_table
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -44,12 +45,19 @@ class Setup:
         )
 
 
-@pytest.fixture
-def setup(gateway_for: GatewayFactory) -> Iterator[Setup]:
+@contextmanager
+def echo_setup(gateway_for: GatewayFactory) -> Iterator[Setup]:
+    """A gateway (both pools) in front of one echoing stand-in worker that records what it was sent."""
     worker = stand_in_worker("w", echo=True)
     with serve(worker) as url:
         gw = gateway_for({"mini": [url], "flagship": [url]})
         yield Setup(gw, worker, openai.OpenAI(base_url=f"{gw.url}/v1", api_key=gw.key, max_retries=0))
+
+
+@pytest.fixture
+def setup(gateway_for: GatewayFactory) -> Iterator[Setup]:
+    with echo_setup(gateway_for) as ready:
+        yield ready
 
 
 def test_store_true_creates_a_conversation_and_says_so(setup: Setup) -> None:

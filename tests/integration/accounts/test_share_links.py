@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import httpx
-import openai
 import pytest
 
 from functions.api.web_ui import CONTENT_SECURITY_POLICY
@@ -18,18 +17,14 @@ from shared.storage.shares import Share, SharedMessage, new_share_id, new_share_
 from shared.storage.sqlite.accounts import SQLiteStore
 from shared.storage.sqlite.shares import SQLiteShares
 from shared.storage.timestamps import utc_now
-from tests.integration.accounts.test_conversations_api import Setup
+from tests.integration.accounts.test_conversations_api import Setup, echo_setup
 from tests.integration.conftest import GatewayFactory
-from tests.support.servers import serve
-from tests.support.stand_ins.stand_in import stand_in_worker
 
 
 @pytest.fixture
 def setup(gateway_for: GatewayFactory) -> Iterator[Setup]:
-    worker = stand_in_worker("w", echo=True)
-    with serve(worker) as url:
-        gw = gateway_for({"mini": [url], "flagship": [url]})
-        yield Setup(gw, worker, openai.OpenAI(base_url=f"{gw.url}/v1", api_key=gw.key, max_retries=0))
+    with echo_setup(gateway_for) as ready:
+        yield ready
 
 
 def share(setup: Setup, conversation_id: str, key: str | None = None, **body: object) -> httpx.Response:

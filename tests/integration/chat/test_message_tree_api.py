@@ -11,18 +11,14 @@ import openai
 import pytest
 
 from shared.rendering import SYSTEM_PROMPTS
-from tests.integration.accounts.test_conversations_api import Setup
+from tests.integration.accounts.test_conversations_api import Setup, echo_setup
 from tests.integration.conftest import GatewayFactory
-from tests.support.servers import serve
-from tests.support.stand_ins.stand_in import stand_in_worker
 
 
 @pytest.fixture
 def setup(gateway_for: GatewayFactory) -> Iterator[Setup]:
-    worker = stand_in_worker("w", echo=True)
-    with serve(worker) as url:
-        gw = gateway_for({"mini": [url], "flagship": [url]})
-        yield Setup(gw, worker, openai.OpenAI(base_url=f"{gw.url}/v1", api_key=gw.key, max_retries=0))
+    with echo_setup(gateway_for) as ready:
+        yield ready
 
 
 def turn(setup: Setup, conversation_id: str, text: str, **extra: Any) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -13,27 +12,15 @@ from shared.settings import Settings
 from shared.storage import factory
 from shared.storage.conversations import StoredMessage, new_conversation_id
 from shared.storage.feedback import FeedbackRecord, FeedbackStore, Rating, answer_digest
-from tests.support.moto_server import unique_names
 
 T0 = datetime(2026, 11, 24, 21, 0, tzinfo=UTC)
 CONV_A, CONV_B = sorted(new_conversation_id() for _ in range(2))
 
 
-@pytest.fixture(params=["sqlite", "aws"])
-def feedback(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FeedbackStore]:
-    """The store the factory opens: on AWS in a conversations table made the way the conversation store makes it."""
-    if request.param == "sqlite":
-        settings = Settings(data_dir=tmp_path)
-    else:
-        from shared.storage.aws.layout import AwsStoreConfig, ensure_resources
-
-        request.getfixturevalue("aws_env")
-        endpoint = request.getfixturevalue("moto_endpoint")
-        table, bucket = unique_names()
-        ensure_resources(AwsStoreConfig(table_name=table, bucket=bucket, endpoint_url=endpoint))
-        settings = Settings(
-            data_dir=tmp_path, conversation_store="aws", conversations_table=table, aws_endpoint_url=endpoint
-        )
+@pytest.fixture
+def feedback(conversations_table_settings: Settings) -> Iterator[FeedbackStore]:
+    """The store the factory opens (SQLite, or the conversations table on DynamoDB via moto)."""
+    settings = conversations_table_settings
     store = factory.open_feedback_store(settings)
     yield store
     store.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -13,26 +12,14 @@ from shared.settings import Settings
 from shared.storage import factory
 from shared.storage.conversations import new_conversation_id
 from shared.storage.shares import Share, SharedMessage, ShareStore, new_share_id, new_share_token, token_hash
-from tests.support.moto_server import unique_names
 
 T0 = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
 CONV_A, CONV_B = new_conversation_id(), new_conversation_id()
 
 
-@pytest.fixture(params=["sqlite", "aws"])
-def shares(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ShareStore]:
-    if request.param == "sqlite":
-        settings = Settings(data_dir=tmp_path)
-    else:
-        from shared.storage.aws.layout import AwsStoreConfig, ensure_resources
-
-        request.getfixturevalue("aws_env")
-        endpoint = request.getfixturevalue("moto_endpoint")
-        table, bucket = unique_names()
-        ensure_resources(AwsStoreConfig(table_name=table, bucket=bucket, endpoint_url=endpoint))
-        settings = Settings(
-            data_dir=tmp_path, conversation_store="aws", conversations_table=table, aws_endpoint_url=endpoint
-        )
+@pytest.fixture
+def shares(conversations_table_settings: Settings) -> Iterator[ShareStore]:
+    settings = conversations_table_settings
     store = factory.open_share_store(settings)
     yield store
     store.close()
