@@ -1,6 +1,6 @@
 """Self-harm asks answered with care: which asks get the fixed supportive reply instead of a refusal, and the reply.
 
-A person who says they are thinking of hurting or killing themselves gets a reviewed reply in the chat (crisis lines
+A person who says they are thinking of hurting or killing themselves gets a fixed reply in the chat (crisis lines
 for their locale, the first steps crisis services ask people to take), streamed as a normal assistant message and
 audited as a safety event (`cared`); never a 400. An ask for a *way* to do it (the `self-harm-method` deny rule, or a
 self-harm finding whose text asks for a method) stays refused, with where to find help in the error message.
