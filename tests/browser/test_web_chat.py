@@ -228,7 +228,9 @@ def test_a_conversation_in_the_browser(page: Any, stack: Stack) -> None:
     record = stored_when(stack, key, conversation_id, lambda r: r["messages"][0]["content"] == "Name three colours.")
     assert record["messages"][0]["content"] == "Name three colours."
     assert record["message_count"] == 5 and len(record["messages"]) == 2
-    assert page.locator('[data-testid="message"][data-role="user"]').first.inner_text() == "Name three colours."
+    first_user = page.locator('[data-testid="message"][data-role="user"]').first
+    assert first_user.locator(".message-body").first.inner_text().strip() == "Name three colours."
+    assert first_user.get_by_test_id("branch-position").inner_text().strip() == "2 / 2"  # the old version kept
 
     # A follow-up turn continues the same stored conversation.
     composer.fill("And three animals?")
