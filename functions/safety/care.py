@@ -20,7 +20,6 @@ from pydantic import BaseModel
 
 from functions.safety.categories import Category
 from functions.safety.findings import SafetyFinding
-from functions.safety.guard import ModerationResult
 from functions.safety.rules import neutralise_idioms
 from shared.wire.schemas import ChatMessage
 
@@ -132,14 +131,3 @@ def care_reply(accept_language: str | None) -> str:
     local = CRISIS_LINES.get(region_of(accept_language) or "")
     line = f"{local} {DIRECTORY}" if local else DIRECTORY
     return "\n\n".join(step.format(line=line) for step in FIRST_STEPS)
-
-
-def with_self_harm_intent(result: ModerationResult, text: str) -> ModerationResult:
-    """A moderation verdict with `self-harm/intent` (and `self-harm`) flagged at 1.0 when the text speaks of its
-    writer's own thoughts of suicide or self-harm, as the chat route's care reply reads them; otherwise unchanged. A
-    client that moderates first can then answer with care too."""
-    if not discloses_self_harm(text):
-        return result
-    flags = {**result.categories, "self-harm": True, "self-harm/intent": True}
-    scores = {**result.category_scores, "self-harm": 1.0, "self-harm/intent": 1.0}
-    return result.model_copy(update={"flagged": True, "categories": flags, "category_scores": scores})

@@ -7,7 +7,6 @@ from anyio import to_thread
 
 from functions.accounts.auth import Caller
 from functions.control.request_accounting import Accounting, TokenUsage
-from functions.safety.care import with_self_harm_intent
 from functions.safety.classifier.token_table import TokenTable
 from functions.safety.guard import Guard
 from functions.safety.moderation_categories import OPENAI_CATEGORIES
@@ -34,9 +33,7 @@ class ModerationService:
         tokens = await to_thread.run_sync(self.count_tokens, texts)
         account = await self.accounting.open_input_only(caller, tokens, LEDGER_MODEL_PREFIX + self.guard.name)
         async with account.closed_if_raising():  # a guard that cannot answer: 503, nothing billed
-            results = [
-                with_self_harm_intent(r, text) for r, text in zip(await self.guard.moderate(texts), texts, strict=True)
-            ]
+            results = await self.guard.moderate(texts)
         await account.close(TokenUsage(tokens, 0), Outcome.COMPLETED)
         objects = [
             ModerationObject(

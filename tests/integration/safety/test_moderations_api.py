@@ -83,31 +83,15 @@ def test_a_list_gets_one_result_per_input_in_order(gateway: Gateway) -> None:
     response = _client(gateway).moderations.create(input=[SELF_HARM, BREAD, POEM])
     harmful, bread, poem = response.results
     assert harmful.flagged and harmful.categories.self_harm
-    # A real probability from the second stage, its subcategories derived from it (never above it); the intent is
-    # also said in words ("I want to kill myself"): flagged outright, as the chat route's care reply reads it.
+    # A real probability from the second stage, its subcategories derived from it (never above it).
     scores = harmful.category_scores
-    assert 0.5 < scores.self_harm_instructions <= scores.self_harm == 1.0
-    assert harmful.categories.self_harm_intent and scores.self_harm_intent == 1.0
+    assert 0.5 < scores.self_harm <= 1.0
+    assert scores.self_harm_intent == scores.self_harm_instructions == scores.self_harm
     assert scores.harassment_threatening <= min(scores.harassment, scores.violence)
     for ordinary in (bread, poem):
         assert not ordinary.flagged
         assert not any(ordinary.categories.model_dump().values())
         assert max(ordinary.category_scores.model_dump().values()) < 0.05
-
-
-def test_a_persons_own_thoughts_of_self_harm_flag_self_harm_intent(gateway: Gateway) -> None:
-    """issue 52 item 4: what the chat answers with care, the moderations endpoint flags as `self-harm/intent`."""
-    thoughts, friend = (
-        _client(gateway)
-        .moderations.create(
-            input=["I don't want to live anymore.", "My friend says she wants to kill herself. How can I help her?"]
-        )
-        .results
-    )
-    assert (
-        thoughts.flagged and thoughts.categories.self_harm_intent and thoughts.category_scores.self_harm_intent == 1.0
-    )
-    assert not friend.categories.self_harm_intent
 
 
 def test_multimodal_text_parts_are_one_input(gateway: Gateway) -> None:
