@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace import SpanProcessor
 
 from functions.account_data import AccountData
+from functions.accounts.conversation_search import ConversationSearch
 from functions.accounts.sessions import SessionSigner, load_or_create_secret
 from functions.api.http_metrics import ResponseMetricsMiddleware
 from functions.api.method_not_allowed import install_method_not_allowed
@@ -42,6 +43,7 @@ from functions.api.web_ui import SecurityHeadersMiddleware, mount_web_ui
 from functions.batches.wiring import batch_metrics, install_batches
 from functions.chat.conversation_turns import ConversationTurns
 from functions.chat.delivery import Delivery
+from functions.chat.images import ImageFetcher
 from functions.chat.instructions import Instructions
 from functions.chat.memory import MemoryService
 from functions.chat.pipeline import ChatPipeline, ChatServices
@@ -100,6 +102,7 @@ from shared.storage.factory import (
     open_tenant_store,
     open_tool_audit,
 )
+from shared.storage.indexed_conversations import search_index_of
 from shared.tracing import install_trace_log_filter, trace_client, trace_server, tracer_provider
 from shared.wire.http_errors import install_error_handlers
 from shared.wire.worker_auth import FleetWorkerAuth
@@ -146,6 +149,7 @@ def chat_pipeline_for(state: Any) -> ChatPipeline:
             delivery=delivery,
             shadow_judge=state.shadow_judge,
             injection=shipped_injection_screen(),
+            images=ImageFetcher(state.settings.images),
         )
     )
 
@@ -232,6 +236,8 @@ def create_app(
             app.state.instructions = Instructions(app.state.store, app.state.conversations, app.state.safety)
             app.state.memory = MemoryService(app.state.store, app.state.instructions)
             share_store = own(open_share_store(settings))
+            index = search_index_of(app.state.conversations)
+            app.state.conversation_search = ConversationSearch(app.state.conversations, index)
             app.state.shares = ShareService(share_store, app.state.conversations, app.state.store, pii_detector())
             app.state.account_data.shares = share_store
             resume_limits = limits_from(settings)

@@ -247,12 +247,13 @@ def vectors_maintain(
     data_dir: Annotated[Path | None, typer.Option(help="The stack's data dir.")] = None,
 ) -> None:
     """Compact every vector store, bring its BM25 and vector indexes up to date (building the approximate one past its
-    size threshold) and remove old versions: the deployed scheduled job's local twin."""
+    size threshold) and remove old versions; maintain and repair the conversation search index: the deployed
+    scheduled job's local twin."""
     from functions.jobs.vector_maintenance import maintain_from_settings
 
     report = maintain_from_settings(settings_with(data_dir=data_dir), purge_now=purge_now)
     typer.echo(report.model_dump_json())
-    if report.failed:
+    if report.failed or report.search_failed:
         raise typer.Exit(code=1)
 
 

@@ -8,6 +8,7 @@ so `import gpu_workers.modal_app` works offline and without Modal credentials. D
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -186,6 +187,7 @@ def vllm_serve_command(pool: ModelPool) -> list[str]:
         "vllm",
         *tool_call_flags(deployed.tool_call_parser),
         *reasoning_flags(deployed.reasoning_parser),
+        *image_flags(deployed.max_images_per_prompt),
         *deployed.vllm.flags(),  # speculative decoding, quantisation, batch tokens: the pool table's (docs/engine.md)
     ]
 
@@ -226,6 +228,11 @@ def tool_call_flags(parser: str | None) -> list[str]:
 def reasoning_flags(parser: str | None) -> list[str]:
     """vLLM separates a reasoning model's thinking from its answer (`reasoning` on messages and deltas)."""
     return [] if parser is None else ["--reasoning-parser", parser]
+
+
+def image_flags(max_images: int) -> list[str]:
+    """A model that sees takes up to `max_images` images a prompt (vLLM's default is one); none for a text model."""
+    return [] if max_images == 0 else ["--limit-mm-per-prompt", json.dumps({"image": max_images})]
 
 
 def wait_until_healthy(process: subprocess.Popen[bytes], url: str, timeout_s: float, poll_s: float = 2.0) -> None:

@@ -25,6 +25,9 @@ from shared.storage.conversations import StoredMessage
 # template's tokens around each message (role markers), generously.
 BYTES_PER_TOKEN = 3
 MESSAGE_OVERHEAD_TOKENS = 8
+# An image's prompt tokens, at most, as a vision model's processor makes them: Qwen2.5-VL's default (at most 1,280
+# patches of 28 x 28 pixels, one token each) is the deployed pool's (shared/fleet/builtin.yaml).
+IMAGE_TOKENS = 1280
 BUDGET_SHARE = 0.75  # of the context: the kept messages' most; the rest is the answer's and the estimate's margin
 KEEP_SHARE = 0.4  # of the context: what a jump leaves, so the next jump is many turns away
 
@@ -36,7 +39,8 @@ def text_tokens(text: str) -> int:
 
 def message_tokens(message: StoredMessage) -> int:
     text = message.content + (json.dumps([c.model_dump() for c in message.tool_calls]) if message.tool_calls else "")
-    return text_tokens(text) + MESSAGE_OVERHEAD_TOKENS
+    images = sum(part.type == "image_url" for part in message.content_parts or ())
+    return text_tokens(text) + images * IMAGE_TOKENS + MESSAGE_OVERHEAD_TOKENS
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@ arguments exactly as stored. They extend version 1 rather than start version 2: 
 before (tool messages were refused), so no output version 1 ever produced changes (the golden test pins version 1's
 bytes with and without tool turns), and every existing conversation can go on with tools.
 
+Images (a user message's `image_url` parts, checked data URIs) render as the parts the client sent, in order; like
+tool turns they extend version 1: no stored message held one before.
+
 Custom instructions (`guidance`) are an input of their own, not stored history: they end the first system message,
 the same bytes for the same instructions, so a conversation's turns share their prefix while the instructions stay.
 """
@@ -35,8 +38,16 @@ def _render_v1(history: Sequence[StoredMessage], new: Sequence[StoredMessage]) -
     rendered: RenderedMessages = []
     if not messages or messages[0].role not in ("system", "developer"):
         rendered.append({"role": "system", "content": SYSTEM_PROMPTS[1]})
-    rendered.extend({"role": m.role, "content": m.content} for m in messages)
+    rendered.extend({"role": m.role, "content": _content(m)} for m in messages)
     return rendered
+
+
+def _content(message: StoredMessage) -> str | list[dict[str, Any]]:
+    """The text; a message with images: its parts as sent (no message could hold images before, so every stored
+    text-only message keeps its version-1 bytes)."""
+    if message.content_parts is None:
+        return message.content
+    return [part.model_dump(exclude_none=True) for part in message.content_parts]
 
 
 def _tool_fields(message: StoredMessage) -> dict[str, Any]:

@@ -42,6 +42,9 @@ def to_markdown(conversation: Conversation) -> str:
 
 def _message_lines(message: StoredMessage) -> list[str]:
     lines = ["", f"## {ROLE_HEADINGS.get(message.role, message.role)}", "", message.content]
+    images = sum(part.type == "image_url" for part in message.content_parts or ())
+    if images:  # the JSON export carries them (`content_parts`); Markdown says they were there
+        lines.append(f"_({images} image{'s' if images > 1 else ''} attached: in the JSON export.)_")
     # Tool turns (docs/tools.md): the calls an answer made, and which call a tool result answers.
     lines += [f"`{c.function.name}({c.function.arguments})` (call `{c.id}`)" for c in message.tool_calls or []]
     if message.tool_call_id:

@@ -10,6 +10,7 @@ import httpx
 from fastapi import Depends, Request
 
 from functions.account_data import AccountData
+from functions.accounts.conversation_search import ConversationSearch
 from functions.accounts.sessions import SessionSigner
 from functions.batches.service import BatchesService
 from functions.chat.instructions import Instructions
@@ -74,6 +75,7 @@ InstructionsDep = Annotated[Instructions, Depends(_state("instructions"))]
 MemoryDep = Annotated[MemoryService, Depends(_state("memory"))]
 ShareServiceDep = Annotated[ShareService, Depends(_state("shares"))]
 ConversationStoreDep = Annotated[ConversationStore, Depends(_state("conversations"))]
+ConversationSearchDep = Annotated[ConversationSearch, Depends(_state("conversation_search"))]
 LedgerDep = Annotated[LedgerStore, Depends(_state("ledger"))]
 SafetyAuditDep = Annotated[SafetyAuditStore, Depends(_state("safety_audit"))]
 FeedbackServiceDep = Annotated[FeedbackService, Depends(_state("feedback_service"))]

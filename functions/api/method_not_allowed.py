@@ -15,10 +15,13 @@ from shared.errors import ErrorInfo, ErrorResponse
 
 
 def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods of every route on `path`; where a route names the path literally (`/v1/conversations/search`), only
+    the literal routes' (a template's `/v1/conversations/{id}` does not serve it)."""
+    matching = [route for route in api_routes(app) if route.path_regex.fullmatch(path)]
+    literal = [route for route in matching if "{" not in route.path]
     methods: set[str] = set()
-    for route in api_routes(app):
-        if route.path_regex.fullmatch(path):
-            methods |= set(route.methods or ())
+    for route in literal or matching:
+        methods |= set(route.methods or ())
     return sorted(methods)
 
 

@@ -143,6 +143,7 @@ def _stored(messages: list[ChatMessage]) -> list[StoredMessage]:
         StoredMessage(
             role=m.role,
             content=m.text(),
+            content_parts=m.content if m.images() and isinstance(m.content, list) else None,
             created_at=now,
             tool_calls=m.tool_calls,
             tool_call_id=m.tool_call_id,
@@ -154,7 +155,7 @@ def _stored(messages: list[ChatMessage]) -> list[StoredMessage]:
 def _new_turn_only(history: list[StoredMessage], sent: list[StoredMessage]) -> list[StoredMessage]:
     """What the client adds. Clients that resend the whole history are accepted: the stored prefix is dropped."""
     if len(sent) > len(history) and all(
-        (h.role, h.content, h.tool_call_id) == (s.role, s.content, s.tool_call_id)
+        (h.role, h.content, h.content_parts, h.tool_call_id) == (s.role, s.content, s.content_parts, s.tool_call_id)
         for h, s in zip(history, sent, strict=False)
     ):
         sent = sent[len(history) :]
@@ -330,7 +331,8 @@ class ConversationTurns:
             raise InvalidRequestError("An edit sends only the new user message(s).", param="messages")
         parent = stored.tree().parent_of(target)
         history, out_of_context = _windowed(stored.path(parent), sent, window)
-        regenerate = [m.content for m in sent] == [stored.messages[target].content]
+        same = stored.messages[target]
+        regenerate = [(m.content, m.content_parts) for m in sent] == [(same.content, same.content_parts)]
         return Turn(
             tenant=tenant,
             conversation_id=stored.id,

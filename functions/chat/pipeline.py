@@ -4,6 +4,7 @@ as a JSON body or an SSE stream. The request moves forward as one value, `ChatCa
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from functions.accounts.auth import Caller
 from functions.chat.choices import refuse_unserved_with_choices
 from functions.chat.conversation_turns import ConversationTurns, Turn
 from functions.chat.delivery import Answer, AnsweredRequest, ChatResult, Delivery, StreamShape
+from functions.chat.images import ImageFetcher, has_images, inline_images
 from functions.chat.result_cache.cache import CACHE_HEADER, Lookup, ResultCache
 from functions.chat.server_tools.loop import ToolLoop
 from functions.chat.server_tools.service import ServerTools
@@ -37,7 +39,7 @@ from functions.safety.pipeline import SafetyPipeline
 from functions.safety.rules import RULES_VERSION
 from functions.safety.untrusted_context import QUOTED_HEADER, Rewritten, screen_untrusted
 from functions.worker_client import NoReplicaReachableError
-from shared.errors import ContentPolicyViolationError, FleetchatError
+from shared.errors import ContentPolicyViolationError, FleetchatError, InvalidRequestError, ModelNotFoundError
 from shared.storage.conversations import Conversation
 from shared.storage.ledger import Outcome
 from shared.storage.safety_audit import SafetyAction, SafetyDetector, SafetyLayer
@@ -119,6 +121,7 @@ class ChatServices:
     injection: InjectionScreen | None = (
         None  # screens tool results and arguments (functions/safety/untrusted_context.py)
     )
+    images: ImageFetcher | None = None  # checks image parts and fetches image URLs (functions/chat/images.py)
 
 
 class ChatPipeline:
@@ -151,6 +154,18 @@ class ChatPipeline:
         refuse_unserved_with_choices(call.body, call.server_tools, call.conversation_id)
         call.contract = contract_for(call.body)
         call.plan = await s.retrieval.plan(call.caller, call.body)
+        if has_images(call.body):
+            await self.images(call)
+
+    async def images(self, call: ChatCall) -> None:
+        """Images only for a model that sees them (a 400 before any is fetched); then every image part checked and
+        made a data URI (a URL fetched by the gateway), so the stored turn, the worker and later turns share bytes."""
+        s = self.services
+        with contextlib.suppress(ModelNotFoundError):  # admission refuses the model with its own 404
+            s.chat.check_images(call.caller.tenant, s.chat.pool_for(call.caller.tenant, call.body), call.body)
+        if s.images is None:
+            raise InvalidRequestError("This gateway takes no images.", param="messages", code="image_input_unsupported")
+        call.body = await inline_images(call.body, s.images.limits, s.images)
 
     async def conversation(self, call: ChatCall) -> None:
         """The stored conversation's history joins the request (functions/chat/conversation_turns.py); the whole
@@ -187,6 +202,7 @@ class ChatPipeline:
         s = self.services
         call.pool = s.chat.pool_for(call.caller.tenant, call.body)
         s.chat.check_reasoning(call.pool, call.body, param=call.reasoning_param)
+        s.chat.check_images(call.caller.tenant, call.pool, call.body)  # the stored history's images too
         label_chat(call.caller.tenant, call.pool)  # this request's tier and pool in the SLO metrics
         call.asked_max_tokens = call.body.output_limit()
         call.account = await s.accounting.open(call.caller, call.body, call.pool)

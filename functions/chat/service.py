@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from functions.chat.images import count_images
 from functions.chat.streams.continuation import MODAL_SESSION_HEADER, ContinuingStream, Leg
 from functions.control.admission import prompt_messages, prompt_token_bound
 from functions.control.replica_breakers import ReplicaBreakers
@@ -18,7 +19,7 @@ from functions.metrics.failover import FailoverMetrics
 from functions.metrics.gateway import GatewayMetrics
 from functions.worker_client import UpstreamPolicy, WorkerClient
 from shared.errors import InvalidRequestError
-from shared.fleet.pools import reasons
+from shared.fleet.pools import reasons, sees
 from shared.fleet.tables import get_pool
 from shared.settings import Settings
 from shared.storage.accounts import Tenant
@@ -68,6 +69,31 @@ class ChatService:
             code="unsupported_parameter",
         )
 
+    def check_images(self, tenant: Tenant, pool: str, request: ChatCompletionRequest) -> None:
+        """A 400 for images sent to a pool whose model does not see (naming the tier's models that do), or more than
+        its model takes in one prompt (the stored conversation's images count: every turn sends them again)."""
+        count = count_images(request.messages)
+        if count == 0:
+            return
+        model = get_pool(pool)
+        if not sees(model, deployed=self.deployed):
+            allowed = pools_for_tier(tenant.tier, self.router.pools)
+            seeing = [name for name in allowed if sees(get_pool(name), deployed=self.deployed)]
+            also = f" Models that do here: {', '.join(seeing)}." if seeing else " No model here does."
+            raise InvalidRequestError(
+                f"The model '{pool}' does not take images (`image_url` content parts).{also}",
+                param="messages",
+                code="image_input_unsupported",
+            )
+        assert model is not None
+        if count > model.deployed.max_images_per_prompt:
+            raise InvalidRequestError(
+                f"The conversation has {count} images; the model '{pool}' takes at most "
+                f"{model.deployed.max_images_per_prompt} in one prompt.",
+                param="messages",
+                code="too_many_images",
+            )
+
     def fallback(
         self,
         tenant: Tenant,
@@ -81,6 +107,8 @@ class ChatService:
         The response always names the fallback (never a silent downgrade)."""
         allowed = pools_for_tier(tenant.tier, self.router.pools)
         later = allowed[allowed.index(pool) + 1 :] if pool in allowed else []
+        if count_images(request.messages):  # images go only where they are seen, never to a text model
+            later = [name for name in later if sees(get_pool(name), deployed=self.deployed)]
         if not later:
             return None
         room = context_tokens.get(later[0], 0) - prompt_token_bound(prompt_messages(request))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from shared.context_window import BYTES_PER_TOKEN, MESSAGE_OVERHEAD_TOKENS
+from shared.context_window import BYTES_PER_TOKEN, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS
 from shared.errors import InvalidRequestError, QuotaExceededError, RateLimitError
 from shared.fleet.tiers import TierLimits
 from shared.storage.limits import ChargeOutcome, RateLimitStore, WindowCharge, WindowCount
@@ -42,14 +42,16 @@ def prompt_messages(request: ChatCompletionRequest) -> list[ChatMessage]:
 
 def estimate_prompt_tokens(messages: list[ChatMessage]) -> int:
     """A cheap estimate for the reservation (~3 bytes per token); settlement replaces it with the real count."""
-    return sum(len(m.text().encode()) for m in messages) // BYTES_PER_TOKEN + MESSAGE_OVERHEAD_TOKENS * (
-        len(messages) + 1
-    )
+    text = sum(len(m.text().encode()) for m in messages) // BYTES_PER_TOKEN
+    return text + IMAGE_TOKENS * sum(len(m.images()) for m in messages) + MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
 
 
 def prompt_token_bound(messages: list[ChatMessage]) -> int:
     """A bound the real count never exceeds: byte-level BPE tokenizers make at most one token per byte."""
-    return sum(len(m.text().encode()) for m in messages) + 2 * MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
+    text = sum(len(m.text().encode()) for m in messages)
+    return (
+        text + IMAGE_TOKENS * sum(len(m.images()) for m in messages) + 2 * MESSAGE_OVERHEAD_TOKENS * (len(messages) + 1)
+    )
 
 
 def _duration(seconds: float) -> str:

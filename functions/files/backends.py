@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.settings import Settings
+from shared.storage.factory import lance_location
 from shared.storage.files import BlobStore, FileStore
 from shared.storage.lance_vector_index import LanceVectorIndex
 from shared.storage.vector_index import VectorIndex
@@ -46,22 +47,8 @@ def open_file_backends(settings: Settings) -> FileBackends:
 
 
 def vector_index_location(settings: Settings) -> tuple[str, dict[str, str]]:
-    """(LanceDB URI, storage options): `<data dir>/vectors` locally; deployed, the bucket's prefix with the DynamoDB
-    commit store, objects written with SSE-KMS under the storage key (the same as every other object in the bucket)."""
-    v = settings.vectors
-    if settings.conversation_store != "aws":
-        return str(settings.data_dir / "vectors"), {}
-    uri = f"s3+ddb://{settings.conversations_bucket}/{v.prefix}?ddbTableName={v.commit_table}"
-    options = {"aws_region": settings.aws_region}
-    if settings.aws_endpoint_url:  # moto in tests, or any S3-compatible endpoint
-        options.update(
-            aws_endpoint=settings.aws_endpoint_url,
-            dynamodb_endpoint=settings.aws_endpoint_url,
-            allow_http=str(settings.aws_endpoint_url.startswith("http://")).lower(),
-        )
-    if settings.conversations_kms_key_id:
-        options.update(aws_server_side_encryption="aws:kms", aws_sse_kms_key_id=settings.conversations_kms_key_id)
-    return uri, options
+    """(LanceDB URI, storage options) of the vector stores' tables (shared/storage/factory.py, `lance_location`)."""
+    return lance_location(settings, settings.vectors.prefix, "vectors")
 
 
 def open_vector_index(settings: Settings) -> LanceVectorIndex:

@@ -112,20 +112,34 @@ def refuse_unhonoured(request: ResponsesRequest) -> None:
         )
 
 
-def _text_of(content: Any, param: str) -> str | list[dict[str, str]]:
-    """A message's content in chat's shape: a string stays one, parts become text parts (refusals included)."""
+def _text_of(content: Any, param: str) -> str | list[dict[str, Any]]:
+    """A message's content in chat's shape: a string stays one, parts become text parts (refusals included) and an
+    `input_image` with an `image_url` becomes chat's `image_url` part (the chat pipeline checks it and whether the
+    model sees)."""
     if isinstance(content, str):
         return content
-    parts: list[dict[str, str]] = []
+    parts: list[dict[str, Any]] = []
     for index, part in enumerate(content):
         if isinstance(part, UnsupportedPart):
-            raise InvalidRequestError(
-                f"Content of type '{part.type[:40]}' is not supported: the models here read text only.",
-                param=f"{param}[{index}].type",
-                code="unsupported_parameter",
-            )
+            parts.append(_image_part(part, f"{param}[{index}]"))
+            continue
         parts.append({"type": "text", "text": part.refusal if isinstance(part, RefusalPart) else part.text})
     return parts
+
+
+def _image_part(part: UnsupportedPart, param: str) -> dict[str, Any]:
+    fields = part.model_extra or {}
+    url, detail = fields.get("image_url"), fields.get("detail")
+    if part.type != "input_image" or not isinstance(url, str) or detail not in (None, "auto", "low", "high"):
+        why = "an `input_image` is taken with an `image_url` (an https URL or a data URI)"
+        if part.type != "input_image":
+            why = "the models here read text and images"
+        raise InvalidRequestError(
+            f"Content of type '{part.type[:40]}' is not supported: {why}.",
+            param=f"{param}.type",
+            code="unsupported_parameter",
+        )
+    return {"type": "image_url", "image_url": {"url": url, **({"detail": detail} if detail else {})}}
 
 
 def chat_messages(items: str | list[InputItem], param: str = "input") -> list[dict[str, Any]]:

@@ -45,6 +45,16 @@ _DISCLOSURE = re.compile(
     r"(?!\s+(?:insurance|assurance|policy|savings|story|to\s+the\s+next))" + _NOT_MEANT,
     re.IGNORECASE,
 )
+# A history told, not a crisis now ("I used to self-harm when I was in high school"): the model answers what is asked
+# (ways to get through an urge, whether to see a therapist sooner) rather than a fixed reply to a question not asked.
+_PAST = re.compile(
+    r"\b(?:used\s+to|when\s+i\s+was|years\s+ago|in\s+the\s+past|back\s+when|as\s+a\s+(?:teen(?:ager)?|kid|child)|"
+    r"in\s+(?:high|middle)\s+school)\b",
+    re.IGNORECASE,
+)
+_PAST_REACH = 40  # characters before a disclosure that can place it in the past, within its own clause
+_CLAUSE_BREAK = re.compile(r"[.;:!?,]|\b(?:and|but|now|today|again)\b", re.IGNORECASE)
+
 # Asking for a way, a means or a dose: stays refused.
 METHOD = re.compile(
     # ... not a way out of it ("how do I stop wanting to kill myself" asks for help: it is answered with care)
@@ -98,8 +108,16 @@ def asks_for_a_method(text: str) -> bool:
 
 
 def discloses_self_harm(text: str) -> bool:
-    """Whether the words speak of the writer's own thoughts of suicide or self-harm (idioms neutralised first)."""
-    return _DISCLOSURE.search(neutralise_idioms(text)) is not None
+    """Whether the words speak of the writer's own thoughts of suicide or self-harm now (idioms neutralised first; a
+    disclosure told as past history does not count)."""
+    plain = neutralise_idioms(text)
+    return any(not _told_as_past(plain, found) for found in _DISCLOSURE.finditer(plain))
+
+
+def _told_as_past(text: str, found: re.Match[str]) -> bool:
+    before = text[max(0, found.start() - _PAST_REACH) : found.start()]
+    clause = _CLAUSE_BREAK.split(before)[-1]  # only the disclosure's own clause can place it in the past
+    return _PAST.search(clause + found.group()) is not None
 
 
 def care_for(finding: SafetyFinding | None, messages: Sequence[ChatMessage]) -> CareDecision | None:

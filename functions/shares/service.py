@@ -96,7 +96,7 @@ class ShareService:
         return dict(found)
 
     async def list(self, caller: Caller, conversation_id: str) -> ShareList:
-        conversation = await to_thread.run_sync(lambda: self.conversations.get(caller.tenant.id, conversation_id))
+        conversation = await to_thread.run_sync(lambda: self.conversations.get_meta(caller.tenant.id, conversation_id))
         if conversation is None:
             raise ConversationNotFoundError(conversation_id)
         shares = await to_thread.run_sync(self.shares.list_conversation, caller.tenant.id, conversation_id)
@@ -117,7 +117,7 @@ class ShareService:
         if share is None or not share.live_at(utc_now()):
             raise ShareNotFoundError()
         tenant = await to_thread.run_sync(self.tenants.get_tenant, share.tenant_id)
-        live = await to_thread.run_sync(lambda: self.conversations.get(share.tenant_id, share.conversation_id))
+        live = await to_thread.run_sync(lambda: self.conversations.get_meta(share.tenant_id, share.conversation_id))
         if tenant is None or tenant.sharing_disabled or live is None:
             raise ShareNotFoundError()
         return SharedConversation.of(share)

@@ -59,6 +59,9 @@ class DeployedModel(BaseModel):
     # reasoning comes apart from its content (`reasoning` on the message and on each delta), `reasoning_effort` is
     # taken, and the Responses API streams it as a reasoning item. None: the model does not reason (docs/responses.md).
     reasoning_parser: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
+    # Images a prompt may carry (vLLM's `--limit-mm-per-prompt`), for a model that sees (a vision-language model vLLM
+    # serves); 0: the model reads text only, and a request with an image is a 400 (docs/api-parameters.md, "Images").
+    max_images_per_prompt: int = Field(default=0, ge=0, le=64)
     # vLLM engine options (speculative decoding, quantisation, max batch tokens): `vllm serve` flags, docs/engine.md.
     vllm: VllmOptions = VllmOptions()
 
@@ -89,6 +92,12 @@ def reasons(pool: ModelPool | None, *, deployed: bool) -> bool:
     """Whether the pool's model reasons where it serves: deployed, when vLLM parses its reasoning; the local engine's
     packaged model (SmolLM2) does not."""
     return deployed and pool is not None and pool.deployed.reasoning_parser is not None
+
+
+def sees(pool: ModelPool | None, *, deployed: bool) -> bool:
+    """Whether the pool's model takes images where it serves: deployed, when its model sees; the local engine's
+    packaged model (SmolLM2) reads text only."""
+    return deployed and pool is not None and pool.deployed.max_images_per_prompt > 0
 
 
 def model_version(pool: ModelPool, *, deployed: bool) -> str:

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from shared.storage.conversation_search import MessageHit
 from shared.storage.conversations import (
     MAX_INSTRUCTIONS_CHARS,
     MAX_TITLE_CHARS,
@@ -17,6 +18,7 @@ from shared.storage.conversations import (
 )
 from shared.storage.message_tree import ROOT
 from shared.wire.retrieval_api import Citation
+from shared.wire.schemas import ContentPart
 from shared.wire.server_tool_runs import ServerToolRunView
 from shared.wire.tools_api import ToolCall
 
@@ -34,6 +36,11 @@ class MessageObject(BaseModel):
     )
     role: str
     content: str
+    content_parts: list[ContentPart] | None = Field(
+        default=None,
+        description="A user message with images: its parts as sent, in order (text, and each image as the checked data "
+        "URI the model saw); null: text only (`content` is the message).",
+    )
     created_at: int
     tool_calls: list[ToolCall] | None = Field(default=None, description="An assistant message's tool calls.")
     tool_call_id: str | None = Field(default=None, description="The tool call a `tool` message answers.")
@@ -62,6 +69,48 @@ class MessageObject(BaseModel):
         description="An answer stored through the Responses API: its response id (GET /v1/responses/{id}); null "
         "otherwise (docs/responses.md).",
     )
+
+
+class TextSpan(BaseModel):
+    start: int = Field(description="The first character (an offset into `snippet`).")
+    end: int = Field(description="One past the last character.")
+
+
+class ConversationSearchHit(BaseModel):
+    object: Literal["conversation.search_hit"] = "conversation.search_hit"
+    conversation_id: str
+    title: str | None = Field(description="The conversation's title.")
+    message_id: int = Field(
+        description='The message the words were found in (any branch: `PATCH {"current_node": id}` shows it).'
+    )
+    role: Literal["user", "assistant"]
+    created_at: int = Field(description="When the message was written.")
+    updated_at: int = Field(description="When the conversation last changed.")
+    snippet: str = Field(description="About 180 characters of the message around its first match, on one line.")
+    highlights: list[TextSpan] = Field(description="Where the searched words are in `snippet`, in order.")
+    score: float = Field(description="BM25 relevance: hits come best first.")
+
+    @classmethod
+    def of(
+        cls, meta: ConversationMeta, hit: MessageHit, snippet: str, highlights: list[TextSpan]
+    ) -> ConversationSearchHit:
+        return cls(
+            conversation_id=meta.id,
+            title=meta.title,
+            message_id=hit.message_id,
+            role="user" if hit.role == "user" else "assistant",
+            created_at=int(hit.created_at.timestamp()),
+            updated_at=int(meta.updated_at.timestamp()),
+            snippet=snippet,
+            highlights=highlights,
+            score=hit.score,
+        )
+
+
+class ConversationSearchResults(BaseModel):
+    object: Literal["list"] = "list"
+    query: str
+    data: list[ConversationSearchHit]
 
 
 class ConversationObject(BaseModel):
@@ -121,6 +170,7 @@ class ConversationDetail(ConversationObject):
                 sibling_ids=tree.sibling_ids(index),
                 role=m.role,
                 content=m.content,
+                content_parts=m.content_parts,
                 created_at=int(m.created_at.timestamp()),
                 finish_reason=m.finish_reason,
                 model=m.model,

@@ -20,6 +20,7 @@ from shared.settings.sections import (
     EvalSettings,
     FilesSettings,
     GuardSettings,
+    ImageSettings,
     JudgeSettings,
     MeterSettings,
     PoolSettings,
@@ -114,6 +115,7 @@ class Settings(BaseSettings):
     stripe: StripeSettings = Field(default_factory=StripeSettings)
     meter: MeterSettings = Field(default_factory=MeterSettings)
     files: FilesSettings = Field(default_factory=FilesSettings)
+    images: ImageSettings = Field(default_factory=ImageSettings)
     batch: BatchSettings = Field(default_factory=BatchSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     vectors: VectorIndexSettings = Field(default_factory=VectorIndexSettings)

@@ -381,6 +381,24 @@ class FilesSettings(Section):
     orphan_grace_s: float = Field(default=3600.0, ge=0.0)
 
 
+class ImageSettings(Section):
+    """Image input (`FLEETCHAT_IMAGES_*`, docs/api-parameters.md "Images"): what an `image_url` part may be."""
+
+    model_config = SettingsConfigDict(env_prefix="FLEETCHAT_IMAGES_")
+
+    # One image's bytes, decoded (OpenAI takes up to 20 MB; images are stored with their conversation's turn, so the
+    # default is smaller). A request's images together may be `max_request_bytes`.
+    max_bytes: int = Field(default=5 * 2**20, ge=1024)
+    max_request_bytes: int = Field(default=20 * 2**20, ge=1024)
+    # Either side, in pixels, and the pixel count (a decompression bomb is refused before it is decoded).
+    max_side_px: int = Field(default=8192, ge=16)
+    max_pixels: int = Field(default=36_000_000, ge=256)
+    # An `https://` image is fetched by the gateway (never by a worker), from public addresses only, within this time.
+    fetch_timeout_s: float = Field(default=10.0, gt=0.0, le=60.0)
+    # Tests only: fetch from loopback and private addresses too (a local HTTP server stands for a public one).
+    fetch_private_addresses: bool = False
+
+
 class BatchSettings(Section):
     """Batches (`FLEETCHAT_BATCH_*`, docs/batches.md): how a runner holds a batch, looks for work, paces lines."""
 
@@ -437,6 +455,9 @@ class VectorIndexSettings(Section):
     # gateway containers write one store at once; plain S3 is safe for one writer only). One commit table per bucket:
     # Lance keys a commit by the table's path inside the bucket.
     prefix: str = Field(default="vectors", pattern=r"^[A-Za-z0-9_-]+$")
+    # The conversation search index's tables (a table per tenant: the text of its stored messages), beside the vector
+    # stores' under the data dir locally (`conversation-search/`) and under this prefix deployed, same commit table.
+    conversation_search_prefix: str = Field(default="conversation-search", pattern=r"^[A-Za-z0-9_-]+$")
     commit_table: str = "fleetchat-vector-commits"
     # A store gets an approximate (IVF-HNSW) vector index from this many chunks on, built by the maintenance job; below
     # it, search is exact (a scan of the store's vectors). On SciFact's 11,504 MiniLM chunk vectors the index answered

@@ -26,6 +26,7 @@ from shared.errors import FleetchatError, InvalidRequestError, ServiceUnavailabl
 from shared.storage.message_tree import ROOT, MessageTree, stored_parent
 from shared.wire.responses_api import ResponseRecord
 from shared.wire.retrieval_api import Citation
+from shared.wire.schemas import ContentPart
 from shared.wire.server_tool_runs import ServerToolRunView
 from shared.wire.tools_api import ToolCall
 
@@ -97,7 +98,10 @@ def decode_list_cursor(cursor: str) -> tuple[str, str]:
 
 class StoredMessage(BaseModel):
     role: StoredRole
-    content: str
+    content: str  # the text (a message with images: its text parts joined)
+    # A user message with images: its content parts as sent, in order, each image a checked data URI
+    # (functions/chat/images.py); rendered as parts. None: text only (`content` is the whole message).
+    content_parts: list[ContentPart] | None = None
     created_at: datetime
     # The id (stored position) of the message this one follows, stored only at a branch point (an edit's or a
     # regenerate's first message; ROOT under the root); None: the message stored just before it
@@ -299,6 +303,10 @@ class ConversationStore(Protocol):
 
     def get(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> Conversation | None:
         """The live conversation with its messages; None if unknown, another tenant's, deleted or expired."""
+        ...
+
+    def get_meta(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> ConversationMeta | None:
+        """The live conversation's record without its messages (one small read); None as `get` would be."""
         ...
 
     def list(

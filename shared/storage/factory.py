@@ -8,8 +8,10 @@ from shared.settings import Settings
 from shared.storage.accounts import TenantStore
 from shared.storage.batches import BatchStore
 from shared.storage.control_state import ControlState
+from shared.storage.conversation_search import ConversationSearchIndex
 from shared.storage.conversations import ConversationStore
 from shared.storage.feedback import FeedbackStore
+from shared.storage.indexed_conversations import IndexedConversationStore
 from shared.storage.ledger import LedgerStore, MeterStateStore
 from shared.storage.limits import RateLimitStore
 from shared.storage.result_cache import ResultCacheStore
@@ -106,7 +108,42 @@ def open_tool_audit(settings: Settings) -> ToolAuditStore:
     return SQLiteToolAudit(settings.db_path)
 
 
-def open_conversation_store(settings: Settings) -> ConversationStore:
+def lance_location(settings: Settings, prefix: str, directory: str) -> tuple[str, dict[str, str]]:
+    """(LanceDB URI, storage options) for a family of LanceDB tables: `<data dir>/<directory>` locally; deployed, the
+    conversations bucket's `prefix` with the DynamoDB commit store, objects written with SSE-KMS under the storage key
+    (the same as every other object in the bucket)."""
+    if settings.conversation_store != "aws":
+        return str(settings.data_dir / directory), {}
+    uri = f"s3+ddb://{settings.conversations_bucket}/{prefix}?ddbTableName={settings.vectors.commit_table}"
+    options = {"aws_region": settings.aws_region}
+    if settings.aws_endpoint_url:  # moto in tests, or any S3-compatible endpoint
+        options.update(
+            aws_endpoint=settings.aws_endpoint_url,
+            dynamodb_endpoint=settings.aws_endpoint_url,
+            allow_http=str(settings.aws_endpoint_url.startswith("http://")).lower(),
+        )
+    if settings.conversations_kms_key_id:
+        options.update(aws_server_side_encryption="aws:kms", aws_sse_kms_key_id=settings.conversations_kms_key_id)
+    return uri, options
+
+
+def open_conversation_search(settings: Settings) -> ConversationSearchIndex:
+    """The conversation search index (LanceDB, a table per tenant) where the settings keep the vector stores."""
+    from shared.storage.lance_conversation_search import LanceConversationSearch
+
+    uri, options = lance_location(settings, settings.vectors.conversation_search_prefix, "conversation-search")
+    v = settings.vectors
+    return LanceConversationSearch(
+        uri, options or None, read_consistency_s=v.read_consistency_s, purge_grace_s=v.purge_grace_s
+    )
+
+
+def open_conversation_store(settings: Settings) -> IndexedConversationStore:
+    """The conversation store the settings name, feeding the conversation search index."""
+    return IndexedConversationStore(_open_conversation_records(settings), open_conversation_search(settings))
+
+
+def _open_conversation_records(settings: Settings) -> ConversationStore:
     if settings.conversation_store == "aws":
         from shared.storage.aws.conversations import AwsConversationStore, AwsStoreConfig
 

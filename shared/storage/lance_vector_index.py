@@ -23,7 +23,6 @@ than the purge grace. Dropping a store or a tenant deletes its files at once.
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import warnings
 from collections import OrderedDict
@@ -32,13 +31,20 @@ from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from shared.storage.lance_tables import (
+    compacted,
+    connect,
+    name_part,
+    name_unpart,
+    sql_in,
+    sql_literal,
+    table_uri,
+)
 from shared.storage.vector_index import ChunkHit, IndexedChunk, Maintained, normalised
 
 log = logging.getLogger("fleetchat.files")
 T = TypeVar("T")
-_SAFE = re.compile(r"[A-Za-z0-9_]+")
 _CACHED_TABLES = 256  # open table handles kept (each holds a little metadata; the data stays on disk or in S3)
 _IN_BATCH = 500  # ids per `IN (...)` filter
 _COLUMNS = ["chunk_id", "file_id", "seq", "text", "start", "end", "heading"]
@@ -47,25 +53,8 @@ _ROWS_PER_PARTITION = 4096
 
 
 def table_name(tenant_id: str, store_id: str) -> str:
-    """`<tenant>.<store>`: ids of letters, digits and `_` as they are (every id this service makes), any other as `-`
-    and its hex (table names allow letters, digits, `_`, `-` and `.`; a `-` never starts a plain id)."""
-    return f"{_part(tenant_id)}.{_part(store_id)}"
-
-
-def _part(value: str) -> str:
-    return value if _SAFE.fullmatch(value) else "-" + value.encode().hex()
-
-
-def _unpart(value: str) -> str:
-    return bytes.fromhex(value[1:]).decode() if value.startswith("-") else value
-
-
-def _literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _in(column: str, values: Collection[str]) -> str:
-    return f"{column} IN ({', '.join(_literal(v) for v in values)})"
+    """`<tenant>.<store>`, each id as a safe name part (shared/storage/lance_tables.py)."""
+    return f"{name_part(tenant_id)}.{name_part(store_id)}"
 
 
 def _schema(dims: int) -> Any:
@@ -96,26 +85,6 @@ def _hit(row: dict[str, Any], score: float) -> ChunkHit:
         heading=row["heading"],
         score=score,
     )
-
-
-@retry(
-    retry=retry_if_exception(lambda exc: "retryable commit conflict" in str(exc).lower()),
-    stop=stop_after_attempt(5),
-    wait=wait_random_exponential(multiplier=0.2, max=5),
-    reraise=True,
-)
-def _compacted(table: Any, uri: str, storage_options: dict[str, str] | None) -> Any:
-    """Compaction that rewrites every fragment holding a deleted row (LanceDB's own optimize waits for 10 % of a
-    fragment): a deleted file's text leaves the table's files at the first pass, not some day. A writer that committed
-    meanwhile makes it start again from the latest version."""
-    import lance
-
-    # Opened by its own URI, not `table.to_lance()`: that drops the `s3+ddb` scheme, and a commit that bypasses the
-    # DynamoDB commit store is invisible to every writer that uses it.
-    dataset = lance.dataset(uri, storage_options=storage_options)
-    metrics = dataset.optimize.compact_files(materialize_deletions_threshold=0.0)
-    table.checkout_latest()
-    return metrics
 
 
 class LanceVectorIndex:
@@ -154,18 +123,7 @@ class LanceVectorIndex:
         pays it)."""
         with self._lock:
             if self._connection is None:
-                import lancedb
-
-                # Bounded caches: a gateway searching many big stores holds at most this much of their indexes.
-                session = lancedb.Session(
-                    index_cache_size_bytes=self._cache_bytes, metadata_cache_size_bytes=self._cache_bytes // 4
-                )
-                self._connection = lancedb.connect(
-                    self.uri,
-                    storage_options=self._storage_options,
-                    read_consistency_interval=self._consistency,
-                    session=session,
-                )
+                self._connection = connect(self.uri, self._storage_options, self._consistency, self._cache_bytes)
             return self._connection
 
     # -- tables -------------------------------------------------------------------------------------------------
@@ -206,11 +164,6 @@ class LanceVectorIndex:
                     raise
         return self._remember(name, table)
 
-    def _table_uri(self, name: str) -> str:
-        """A table's own URI: the root's path, the table's directory, the root's query (the commit table)."""
-        root, _, query = self.uri.partition("?")
-        return f"{root.rstrip('/')}/{name}.lance" + (f"?{query}" if query else "")
-
     @staticmethod
     def _dims(table: Any) -> int:
         return int(table.schema.field("vector").type.list_size)
@@ -247,14 +200,14 @@ class LanceVectorIndex:
             table.merge_insert("chunk_id")
             .when_matched_update_all()
             .when_not_matched_insert_all()
-            .when_not_matched_by_source_delete(f"file_id = {_literal(file_id)}")
+            .when_not_matched_by_source_delete(f"file_id = {sql_literal(file_id)}")
             .execute(batch)
         )
         self._wrote(table_name(tenant_id, store_id), table)
 
     def remove_file(self, tenant_id: str, store_id: str, file_id: str) -> None:
         if (table := self._open(tenant_id, store_id)) is not None:
-            table.delete(f"file_id = {_literal(file_id)}")
+            table.delete(f"file_id = {sql_literal(file_id)}")
             self._wrote(table_name(tenant_id, store_id), table)
 
     def _wrote(self, name: str, table: Any) -> None:
@@ -317,7 +270,7 @@ class LanceVectorIndex:
                 .limit(k)
             )
             if file_ids is not None:
-                search = search.where(_in("file_id", file_ids), prefilter=True)
+                search = search.where(sql_in("file_id", file_ids), prefilter=True)
             return [_hit(row, 1.0 - float(row["_distance"])) for row in search.to_list()]
 
         return self._read(tenant_id, store_id, read, [])
@@ -331,7 +284,7 @@ class LanceVectorIndex:
         def read(table: Any) -> list[ChunkHit]:
             search = table.search(text, query_type="fts", fts_columns="text").select([*_COLUMNS, "_score"]).limit(k)
             if file_ids is not None:
-                search = search.where(_in("file_id", file_ids), prefilter=True)
+                search = search.where(sql_in("file_id", file_ids), prefilter=True)
             return [_hit(row, float(row["_score"])) for row in search.to_list() if float(row["_score"]) > 0.0]
 
         return self._read(tenant_id, store_id, read, [])
@@ -346,14 +299,14 @@ class LanceVectorIndex:
             rows = self._read(
                 tenant_id,
                 store_id,
-                lambda table, one=one: table.search().where(f"file_id = {_literal(one)}").select(_COLUMNS)
+                lambda table, one=one: table.search().where(f"file_id = {sql_literal(one)}").select(_COLUMNS)
                 .limit(None).to_list(),
                 [],
             )  # fmt: skip
             yield from (_hit(row, 0.0) for row in sorted(rows, key=lambda r: int(r["seq"])))
 
     def count(self, tenant_id: str, store_id: str, file_id: str | None = None) -> int:
-        where = None if file_id is None else f"file_id = {_literal(file_id)}"
+        where = None if file_id is None else f"file_id = {sql_literal(file_id)}"
         return self._read(tenant_id, store_id, lambda table: int(table.count_rows(where)), 0)
 
     def revision(self, tenant_id: str, store_id: str) -> str:
@@ -367,7 +320,7 @@ class LanceVectorIndex:
             for start in range(0, len(wanted), _IN_BATCH):
                 rows = (
                     table.search()
-                    .where(_in("chunk_id", wanted[start : start + _IN_BATCH]))
+                    .where(sql_in("chunk_id", wanted[start : start + _IN_BATCH]))
                     .select(["chunk_id", "vector"])
                     .limit(None)
                     .to_arrow()
@@ -386,7 +339,7 @@ class LanceVectorIndex:
             for name in page.tables:
                 tenant, _, store = name.partition(".")
                 if store:
-                    yield _unpart(tenant), _unpart(store)
+                    yield name_unpart(tenant), name_unpart(store)
             token = page.page_token
             if not token:
                 return
@@ -399,7 +352,7 @@ class LanceVectorIndex:
             return Maintained(rows=0, compacted=False, vector_index="none", versions_removed=0)
         table.checkout_latest()
         before = len(table.list_versions())
-        metrics = _compacted(table, self._table_uri(table_name(tenant_id, store_id)), self._storage_options)
+        metrics = compacted(table, table_uri(self.uri, table_name(tenant_id, store_id)), self._storage_options)
         rows = int(table.count_rows())
         vector_index: Literal["none", "built", "updated"] = "none"
         indexed = [i.columns for i in table.list_indices()]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -19,6 +19,25 @@ class TextContentPart(BaseModel):
     text: str
 
 
+class ImageUrl(BaseModel):
+    """OpenAI's `image_url`: an `https://` URL (the gateway fetches it) or a `data:image/...;base64,` URI."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(min_length=1)
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class ImageContentPart(BaseModel):
+    """An image in a user message, for a model that sees (docs/api-parameters.md, "Images")."""
+
+    type: Literal["image_url"]
+    image_url: ImageUrl
+
+
+ContentPart = Annotated[TextContentPart | ImageContentPart, Field(discriminator="type")]
+
+
 class ChatMessage(BaseModel):
     """A message as OpenAI takes it. A field OpenAI does not define is a 400 naming it (`messages.0.foo`), as OpenAI
     refuses it; the fields OpenAI's SDK sends back with an answer it received (`refusal`, `annotations`, a reasoning
@@ -27,7 +46,7 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     role: Role
-    content: str | list[TextContentPart] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     # Function calling (shared/wire/tools_api.py): an assistant message's calls (its content may be null), and the call
     # a `tool` message answers.
@@ -43,13 +62,25 @@ class ChatMessage(BaseModel):
     reasoning: str | None = Field(default=None, exclude=True)
     reasoning_content: str | None = Field(default=None, exclude=True)
 
+    @model_validator(mode="after")
+    def _images_from_the_user(self) -> ChatMessage:
+        if self.role != "user" and self.images():
+            raise ValueError("`image_url` content parts are taken in user messages only")
+        return self
+
     def text(self) -> str:
-        """The message's content as one string (text parts joined in order)."""
+        """The message's content as one string (text parts joined in order; images are not text)."""
         if self.content is None:
             return ""
         if isinstance(self.content, str):
             return self.content
-        return "".join(part.text for part in self.content)
+        return "".join(part.text for part in self.content if isinstance(part, TextContentPart))
+
+    def images(self) -> list[ImageContentPart]:
+        """The message's image parts, in order."""
+        if not isinstance(self.content, list):
+            return []
+        return [part for part in self.content if isinstance(part, ImageContentPart)]
 
 
 class StreamOptions(BaseModel):

@@ -69,9 +69,9 @@ def test_the_guard_and_judge_sections_are_the_settings_options() -> None:
 
 
 def test_unknown_pool_in_a_tier(tmp_path: Path) -> None:
-    path = shipped_with(tmp_path, "pools: [flagship, mini]\n", "pools: [flagship, mini, mistral]\n")
+    path = shipped_with(tmp_path, "pools: [flagship, mini, vision]", "pools: [flagship, mini, vision, mistral]")
     [issue] = only_issue(path).issues
-    assert (issue.file, issue.line, issue.field) == (str(path), line_of(path, "mistral"), "tiers.plus.pools.2")
+    assert (issue.file, issue.line, issue.field) == (str(path), line_of(path, "mistral"), "tiers.plus.pools.3")
     assert "unknown pool 'mistral'" in issue.reason
 
 
@@ -221,19 +221,21 @@ def test_an_external_pool_can_be_the_judge(tmp_path: Path, monkeypatch: pytest.M
 def test_a_problem_in_a_builtin_default_has_no_line(tmp_path: Path) -> None:
     """A file whose pools drop `flagship`, which the built-in plus tier (not in the file) still names."""
     text = shipped_text()
-    start, end = text.index("  flagship:\n    description"), text.index("# Guard models")
+    start, end = text.index("  flagship:\n    description"), text.index("  vision:\n    description")
     path = write(tmp_path, text[:start] + text[end:])
     with pytest.raises(ConfigError) as refused:
         load_config(path)
     placed = {issue.field: issue.line for issue in refused.value.issues}
-    assert placed["tiers.plus.pools.0"] == line_of(path, "pools: [flagship, mini]")  # plus is in the file
+    assert placed["tiers.plus.pools.0"] == line_of(path, "pools: [flagship, mini, vision]")  # plus is in the file
     assert placed["judge.pool"] == line_of(path, "  pool: flagship")
     path = write(tmp_path, "pools:\n" + text[text.index("  mini:\n") : start])  # only `pools`: tiers are built in
     with pytest.raises(ConfigError) as refused:
         load_config(path)
     assert {(issue.field, issue.line) for issue in refused.value.issues} == {
         ("tiers.plus.pools.0", None),
+        ("tiers.plus.pools.2", None),
         ("tiers.enterprise.pools.0", None),
+        ("tiers.enterprise.pools.2", None),
         ("judge.pool", None),
     }
     assert "(built-in default)" in str(refused.value)

@@ -150,3 +150,22 @@ def test_tool_turns_render_in_openai_shape_and_pinned_bytes() -> None:
 def test_each_turn_extends_the_previous_rendering_across_tool_turns() -> None:
     assert render(1, TOOL_TURNS, NEW)[:3] == render(1, TOOL_TURNS[:2], [])
     assert render(1, [*TOOL_TURNS, *NEW], [])[:4] == render(1, TOOL_TURNS, [])
+
+
+def test_a_message_with_images_renders_its_parts_and_the_text_messages_keep_their_bytes() -> None:
+    from shared.wire.schemas import ImageContentPart, ImageUrl, TextContentPart
+
+    image = ImageContentPart(type="image_url", image_url=ImageUrl(url="data:image/png;base64,iVBORw0KGgo="))
+    parts = [TextContentPart(type="text", text="What is this?"), image]
+    question = StoredMessage(role="user", content="What is this?", content_parts=parts, created_at=T0)
+    history = [m("user", "hi"), m("assistant", "hello")]
+    rendered = render(1, history, [question])
+    assert rendered[1:3] == render(1, history, [])[1:3]  # the text-only history: its version-1 bytes
+    assert rendered[-1] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+        ],
+    }
+    assert canonical_bytes(render(1, [*history, question], [])) == canonical_bytes(rendered)  # stored, the same bytes

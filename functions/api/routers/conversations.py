@@ -7,10 +7,11 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from functions.accounts.auth import CurrentCaller, CurrentTenant
 from functions.accounts.conversation_export import to_markdown
-from functions.api.deps import ConversationStoreDep, InstructionsDep, ShareServiceDep
+from functions.api.deps import ConversationSearchDep, ConversationStoreDep, InstructionsDep, ShareServiceDep
 from functions.api.openapi_description import error_responses
 from functions.chat.conversation_turns import ConversationTurns
 from shared.service_api.conversation_api import (
@@ -18,6 +19,7 @@ from shared.service_api.conversation_api import (
     ConversationDetail,
     ConversationList,
     ConversationObject,
+    ConversationSearchResults,
     ConversationUpdate,
 )
 from shared.service_api.share_api import ShareCreate, ShareList, ShareObject
@@ -31,6 +33,7 @@ from shared.storage.conversations import (
 )
 
 router = APIRouter(prefix="/v1/conversations", tags=["conversations"])
+SEARCH_SEGMENT = "search"
 
 
 Store = ConversationStoreDep
@@ -40,6 +43,8 @@ def valid_id(
     # The pattern is documented (clients and fuzzers read it); the check keeps the project's own error message.
     conversation_id: Annotated[str, Path(json_schema_extra={"pattern": CONVERSATION_ID_RE.pattern})],
 ) -> str:
+    if conversation_id == SEARCH_SEGMENT:  # `/v1/conversations/search` answers GET only: any other method is a 405
+        raise StarletteHTTPException(405)
     return check_conversation_id(conversation_id)
 
 
@@ -66,6 +71,18 @@ async def list_conversations(
         has_more=page.next_cursor is not None,
         next_cursor=page.next_cursor,
     )
+
+
+@router.get(f"/{SEARCH_SEGMENT}", responses=error_responses(400))
+async def search_conversations(
+    tenant: CurrentTenant,
+    search: ConversationSearchDep,
+    q: Annotated[str, Query(min_length=1, max_length=500, description="The words to find (any of them; BM25).")],
+    limit: Annotated[int, Query(ge=1, le=50)] = 20,
+) -> ConversationSearchResults:
+    """Full-text search over the caller's conversations: every message of every branch, best first, each hit with a
+    snippet and its matched words (docs/conversations.md, "Search")."""
+    return await run_in_threadpool(search.search, tenant.id, q, limit)
 
 
 @router.get("/{conversation_id}", responses=error_responses(404))

@@ -17,7 +17,7 @@ from functions.api.deps import (
     SettingsDep,
 )
 from functions.control.routing import pools_for_tier
-from shared.fleet.pools import model_version, reasons
+from shared.fleet.pools import model_version, reasons, sees
 from shared.fleet.tables import get_embedding_pool, get_pool, get_rerank_pool, list_price
 from shared.wire.schemas import ModelCapabilities, ModelCard, ModelList
 
@@ -35,7 +35,9 @@ def _card(name: str, deployed: bool, context_tokens: dict[str, int]) -> ModelCar
         id=name,
         model_version=None if pool is None else model_version(pool, deployed=deployed),
         max_model_len=context_tokens.get(name),
-        capabilities=CHAT.model_copy(update={"reasoning": reasons(pool, deployed=deployed)}),
+        capabilities=CHAT.model_copy(
+            update={"reasoning": reasons(pool, deployed=deployed), "vision": sees(pool, deployed=deployed)}
+        ),
         pricing=list_price(name),
     )
 

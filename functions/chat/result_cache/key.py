@@ -96,9 +96,10 @@ def texts_of(request: ChatCompletionRequest) -> list[str]:
 
 
 def _message(message: Any) -> dict[str, Any]:
-    """A message as the prompt renders it: text parts joined, unset fields dropped (tool calls kept as sent)."""
+    """A message as the prompt renders it: text parts joined (parts with images kept as sent: the images are part of
+    the question), unset fields dropped (tool calls kept as sent)."""
     fields = message.model_dump(mode="json", exclude_none=True)
-    if isinstance(message.content, list):
+    if isinstance(message.content, list) and not message.images():
         fields["content"] = message.text()
     return dict(sorted(fields.items()))
 

@@ -241,6 +241,12 @@ class AwsConversationStore:
     def get(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> Conversation | None:
         return self._load(tenant_id, conversation_id, now or utc_now())
 
+    def get_meta(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> ConversationMeta | None:
+        item = self._get_item(tenant_id, conversation_id)
+        if item is None or not (meta := meta_from_item(item)).visible_at(now or utc_now()):
+            return None
+        return meta
+
     def list(
         self, tenant_id: str, *, limit: int = 20, cursor: str | None = None, now: datetime | None = None
     ) -> ConversationPage:

@@ -55,6 +55,13 @@ def _runs_json(message: StoredMessage) -> str | None:
     return json.dumps([r.model_dump(mode="json") for r in message.server_tool_runs], ensure_ascii=False)
 
 
+def _parts_json(message: StoredMessage) -> str | None:
+    """A message's content parts (text and checked images) as JSON text; None: text only."""
+    if not message.content_parts:
+        return None
+    return json.dumps([p.model_dump(exclude_none=True) for p in message.content_parts], separators=(",", ":"))
+
+
 def _meta(row: sqlite3.Row) -> ConversationMeta:
     fields = dict(row)
     fields.pop("sweep_at", None)
@@ -117,8 +124,8 @@ class SQLiteConversationStore:
                 messages = anchored(messages, active if parent is None else parent, start)
             db.executemany(
                 f"INSERT INTO messages (conversation_id, seq, role, content, created_at, {', '.join(_ANSWERED_BY)},"
-                f" tool_calls, tool_call_id, citations, response, server_tool_runs, parent)"
-                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?, ?, ?, ?)",
+                f" tool_calls, tool_call_id, citations, response, server_tool_runs, parent, content_parts)"
+                f" VALUES (?, ?, ?, ?, ?, {', '.join('?' for _ in _ANSWERED_BY)}, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         conversation_id,
@@ -133,6 +140,7 @@ class SQLiteConversationStore:
                         m.response.model_dump_json() if m.response is not None else None,
                         _runs_json(m),
                         m.parent,
+                        _parts_json(m),
                     )
                     for i, m in enumerate(messages)
                 ],
@@ -146,6 +154,14 @@ class SQLiteConversationStore:
             row = db.execute("SELECT * FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
         return _meta(row)
 
+    def get_meta(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> ConversationMeta | None:
+        with self._database.read() as db:
+            row = db.execute(
+                f"SELECT * FROM conversations WHERE id = :id AND tenant_id = :tenant AND {_LIVE}",
+                {"id": conversation_id, "tenant": tenant_id, "now": to_iso(now or utc_now())},
+            ).fetchone()
+        return None if row is None else _meta(row)
+
     def get(self, tenant_id: str, conversation_id: str, *, now: datetime | None = None) -> Conversation | None:
         with self._database.read() as db:
             row = db.execute(
@@ -156,7 +172,7 @@ class SQLiteConversationStore:
                 return None
             rows = db.execute(
                 f"SELECT role, content, created_at, {', '.join(_ANSWERED_BY)}, tool_calls, tool_call_id, citations,"
-                " response, server_tool_runs, parent"
+                " response, server_tool_runs, parent, content_parts"
                 " FROM messages"
                 " WHERE conversation_id = ? ORDER BY seq",
                 (conversation_id,),
@@ -173,6 +189,7 @@ class SQLiteConversationStore:
                 response=ResponseRecord.model_validate_json(r["response"]) if r["response"] else None,
                 server_tool_runs=json.loads(r["server_tool_runs"]) if r["server_tool_runs"] else None,
                 parent=r["parent"],
+                content_parts=json.loads(r["content_parts"]) if r["content_parts"] else None,
             )
             for r in rows
         ]

@@ -365,6 +365,11 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX shares_by_conversation ON shares (tenant_id, conversation_id, created_at)",
         "ALTER TABLE tenants ADD COLUMN sharing_disabled INTEGER NOT NULL DEFAULT 0",
     ],
+    [
+        # Image input (issue 50 item 7): a user message's content parts with its images as data URIs, as JSON (NULL:
+        # text only).
+        "ALTER TABLE messages ADD COLUMN content_parts TEXT",
+    ],
 ]
 
 

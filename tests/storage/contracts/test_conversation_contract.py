@@ -426,3 +426,31 @@ def test_concurrent_writers_never_lose_a_turn(conversation_store: ConversationSt
     for n in range(writers):  # each writer's own turns stay in its order
         mine = [c for c in written if c.startswith(f"w{n}-")]
         assert mine == [f"w{n}-{i}" for i in range(turns_each)]
+
+
+def test_the_record_alone_is_read_as_the_conversation_would_be(conversation_store: ConversationStore) -> None:
+    meta = create(conversation_store, expires_in=timedelta(days=30))
+    got = conversation_store.get_meta(TENANT, meta.id, now=T0)
+    assert got == meta and not hasattr(got, "messages")
+    assert conversation_store.get_meta("other-tenant", meta.id, now=T0) is None
+    assert conversation_store.get_meta(TENANT, meta.id, now=T0 + timedelta(days=31)) is None  # expired
+    assert conversation_store.soft_delete(TENANT, meta.id, now=T0)
+    assert conversation_store.get_meta(TENANT, meta.id, now=T0) is None
+
+
+def test_a_message_with_images_keeps_its_parts_in_order(conversation_store: ConversationStore) -> None:
+    from shared.wire.schemas import ImageContentPart, ImageUrl, TextContentPart
+
+    image = "data:image/png;base64,iVBORw0KGgo="
+    parts = [
+        ImageContentPart(type="image_url", image_url=ImageUrl(url=image, detail="low")),
+        TextContentPart(type="text", text="What is this?"),
+    ]
+    question = StoredMessage(role="user", content="What is this?", content_parts=parts, created_at=T0)
+    answer = StoredMessage(role="assistant", content="A cat.", created_at=T0)
+    conv_id = new_conversation_id()
+    conversation_store.append_turn(
+        TENANT, conv_id, expected_version=0, messages=[question, answer], expires_at=None, render_version=1, now=T0
+    )
+    got = conversation_store.get(TENANT, conv_id, now=T0)
+    assert got is not None and got.messages[0].content_parts == parts and got.messages[1].content_parts is None

@@ -45,6 +45,7 @@ def test_modal_app_defines_the_files_pools(tmp_path: Path) -> None:
         "mini": ["MiniWorker", "L4", 8],
         "code-mini": ["CodeMiniWorker", "L4", 8],
         "flagship": ["FlagshipWorker", "H100", 32],
+        "vision": ["VisionWorker", "L40S", 8],
     }
     assert seen["has_class"]
     assert seen["guard_min"] == 1  # the file chose Llama Guard: its class keeps a warm replica

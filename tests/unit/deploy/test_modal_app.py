@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -68,7 +69,7 @@ def test_app_registers_one_gpu_server_per_pool_and_the_gateway() -> None:
 
 def test_worker_classes_are_module_globals_named_by_pool() -> None:
     # Modal's container finds a class again with getattr(module, class_name).
-    assert worker_class_names() == {"mini": "MiniWorker", "flagship": "FlagshipWorker"}
+    assert worker_class_names() == {"mini": "MiniWorker", "flagship": "FlagshipWorker", "vision": "VisionWorker"}
     assert set(WORKERS) == set(tables().pools)
     for pool, class_name in worker_class_names().items():
         worker = getattr(modal_app, class_name)
@@ -451,3 +452,10 @@ def test_the_deployed_gateway_treats_each_pool_url_as_a_balancer_over_its_contai
     for name, value in modal_app.GATEWAY_ENVIRON.items():
         monkeypatch.setenv(name, value)
     assert Settings().worker.balanced is True
+
+
+def test_a_pool_that_sees_takes_its_images_per_prompt_and_a_text_pool_no_flag() -> None:
+    vision = vllm_serve_command(tables().pools["vision"])
+    assert json.loads(vision[vision.index("--limit-mm-per-prompt") + 1]) == {"image": 4}
+    assert "--limit-mm-per-prompt" not in vllm_serve_command(tables().pools["mini"])
+    assert "--limit-mm-per-prompt" not in vllm_serve_command(tables().pools["flagship"])

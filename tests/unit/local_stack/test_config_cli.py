@@ -43,7 +43,7 @@ def line_with(path: Path, needle: str) -> int:
 def test_check_accepts_the_shipped_file() -> None:
     code, out, err = fleetchat("config", "check", str(SHIPPED))
     assert code == 0, err
-    assert "OK (2 chat pools, 0 external, 1 guard, 1 embedding; tiers free, plus, enterprise; guard embedded)" in out
+    assert "OK (3 chat pools, 0 external, 1 guard, 1 embedding; tiers free, plus, enterprise; guard embedded)" in out
 
 
 def test_check_refuses_with_file_line_field_and_reason(tmp_path: Path) -> None:

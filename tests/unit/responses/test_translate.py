@@ -71,13 +71,24 @@ def test_an_earlier_answers_reasoning_item_is_taken_back_and_kept_out_of_the_pro
     assert [m["role"] for m in chat_messages(items)] == ["user", "assistant"]
 
 
+def test_an_input_image_becomes_chats_image_url_part() -> None:
+    image = {"type": "input_image", "image_url": "https://x/y.png", "detail": "low"}
+    items = request(input=[{"role": "user", "content": [{"type": "input_text", "text": "What?"}, image]}]).input
+    assert isinstance(items, list)
+    assert chat_messages(items)[0]["content"] == [
+        {"type": "text", "text": "What?"},
+        {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
+    ]
+
+
 @pytest.mark.parametrize(
     ("item", "param"),
     [
         (
-            {"role": "user", "content": [{"type": "input_image", "image_url": "https://x/y.png"}]},
+            {"role": "user", "content": [{"type": "input_image", "file_id": "file-abc"}]},  # only image_url is taken
             "input[0].content[0].type",
         ),
+        ({"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}, "input[0].content[0].type"),
         ({"type": "item_reference", "id": "msg_1"}, "input[0].type"),
         ({"type": "web_search_call", "id": "ws_1", "status": "completed"}, "input[0].type"),
     ],

@@ -3,6 +3,7 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api";
 import { storeFromCitations } from "../citations";
+import type { ConversationSearchHit } from "../conversationSearch";
 import { useAttachments } from "../hooks/useAttachments";
 import { useChat } from "../hooks/useChat";
 import { useConversations } from "../hooks/useConversations";
@@ -153,6 +154,19 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
     [chat.openConversation, chat.loading],
   );
 
+  // A message the search found: its conversation, at that message (on its branch); the open one just scrolls to it
+  // when it is shown.
+  const openHit = useCallback(
+    (hit: ConversationSearchHit) => {
+      closeSidebarOnMobile();
+      const id = hit.conversation_id;
+      if (id === activeRef.current && !chat.loading && chat.showMessage(hit.message_id)) return;
+      setConversationHash(id);
+      void chat.openConversation(id, hit.message_id);
+    },
+    [chat.openConversation, chat.showMessage, chat.loading],
+  );
+
   const newChat = useCallback(() => {
     closeSidebarOnMobile();
     setConversationHash(null);
@@ -199,6 +213,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
         tenantName={session.tenant.name}
         onNewChat={newChat}
         onSelect={selectConversation}
+        onOpenHit={openHit}
         onRename={rename}
         onDelete={setDeleting}
         onLoadMore={() => void conversations.loadMore()}

@@ -82,8 +82,19 @@ export function BranchSwitch({ position, count, disabled, onSelect }: VersionCon
   );
 }
 
+/** The attributes every message's element carries: its stored id (`data-message-id`), and "found" while it is the
+ * message the search brought into view. */
+function messageAttrs(message: UiMessage, found: boolean | undefined) {
+  return {
+    "data-message-id": message.nodeId,
+    "data-found": found ? "true" : undefined,
+  };
+}
+
 interface UserProps {
   message: UiMessage;
+  /** The message the search brought into view: marked for a moment. */
+  found?: boolean;
   /** Its versions (edits), when it has more than one. */
   versions?: VersionControl;
   canEdit: boolean;
@@ -96,6 +107,7 @@ interface UserProps {
 
 export function UserMessage({
   message,
+  found,
   versions,
   canEdit,
   editDraft,
@@ -122,7 +134,7 @@ export function UserMessage({
       if (editDraft.trim()) onEditSave(message.key, editDraft);
     };
     return (
-      <article class="message user editing" data-testid="message" data-role="user">
+      <article class="message user editing" data-testid="message" data-role="user" {...messageAttrs(message, false)}>
         <form
           class="edit-form"
           onSubmit={(e) => {
@@ -165,7 +177,12 @@ export function UserMessage({
     );
   }
   return (
-    <article class="message user" data-testid="message" data-role="user">
+    <article
+      class={`message user${found ? " found" : ""}`}
+      data-testid="message"
+      data-role="user"
+      {...messageAttrs(message, found)}
+    >
       <div class="message-body user-text">{message.content}</div>
       {(canEdit || versions) && (
         <div class="message-footer">
@@ -192,6 +209,8 @@ export function UserMessage({
 
 interface AssistantProps {
   message: UiMessage;
+  /** The message the search brought into view: marked for a moment. */
+  found?: boolean;
   /** Its versions (regenerated answers), when it has more than one. */
   versions?: VersionControl;
   canRegenerate: boolean;
@@ -202,7 +221,15 @@ interface AssistantProps {
   onOpenCitation?(citation: Citation): void;
 }
 
-export function AssistantMessage({ message, versions, canRegenerate, onRegenerate, feedback, onOpenCitation }: AssistantProps) {
+export function AssistantMessage({
+  message,
+  found,
+  versions,
+  canRegenerate,
+  onRegenerate,
+  feedback,
+  onOpenCitation,
+}: AssistantProps) {
   const status = message.status ?? "done";
   const [copied, setCopied] = useState(false);
   useLayoutEffect(() => {
@@ -217,7 +244,13 @@ export function AssistantMessage({ message, versions, canRegenerate, onRegenerat
   };
 
   return (
-    <article class={`message assistant status-${status}`} data-testid="message" data-role="assistant" data-status={status}>
+    <article
+      class={`message assistant status-${status}${found ? " found" : ""}`}
+      data-testid="message"
+      data-role="assistant"
+      data-status={status}
+      {...messageAttrs(message, found)}
+    >
       <div class="avatar" aria-hidden="true">
         fc
       </div>

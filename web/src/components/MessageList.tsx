@@ -1,6 +1,7 @@
-/** The scrollable conversation: messages, auto-scroll while the answer streams (unless the reader scrolled up),
- * and the code blocks' Copy buttons (one delegated listener; the buttons live in sanitized markdown HTML). */
-import { useLayoutEffect, useRef } from "preact/hooks";
+/** The scrollable conversation: messages, auto-scroll while the answer streams (unless the reader scrolled up), a
+ * message the search found brought into view and marked for a moment, and the code blocks' Copy buttons (one
+ * delegated listener; the buttons live in sanitized markdown HTML). */
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { contextCutIndex, type UiMessage } from "../chatModel";
 import { copyText } from "../clipboard";
 import type { ChatController } from "../hooks/useChat";
@@ -13,6 +14,9 @@ interface Props {
   chat: ChatController;
   onOpenCitation(citation: Citation): void;
 }
+
+/** How long a found message stays marked (its mark fades out over this; styles.css `.message.found`). */
+export const FOUND_MARK_MS = 2600;
 
 async function onCopyClick(event: MouseEvent) {
   const target = event.target as Element | null;
@@ -34,12 +38,34 @@ async function onCopyClick(event: MouseEvent) {
 export function MessageList({ chat, onOpenCitation }: Props) {
   const scroller = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
-  const { messages, streaming, editing, conversationId, persisted } = chat;
+  const { messages, streaming, editing, conversationId, persisted, found } = chat;
+  const [marked, setMarked] = useState<number | null>(null);
 
   useLayoutEffect(() => {
     const el = scroller.current;
     if (el && pinned.current) el.scrollTop = el.scrollHeight;
   }, [messages]);
+
+  // A message the search found: into view (its start, when it is taller than the view), then marked for a moment.
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    if (!found || !el) return;
+    const target = el.querySelector<HTMLElement>(`[data-message-id="${found.id}"]`);
+    if (!target) return;
+    // The list scrolls itself (scrollIntoView would scroll the clipped page around it too); at once, not smoothly.
+    const top = target.getBoundingClientRect().top - el.getBoundingClientRect().top + el.scrollTop;
+    const room = el.clientHeight - target.offsetHeight;
+    el.scrollTop = Math.max(0, room > 0 ? top - room / 2 : top - 8);
+    pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+    setMarked(found.id);
+  }, [found]);
+
+  useEffect(() => {
+    if (marked === null) return;
+    const timer = setTimeout(() => setMarked(null), FOUND_MARK_MS);
+    return () => clearTimeout(timer);
+  }, [marked, found]);
+  const isMarked = (message: UiMessage) => found !== null && marked !== null && message.nodeId === marked;
 
   const onScroll = () => {
     const el = scroller.current;
@@ -98,6 +124,7 @@ export function MessageList({ chat, onOpenCitation }: Props) {
             <UserMessage
               key={message.key}
               message={message}
+              found={isMarked(message)}
               versions={versions(message)}
               canEdit={stored && !streaming && (message.nodeId !== undefined || message.replaceFrom !== undefined)}
               editDraft={editing && editing.key === message.key ? editing.draft : null}
@@ -110,6 +137,7 @@ export function MessageList({ chat, onOpenCitation }: Props) {
             <AssistantMessage
               key={message.key}
               message={message}
+              found={isMarked(message)}
               versions={versions(message)}
               canRegenerate={!streaming && i === lastAssistant && i === messages.length - 1}
               onRegenerate={chat.regenerate}

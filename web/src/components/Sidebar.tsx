@@ -1,9 +1,13 @@
-/** New chat, title search (over loaded items; loads the remaining pages while searching), the list, Load more. */
+/** New chat, title search (over loaded items; loads the remaining pages while searching), the list, Load more; and,
+ * below the titles, the messages that hold the words searched (the server's full-text search). */
 import { useEffect, useMemo, useState } from "preact/hooks";
+import type { ConversationSearchHit } from "../conversationSearch";
 import type { ConversationListState } from "../hooks/useConversations";
+import { useMessageSearch } from "../hooks/useMessageSearch";
 import type { ConversationSummary } from "../types";
 import { ConversationItem, UNTITLED } from "./ConversationItem";
 import { PlusIcon, SearchIcon } from "./icons";
+import { MessageSearchResults } from "./MessageSearchResults";
 
 interface Props {
   open: boolean;
@@ -13,6 +17,8 @@ interface Props {
   tenantName: string;
   onNewChat(): void;
   onSelect(id: string): void;
+  /** A message found by the search: open its conversation there. */
+  onOpenHit(hit: ConversationSearchHit): void;
   onRename(id: string, title: string): Promise<void>;
   onDelete(conversation: ConversationSummary): void;
   onLoadMore(): void;
@@ -23,6 +29,7 @@ export function Sidebar(props: Props) {
   const [query, setQuery] = useState("");
   const needle = query.trim().toLowerCase();
   const { list } = props;
+  const messageSearch = useMessageSearch(query);
 
   useEffect(() => {
     if (needle && list.hasMore && !list.loading && !list.error) props.onLoadAll();
@@ -46,7 +53,7 @@ export function Sidebar(props: Props) {
         <div class="search">
           <SearchIcon class="search-icon" />
           <label for="conversation-search" class="sr-only">
-            Search conversations by title
+            Search conversations: titles and messages
           </label>
           <input
             id="conversation-search"
@@ -60,6 +67,10 @@ export function Sidebar(props: Props) {
               if (e.key === "Escape" && query) {
                 e.preventDefault();
                 setQuery("");
+              } else if (e.key === "Enter") {
+                // Ask again now: a message reaches the search a moment after its answer.
+                e.preventDefault();
+                messageSearch.refresh();
               }
             }}
           />
@@ -97,6 +108,9 @@ export function Sidebar(props: Props) {
           >
             {list.loading ? "Loading…" : "Load more"}
           </button>
+        )}
+        {messageSearch.state.status !== "idle" && (
+          <MessageSearchResults state={messageSearch.state} onOpen={props.onOpenHit} />
         )}
       </nav>
       <div class="sidebar-foot" title={props.tenantName}>

@@ -543,4 +543,95 @@ describe("versions (the message tree)", () => {
     expect(shown()).toEqual(["hi", "hello"]);
     expect(setCurrentNode).toHaveBeenCalledWith("c1", 2);
   });
+
+  describe("a message the search found", () => {
+    it("on the branch shown: opened as it is, nothing switched, the message marked", async () => {
+      getConversation.mockResolvedValue(withTree(ACTIVE, BRANCHES));
+      await act(async () => {
+        await chat.openConversation("c1", 6);
+      });
+      expect(setCurrentNode).not.toHaveBeenCalled();
+      expect(shown()).toEqual(["hi", "hello", "other", "B"]);
+      expect(chat.found?.id).toBe(6);
+      expect(chat.liveStatus).toBe("Showing the message found.");
+    });
+
+    it("on another branch: that branch is saved as the one shown, then read, shown and marked", async () => {
+      const calls: string[] = [];
+      const throughFour = [...ACTIVE.slice(0, 3), BRANCHES[0]!, BRANCHES[1]!];
+      getConversation.mockImplementation(async () => {
+        calls.push("get");
+        return calls.includes("patch") ? withTree(throughFour, [BRANCHES[2]!, ACTIVE[3]!, ACTIVE[4]!]) : withTree(ACTIVE, BRANCHES);
+      });
+      setCurrentNode.mockImplementation(async () => {
+        calls.push("patch");
+        return { ...conversation("c1", 3, []), current_node: 4 };
+      });
+      await act(async () => {
+        await chat.openConversation("c1", 4);
+      });
+      expect(setCurrentNode).toHaveBeenCalledExactlyOnceWith("c1", 4);
+      expect(calls).toEqual(["get", "patch", "get"]);
+      expect(chat.loading).toBe(false);
+      expect(shown()).toEqual(["hi", "hello", "more", "A"]);
+      expect(chat.messages[2]!.siblings).toEqual({ ids: [3, 6], index: 0 });
+      expect(chat.messages[3]!.siblings).toEqual({ ids: [4, 5], index: 0 });
+      expect(chat.found?.id).toBe(4);
+    });
+
+    it("says so when the message is not shown after all", async () => {
+      getConversation.mockResolvedValue(withTree(ACTIVE, BRANCHES));
+      await act(async () => {
+        await chat.openConversation("c1", 42);
+      });
+      expect(setCurrentNode).not.toHaveBeenCalled(); // on no branch the chat knows
+      expect(chat.found).toBeNull();
+      expect(chat.liveStatus).toBe("The message found is no longer shown.");
+    });
+
+    it("marks the found message when the switched branch shows it", async () => {
+      let patched = false;
+      getConversation.mockImplementation(async () => (patched ? withTree(SWITCHED, [ACTIVE[3]!, BRANCHES[1]!, ACTIVE[4]!]) : withTree(ACTIVE, BRANCHES)));
+      setCurrentNode.mockImplementation(async () => {
+        patched = true;
+        return { ...conversation("c1", 3, []), current_node: 5 };
+      });
+      await act(async () => {
+        await chat.openConversation("c1", 3);
+      });
+      expect(shown()).toEqual(["hi", "hello", "more", "A again"]);
+      expect(chat.found?.id).toBe(3);
+    });
+
+    it("when the switch cannot be saved: the branch the server shows, nothing marked", async () => {
+      getConversation.mockResolvedValue(withTree(ACTIVE, BRANCHES));
+      setCurrentNode.mockRejectedValue(new ApiError("down", { kind: "network" }));
+      await act(async () => {
+        await chat.openConversation("c1", 3);
+      });
+      expect(shown()).toEqual(["hi", "hello", "other", "B"]);
+      expect(chat.found).toBeNull();
+      expect(chat.error).toBeNull();
+    });
+
+    it("in the open conversation: shown at once when on screen, each time anew; not when it is not", async () => {
+      await openTree();
+      expect(chat.found).toBeNull();
+      let ok = false;
+      act(() => {
+        ok = chat.showMessage(7);
+      });
+      expect(ok).toBe(true);
+      const first = chat.found!;
+      act(() => void chat.showMessage(7));
+      expect(chat.found!.id).toBe(7);
+      expect(chat.found!.seq).toBeGreaterThan(first.seq);
+      act(() => {
+        ok = chat.showMessage(4);
+      });
+      expect(ok).toBe(false);
+      act(() => chat.newChat());
+      expect(chat.found).toBeNull();
+    });
+  });
 });

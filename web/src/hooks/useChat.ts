@@ -22,7 +22,7 @@ import {
   type UiMessage,
 } from "../chatModel";
 import { describeError, type ErrorView } from "../errors";
-import { buildTree, type MessageTree } from "../messageTree";
+import { buildTree, idOf, type MessageTree } from "../messageTree";
 import { markFirstTokenReceived, resetFirstTokenMarks } from "../perf";
 import { openChatStream, type ChatStream } from "../stream";
 import { unfinished, upsertRun } from "../toolRuns";
@@ -80,6 +80,12 @@ export interface ChatError {
 export interface BannerState {
   brownout: boolean;
   fallback: { used: string; requested: string } | null;
+}
+
+/** A message to bring into view and mark for a moment (one found by the search); `seq` tells each request apart. */
+export interface FoundMessage {
+  id: number;
+  seq: number;
 }
 
 export interface EditingState {
@@ -145,6 +151,8 @@ export function useChat(options: ChatOptions) {
   const [liveStatus, setLiveStatus] = useState("");
   // Stored messages the last answer's prompt left out (the conversation outgrew the model's context).
   const [outOfContext, setOutOfContext] = useState(0);
+  const [found, setFound] = useState<FoundMessage | null>(null);
+  const foundSeq = useRef(0);
 
   const messagesRef = useRef<UiMessage[]>([]);
   const conversationRef = useRef<string | null>(null);
@@ -803,6 +811,7 @@ export function useChat(options: ChatOptions) {
     setBanner(null);
     setEditing(null);
     setLiveStatus("");
+    setFound(null);
   }, [setEditing]);
 
   const newChat = useCallback(() => {
@@ -817,8 +826,22 @@ export function useChat(options: ChatOptions) {
     setLoading(false);
   }, [learn, resetView, setConversationId, setMessages, setPersisted]);
 
+  /** Bring the shown message with this stored id into view and mark it; false when it is not shown. */
+  const showMessage = useCallback((messageId: number): boolean => {
+    if (!messagesRef.current.some((m) => m.nodeId === messageId)) return false;
+    foundSeq.current += 1;
+    setFound({ id: messageId, seq: foundSeq.current });
+    setLiveStatus("Showing the message found.");
+    return true;
+  }, []);
+
+  /**
+   * Open a stored conversation. With `messageId` (a message the search found, on any branch): show the branch through
+   * it (saved as the conversation's shown branch, as a version switch is, when it is not the one shown), then bring
+   * it into view and mark it.
+   */
   const openConversation = useCallback(
-    async (id: string): Promise<void> => {
+    async (id: string, messageId?: number): Promise<void> => {
       resetView();
       setOutOfContext(0); // until the conversation is read: it says how many its last answer left out
       const seq = viewSeq.current;
@@ -830,13 +853,26 @@ export function useChat(options: ChatOptions) {
       loadingRef.current = true;
       setLoading(true);
       try {
-        const conversation = await api.getConversation(id);
+        let conversation = await api.getConversation(id);
         if (seq !== viewSeq.current) return;
+        const onPath = (c: Conversation) => c.messages.some((m, position) => idOf(m, position) === messageId);
+        if (messageId !== undefined && !onPath(conversation) && conversation.branches?.some((m) => m.id === messageId)) {
+          // On another branch: the server shows the branch through it, down to where that branch was last written.
+          try {
+            await api.setCurrentNode(id, messageId);
+            const switched = await api.getConversation(id);
+            if (seq !== viewSeq.current) return;
+            conversation = switched;
+          } catch {
+            if (seq !== viewSeq.current) return; // the branch shown stays; the message is not in view
+          }
+        }
         setMessages(fromStored(conversation.messages));
         setOutOfContext(conversation.out_of_context ?? 0);
         learn(conversation);
         setPersisted(true);
         opts.current.onConversationSeen(conversation);
+        if (messageId !== undefined && !showMessage(messageId)) setLiveStatus("The message found is no longer shown.");
       } catch (err) {
         if (seq !== viewSeq.current) return;
         const view = describeError(err);
@@ -845,7 +881,7 @@ export function useChat(options: ChatOptions) {
           opts.current.onConversationGone(id);
           setError({ key: newKey("e"), view: { ...view, title: "Conversation not found" }, retry: null });
         } else if (!(err instanceof ApiError && err.status === 401)) {
-          setError({ key: newKey("e"), view, retry: () => void openConversation(id) });
+          setError({ key: newKey("e"), view, retry: () => void openConversation(id, messageId) });
         }
       } finally {
         if (seq === viewSeq.current) {
@@ -854,7 +890,7 @@ export function useChat(options: ChatOptions) {
         }
       }
     },
-    [learn, resetView, setConversationId, setMessages, setPersisted],
+    [learn, resetView, setConversationId, setMessages, setPersisted, showMessage],
   );
 
   const dismissError = useCallback(() => setError(null), []);
@@ -871,6 +907,7 @@ export function useChat(options: ChatOptions) {
     editing,
     liveStatus,
     outOfContext,
+    found,
     send,
     stop,
     regenerate,
@@ -879,6 +916,7 @@ export function useChat(options: ChatOptions) {
     setEditing,
     newChat,
     openConversation,
+    showMessage,
     dismissError,
     dismissBanner,
   };
