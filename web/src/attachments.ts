@@ -120,4 +120,5 @@ export const STATUS_LABEL: Record<AttachmentStatus, string> = {
 };
 
 /** What the file picker offers (the server checks the content, whatever the picker allowed). */
-export const ACCEPT = ".pdf,.docx,.md,.markdown,.txt,.html,.htm";
+/** What the attach button offers: documents for the chat's files, and images for a model that sees. */
+export const ACCEPT = ".pdf,.docx,.md,.markdown,.txt,.html,.htm,image/png,image/jpeg,image/webp,image/gif";

@@ -3,6 +3,7 @@
  * active path, whose positions count system messages even though the view hides them) and the message ids that
  * `replace_from`, `parent_message_id` and feedback use.
  */
+import { storedImages } from "./images";
 import { mergeCitations } from "./citations";
 import { idOf, siblingsOf, switchedPath, type MessageTree } from "./messageTree";
 import type { Citation, FinishReason, RetrievalReport, ServerToolRun, StoredMessage } from "./types";
@@ -51,6 +52,8 @@ export interface UiMessage {
   retrieval?: Pick<RetrievalReport, "status" | "reason">;
   /** Assistant messages only: the service's supportive reply to a self-harm ask (no model wrote it). */
   care?: boolean;
+  /** User messages only: the images sent with it (data URIs), in order. */
+  images?: string[];
 }
 
 /** What the server held before a turn (for telling whether it has saved the turn since). */
@@ -92,6 +95,8 @@ function fromStoredMessage(message: StoredMessage & { role: "user" | "assistant"
   };
   const versions = versionsOf(message, id);
   if (versions) ui.siblings = versions;
+  const images = storedImages(message);
+  if (images.length > 0) ui.images = images;
   if (message.role === "assistant") {
     ui.status = statusFromFinish(message.finish_reason);
     ui.finishReason = message.finish_reason ?? null;

@@ -1,4 +1,6 @@
 /** Wire shapes of the fleetchat API that the web chat uses. */
+import type { ContentPart } from "./images";
+
 
 export type Tier = "free" | "plus" | "enterprise" | string;
 
@@ -22,7 +24,12 @@ export interface ModelObject {
   id: string;
   object?: string;
   /** fleetchat's extension: what the model answers (absent from older gateways, which list chat models only). */
-  capabilities?: { chat_completions?: boolean };
+  capabilities?: { chat_completions?: boolean; vision?: boolean };
+}
+
+/** The chat models that take images (`capabilities.vision`). */
+export function visionModels(models: ModelObject[]): string[] {
+  return models.filter((m) => m.capabilities?.vision).map((m) => m.id);
 }
 
 /** The models the chat can talk to: `/v1/models` also lists embedding models and the moderation guard. */
@@ -68,6 +75,8 @@ export interface StoredMessage {
   server_tool_runs?: ServerToolRun[] | null;
   /** The model version that answered; `fleetchat-care@…`: the safety stage's supportive reply, no model. */
   model_version?: string | null;
+  /** A user message with images: its parts as sent (text, and each image as the data URI the model saw). */
+  content_parts?: ContentPart[] | null;
 }
 
 /** The model version the service's own supportive reply to a self-harm ask is stored under (functions/safety/care.py). */
@@ -193,7 +202,7 @@ export interface ConversationExtension {
 
 export interface ChatMessageParam {
   role: "user";
-  content: string;
+  content: string | ContentPart[];
 }
 
 export interface ChatRequestBody {

@@ -8,10 +8,11 @@ import { useAttachments } from "../hooks/useAttachments";
 import { useChat } from "../hooks/useChat";
 import { useConversations } from "../hooks/useConversations";
 import { useFileDrop } from "../hooks/useFileDrop";
+import { imageProblem, isImage, MAX_IMAGES, readImage, type PendingImage } from "../images";
 import { pickModel, saveCodeInterpreter, savedCodeInterpreter, saveModel } from "../prefs";
 import { conversationFromHash, setConversationHash } from "../route";
 import type { Citation, ConversationSummary, SessionObject } from "../types";
-import { chatModels } from "../types";
+import { chatModels, visionModels } from "../types";
 import { AttachmentChips } from "./AttachmentChips";
 import { Banner } from "./Banner";
 import { Composer } from "./Composer";
@@ -19,6 +20,7 @@ import { ConfirmDelete } from "./ConfirmDelete";
 import { ErrorNotice } from "./ErrorNotice";
 import { FilesPanel } from "./FilesPanel";
 import { Header } from "./Header";
+import { ImageChips } from "./ImageChips";
 import { InstructionsDialog } from "./InstructionsDialog";
 import { ShareDialog } from "./ShareDialog";
 import { MessageList } from "./MessageList";
@@ -44,6 +46,9 @@ function placeholderTitle(text: string): string {
 
 export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
   const [models, setModels] = useState<string[]>([]);
+  const [seeing, setSeeing] = useState<string[]>([]); // the models that take images
+  const [images, setImages] = useState<PendingImage[]>([]);
+  const [imageNote, setImageNote] = useState<string | null>(null);
   const [model, setModel] = useState("");
   const [sidebarOpen, setSidebarOpen] = useState(false);
   const [usageOpen, setUsageOpen] = useState(false);
@@ -87,7 +92,30 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
   });
   activeRef.current = chat.conversationId;
   const attachments = useAttachments(chat.conversationId, storeFromCitations(chat.messages));
-  const drop = useFileDrop(attachments.add, Boolean(model) && !chat.loading);
+  /** Files dropped, pasted or picked: images go with the next message (to a model that sees), documents to the
+   * chat's files. */
+  const addFiles = (files: File[]) => {
+    const pictures = files.filter(isImage);
+    const documents = files.filter((file) => !isImage(file));
+    if (documents.length > 0) attachments.add(documents);
+    if (pictures.length === 0) return;
+    if (!seeing.includes(model)) {
+      const others = seeing.length > 0 ? ` Choose one that does: ${seeing.join(", ")}.` : " No model here does.";
+      setImageNote(`${model || "This model"} does not take images.${others}`);
+      return;
+    }
+    const problems = pictures.map(imageProblem).filter((p): p is string => p !== null);
+    const room = MAX_IMAGES - images.length;
+    const fitting = pictures.filter((file) => imageProblem(file) === null).slice(0, Math.max(0, room));
+    const over = pictures.length - problems.length - fitting.length;
+    const notes = [...problems, ...(over > 0 ? [`At most ${MAX_IMAGES} images go with one message.`] : [])];
+    setImageNote(notes.length > 0 ? notes.join(" ") : null);
+    void Promise.all(fitting.map(readImage)).then(
+      (read) => setImages((current) => [...current, ...read].slice(0, MAX_IMAGES)),
+      () => setImageNote("An image could not be read."),
+    );
+  };
+  const drop = useFileDrop(addFiles, Boolean(model) && !chat.loading);
 
   // Models (tier-dependent), the first page of conversations, and the conversation named in the URL.
   useEffect(() => {
@@ -96,6 +124,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
       .then((list) => {
         const ids = chatModels(list.data);
         setModels(ids);
+        setSeeing(visionModels(list.data));
         setModel(pickModel(ids));
       })
       .catch(() => setModels([]));
@@ -195,7 +224,11 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
   }, [deleting, conversations.remove, chat.newChat, attachments.conversationDeleted]);
 
   const send = () => {
-    if (chat.send(draft)) setDraft("");
+    if (chat.send(draft, images.map((image) => image.url))) {
+      setDraft("");
+      setImages([]);
+      setImageNote(null);
+    }
   };
 
   const active = conversations.state.items.find((c) => c.id === chat.conversationId);
@@ -244,6 +277,12 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
           {chat.banner && <Banner banner={chat.banner} onDismiss={chat.dismissBanner} />}
           {chat.error && <ErrorNotice error={chat.error} onDismiss={chat.dismissError} />}
           <AttachmentChips attachments={attachments.attachments} onRemove={attachments.remove} />
+          <ImageChips
+            images={images}
+            note={imageNote}
+            onRemove={(key) => setImages((current) => current.filter((image) => image.key !== key))}
+            onDismissNote={() => setImageNote(null)}
+          />
           <Composer
             value={draft}
             onChange={setDraft}
@@ -252,7 +291,7 @@ export function ChatApp({ session, draft, setDraft, onSignOut }: Props) {
             streaming={chat.streaming}
             disabled={!model || chat.loading}
             focusKey={chat.conversationId}
-            onAttach={attachments.add}
+            onAttach={addFiles}
             code={
               codeOffered
                 ? {

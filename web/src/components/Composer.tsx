@@ -1,5 +1,5 @@
 /** The message box: Enter sends, Shift+Enter is a new line; Send becomes Stop while an answer streams; the paperclip
- * attaches files (the keyboard's way to what drag and drop does). */
+ * attaches files (the keyboard's way to what drag and drop does); an image pasted into the box is attached too. */
 import { useEffect, useRef } from "preact/hooks";
 import { FilePicker } from "./FilePicker";
 import { CodeIcon, PaperclipIcon, SendIcon, StopIcon } from "./icons";
@@ -41,7 +41,7 @@ export function Composer({ value, onChange, onSend, onStop, streaming, disabled,
             class="icon-btn attach-btn"
             data-testid="attach"
             aria-label="Attach files"
-            title="Attach files (PDF, DOCX, HTML, Markdown, text)"
+            title="Attach files (PDF, DOCX, HTML, Markdown, text) or images"
             onClick={() => picker.current?.click()}
           >
             <PaperclipIcon />
@@ -74,6 +74,12 @@ export function Composer({ value, onChange, onSend, onStop, streaming, disabled,
         rows={Math.min(8, Math.max(1, lines))}
         value={value}
         onInput={(e) => onChange((e.currentTarget as HTMLTextAreaElement).value)}
+        onPaste={(e) => {
+          const files = Array.from(e.clipboardData?.files ?? []).filter((file) => file.type.startsWith("image/"));
+          if (files.length === 0 || !onAttach) return; // text pastes as text
+          e.preventDefault();
+          onAttach(files);
+        }}
         onKeyDown={(e) => {
           if (e.key === "Enter" && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
             e.preventDefault();

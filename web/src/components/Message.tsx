@@ -183,6 +183,13 @@ export function UserMessage({
       data-role="user"
       {...messageAttrs(message, found)}
     >
+      {message.images && message.images.length > 0 && (
+        <div class="message-images" data-testid="message-images">
+          {message.images.map((url, index) => (
+            <img key={index} src={url} alt={`Image ${index + 1} sent with this message`} data-testid="message-image" />
+          ))}
+        </div>
+      )}
       <div class="message-body user-text">{message.content}</div>
       {(canEdit || versions) && (
         <div class="message-footer">

@@ -23,6 +23,7 @@ import {
 } from "../chatModel";
 import { describeError, type ErrorView } from "../errors";
 import { buildTree, idOf, type MessageTree } from "../messageTree";
+import { messageContent } from "../images";
 import { markFirstTokenReceived, resetFirstTokenMarks } from "../perf";
 import { openChatStream, type ChatStream } from "../stream";
 import { unfinished, upsertRun } from "../toolRuns";
@@ -98,6 +99,8 @@ type Origin = "composer" | "regenerate" | "edit" | "retry";
 interface TurnSpec {
   mode: "new" | "continue" | "replace";
   text: string;
+  /** The images sent with the text (data URIs); none: the user message's own, when it is resent. */
+  images?: string[];
   model: string;
   conversationId: string | null;
   /** For "replace": the id of the stored user message this turn makes a new version of (or, same text, answers anew). */
@@ -343,7 +346,14 @@ export function useChat(options: ChatOptions) {
       setBanner(null);
       setEditing(null);
       const predicted = spec.mode === "new" ? 0 : (spec.position ?? undefined);
-      const user: UiMessage = spec.user ?? { key: newKey("u"), role: "user", content: spec.text, storedIndex: predicted };
+      const images = spec.images ?? spec.user?.images ?? [];
+      const user: UiMessage = spec.user ?? {
+        key: newKey("u"),
+        role: "user",
+        content: spec.text,
+        storedIndex: predicted,
+        ...(images.length > 0 ? { images } : {}),
+      };
       const userKey = user.key;
       const answerKey = newKey("a");
       const before: StoreMark = spec.mode === "new" ? { version: 0, count: 0 } : { ...known.current };
@@ -357,7 +367,7 @@ export function useChat(options: ChatOptions) {
         model: spec.model,
         stream: true,
         stream_options: { include_usage: true },
-        messages: [{ role: "user", content: spec.text }],
+        messages: [{ role: "user", content: messageContent(spec.text, images) }],
       };
       if (spec.mode === "new") body.store = true;
       else {
@@ -617,6 +627,7 @@ export function useChat(options: ChatOptions) {
             await runTurn({
               mode: "new",
               text: user.content,
+              images: user.images,
               model,
               conversationId: null,
               position: 0,
@@ -633,13 +644,15 @@ export function useChat(options: ChatOptions) {
       }
       const keep = msgs.slice(0, index);
       if (!convId) {
-        await runTurn({ mode: "new", text: user.content, model, conversationId: null, position: 0, keep, snapshot: msgs, origin });
+        await runTurn({ mode: "new", text: user.content,
+              images: user.images, model, conversationId: null, position: 0, keep, snapshot: msgs, origin });
       } else if (replaceIndex(user) !== undefined) {
         // A stored user message is kept and gets a new answer (a version beside the old one); an unsaved edit is sent
         // again as a new version of the message it was to replace.
         await runTurn({
           mode: "replace",
           text: user.content,
+              images: user.images,
           model,
           conversationId: convId,
           replaceFrom: replaceIndex(user)!,
@@ -653,6 +666,7 @@ export function useChat(options: ChatOptions) {
         await runTurn({
           mode: "continue",
           text: user.content,
+              images: user.images,
           model,
           conversationId: convId,
           parentId: lastStoredId(keep),
@@ -667,9 +681,9 @@ export function useChat(options: ChatOptions) {
   );
   resendRef.current = resendLastTurn;
 
-  /** Send the composer's text; false when it cannot be sent now. */
+  /** Send the composer's text (and images); false when it cannot be sent now. */
   const send = useCallback(
-    (text: string): boolean => {
+    (text: string, images: string[] = []): boolean => {
       if (controllerRef.current || loadingRef.current || !text.trim() || !opts.current.model) return false;
       const seq = viewSeq.current;
       const go = () => {
@@ -692,6 +706,7 @@ export function useChat(options: ChatOptions) {
         void runTurn({
           mode: continuing ? "continue" : "new",
           text,
+          images,
           model: opts.current.model,
           conversationId: continuing ? convId : null,
           parentId: continuing ? lastStoredId(msgs) : undefined,
@@ -732,6 +747,7 @@ export function useChat(options: ChatOptions) {
       await runTurn({
         mode: "replace",
         text,
+        images: message.images,
         model: opts.current.model,
         conversationId: convId,
         replaceFrom: from,
