@@ -11,15 +11,14 @@ the same every `compact_every` writes, as the vector index does.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.storage.conversation_search import MessageHit, SearchableMessage
 from shared.storage.lance_tables import (
+    LanceTables,
     compacted,
-    connect,
     name_part,
     name_unpart,
     retry_on_commit_conflict,
@@ -66,50 +65,17 @@ class LanceConversationSearch:
         compact_every: int = 64,
     ) -> None:
         self.uri = uri
-        self.purge_grace = timedelta(seconds=purge_grace_s)
-        self.compact_every = compact_every
         self._storage_options = storage_options
-        self._consistency = timedelta(seconds=read_consistency_s)
-        self._cache_bytes = cache_bytes
-        self._connection: Any = None
-        self._tables: dict[str, Any] = {}
-        self._writes: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    @property
-    def _db(self) -> Any:
-        with self._lock:
-            if self._connection is None:
-                self._connection = connect(self.uri, self._storage_options, self._consistency, self._cache_bytes)
-            return self._connection
+        self._lance = LanceTables(
+            uri, storage_options, read_consistency_s=read_consistency_s, cache_bytes=cache_bytes,
+            purge_grace_s=purge_grace_s, compact_every=compact_every,
+        )  # fmt: skip
 
     def _open(self, tenant_id: str) -> Any | None:
-        name = name_part(tenant_id)
-        with self._lock:
-            if (table := self._tables.get(name)) is not None:
-                return table
-        try:
-            table = self._db.open_table(name)
-        except ValueError:  # "Table ... was not found"
-            return None
-        with self._lock:
-            self._tables[name] = table
-        return table
+        return self._lance.open(name_part(tenant_id))
 
     def _create(self, tenant_id: str) -> Any:
-        from lancedb.index import FTS
-
-        name = name_part(tenant_id)
-        table = self._db.create_table(name, schema=_schema(), exist_ok=True)
-        if not any(i.index_type == "FTS" for i in table.list_indices()):
-            try:
-                table.create_index("text", config=FTS(), replace=False)
-            except Exception:  # another writer made it a moment ago: fine if it is there now
-                if not any(i.index_type == "FTS" for i in table.list_indices()):
-                    raise
-        with self._lock:
-            self._tables[name] = table
-        return table
+        return self._lance.create(name_part(tenant_id), _schema())
 
     # -- writes -------------------------------------------------------------------------------------------------
 
@@ -148,7 +114,7 @@ class LanceConversationSearch:
 
         batch = pa.Table.from_pylist(rows, schema=_schema())
         table.merge_insert("row_id").when_matched_update_all().when_not_matched_insert_all().execute(batch)
-        self._wrote(name_part(tenant_id), table)
+        self._lance.wrote(name_part(tenant_id), table)
 
     @staticmethod
     def _watermark(conversation_id: str, through: int) -> dict[str, Any]:
@@ -163,29 +129,14 @@ class LanceConversationSearch:
             "through": through,
         }
 
-    def _wrote(self, name: str, table: Any) -> None:
-        with self._lock:
-            self._writes[name] = self._writes.get(name, 0) + 1
-            due = self._writes[name] >= self.compact_every
-            if due:
-                self._writes[name] = 0
-        if due:
-            try:
-                table.optimize(cleanup_older_than=self.purge_grace)
-            except Exception:
-                log.warning("compacting the conversation search table %s failed; the job retries", name)
-
     @retry_on_commit_conflict
     def remove_conversation(self, tenant_id: str, conversation_id: str) -> None:
         if (table := self._open(tenant_id)) is not None:
             table.delete(f"conversation_id = {sql_literal(conversation_id)}")
-            self._wrote(name_part(tenant_id), table)
+            self._lance.wrote(name_part(tenant_id), table)
 
     def drop_tenant(self, tenant_id: str) -> None:
-        name = name_part(tenant_id)
-        with self._lock:
-            self._tables.pop(name, None)
-        self._db.drop_table(name, ignore_missing=True)
+        self._lance.drop(name_part(tenant_id))
 
     # -- reads --------------------------------------------------------------------------------------------------
 
@@ -202,8 +153,7 @@ class LanceConversationSearch:
         except (RuntimeError, OSError, ValueError) as exc:
             if "not found" not in str(exc).lower():
                 raise
-            with self._lock:  # the table was dropped (an erasure on another replica)
-                self._tables.pop(name_part(tenant_id), None)
+            self._lance.forget(name_part(tenant_id))  # the table was dropped (an erasure on another replica)
             return []
         return [
             MessageHit(
@@ -230,13 +180,7 @@ class LanceConversationSearch:
         return through
 
     def tenants(self) -> Iterator[str]:
-        token: str | None = None
-        while True:
-            page = self._db.list_tables(page_token=token, limit=1000)
-            yield from (name_unpart(name) for name in page.tables)
-            token = page.page_token
-            if not token:
-                return
+        return (name_unpart(name) for name in self._lance.names())
 
     # -- maintenance --------------------------------------------------------------------------------------------
 
@@ -247,9 +191,8 @@ class LanceConversationSearch:
         # Deleted conversations' text leaves the files now; then the BM25 index takes in new rows and versions older
         # than the grace go, with the files only they held.
         compacted(table, table_uri(self.uri, name_part(tenant_id)), self._storage_options)
-        table.optimize(cleanup_older_than=self.purge_grace)
+        table.optimize(cleanup_older_than=self._lance.purge_grace)
         return int(table.count_rows())
 
     def close(self) -> None:
-        with self._lock:
-            self._tables.clear()
+        self._lance.close()

@@ -23,9 +23,7 @@ than the purge grace. Dropping a store or a tenant deletes its files at once.
 from __future__ import annotations
 
 import logging
-import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
@@ -33,8 +31,8 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from shared.storage.lance_tables import (
+    LanceTables,
     compacted,
-    connect,
     name_part,
     name_unpart,
     sql_in,
@@ -109,60 +107,18 @@ class LanceVectorIndex:
         self.ann_refine_factor = ann_refine_factor
         self.purge_grace = timedelta(seconds=purge_grace_s)
         self._storage_options = storage_options
-        self._consistency = timedelta(seconds=read_consistency_s)
-        self._cache_bytes = cache_bytes
-        self.compact_every = compact_every
-        self._writes: dict[str, int] = {}  # writes per table since this process last compacted it
-        self._connection: Any = None
-        self._tables: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-
-    @property
-    def _db(self) -> Any:
-        """The connection, made on first use (importing LanceDB takes a second; a gateway no one asks to search never
-        pays it)."""
-        with self._lock:
-            if self._connection is None:
-                self._connection = connect(self.uri, self._storage_options, self._consistency, self._cache_bytes)
-            return self._connection
+        self._lance = LanceTables(
+            uri, storage_options, read_consistency_s=read_consistency_s, cache_bytes=cache_bytes,
+            purge_grace_s=purge_grace_s, compact_every=compact_every, cached=_CACHED_TABLES,
+        )  # fmt: skip
 
     # -- tables -------------------------------------------------------------------------------------------------
 
     def _open(self, tenant_id: str, store_id: str) -> Any | None:
-        name = table_name(tenant_id, store_id)
-        with self._lock:
-            if (table := self._tables.get(name)) is not None:
-                self._tables.move_to_end(name)
-                return table
-        try:
-            table = self._db.open_table(name)
-        except ValueError:  # "Table ... was not found"
-            return None
-        return self._remember(name, table)
-
-    def _remember(self, name: str, table: Any) -> Any:
-        with self._lock:
-            self._tables[name] = table
-            while len(self._tables) > _CACHED_TABLES:
-                self._tables.popitem(last=False)
-        return table
-
-    def _forget(self, name: str) -> None:
-        with self._lock:
-            self._tables.pop(name, None)
+        return self._lance.open(table_name(tenant_id, store_id))
 
     def _create(self, tenant_id: str, store_id: str, dims: int) -> Any:
-        name = table_name(tenant_id, store_id)
-        from lancedb.index import FTS
-
-        table = self._db.create_table(name, schema=_schema(dims), exist_ok=True)
-        if not any(i.index_type == "FTS" for i in table.list_indices()):
-            try:
-                table.create_index("text", config=FTS(), replace=False)
-            except Exception:  # another writer made it a moment ago: fine if it is there now
-                if not any(i.index_type == "FTS" for i in table.list_indices()):
-                    raise
-        return self._remember(name, table)
+        return self._lance.create(table_name(tenant_id, store_id), _schema(dims))
 
     @staticmethod
     def _dims(table: Any) -> int:
@@ -203,31 +159,15 @@ class LanceVectorIndex:
             .when_not_matched_by_source_delete(f"file_id = {sql_literal(file_id)}")
             .execute(batch)
         )
-        self._wrote(table_name(tenant_id, store_id), table)
+        self._lance.wrote(table_name(tenant_id, store_id), table)
 
     def remove_file(self, tenant_id: str, store_id: str, file_id: str) -> None:
         if (table := self._open(tenant_id, store_id)) is not None:
             table.delete(f"file_id = {sql_literal(file_id)}")
-            self._wrote(table_name(tenant_id, store_id), table)
-
-    def _wrote(self, name: str, table: Any) -> None:
-        """Count a write; every `compact_every`, compact the table and update its indexes (old versions past the
-        grace go too). A failure here (another writer's compaction won the commit) is left to the next one."""
-        with self._lock:
-            self._writes[name] = self._writes.get(name, 0) + 1
-            due = self._writes[name] >= self.compact_every
-            if due:
-                self._writes[name] = 0
-        if due:
-            try:
-                table.optimize(cleanup_older_than=self.purge_grace)
-            except Exception:
-                log.warning("compacting the vector table %s failed; the next write or the job retries", name)
+            self._lance.wrote(table_name(tenant_id, store_id), table)
 
     def drop_store(self, tenant_id: str, store_id: str) -> None:
-        name = table_name(tenant_id, store_id)
-        self._forget(name)
-        self._db.drop_table(name, ignore_missing=True)
+        self._lance.drop(table_name(tenant_id, store_id))
 
     def drop_tenant(self, tenant_id: str) -> None:
         for tenant, store in list(self.stores()):
@@ -248,7 +188,7 @@ class LanceVectorIndex:
             except (RuntimeError, OSError, ValueError) as exc:
                 if attempt == 2 or "not found" not in str(exc).lower():
                     raise
-                self._forget(table_name(tenant_id, store_id))
+                self._lance.forget(table_name(tenant_id, store_id))
         raise AssertionError("unreachable")
 
     def search(
@@ -333,16 +273,10 @@ class LanceVectorIndex:
         return self._read(tenant_id, store_id, read, {})
 
     def stores(self) -> Iterator[tuple[str, str]]:
-        token: str | None = None
-        while True:
-            page = self._db.list_tables(page_token=token, limit=1000)
-            for name in page.tables:
-                tenant, _, store = name.partition(".")
-                if store:
-                    yield name_unpart(tenant), name_unpart(store)
-            token = page.page_token
-            if not token:
-                return
+        for name in self._lance.names():
+            tenant, _, store = name.partition(".")
+            if store:
+                yield name_unpart(tenant), name_unpart(store)
 
     # -- maintenance --------------------------------------------------------------------------------------------
 
@@ -387,5 +321,4 @@ class LanceVectorIndex:
         )
 
     def close(self) -> None:
-        with self._lock:
-            self._tables.clear()
+        self._lance.close()

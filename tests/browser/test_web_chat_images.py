@@ -18,11 +18,11 @@ import pytest
 from fastapi import FastAPI
 from PIL import Image
 
-from shared.fleet.tables import install_tables, tables
 from tests.browser.conftest import screenshot
 from tests.browser.test_web_chat import sign_in, wait_status
 from tests.browser.test_web_chat_branches import no_sideways_scroll, until, users, viewport  # noqa: F401 (fixtures)
 from tests.integration.conftest import Gateway, GatewayFactory, gateway_for  # noqa: F401 (a fixture)
+from tests.support.pool_tables import deployed_model_changed
 from tests.support.servers import serve
 from tests.support.stand_ins.stand_in import stand_in_worker
 
@@ -38,17 +38,9 @@ def png_bytes(colour: str) -> bytes:
 @pytest.fixture
 def seeing(gateway_for: GatewayFactory) -> Iterator[tuple[Gateway, FastAPI]]:  # noqa: F811
     """`mini` deployed with a model that takes four images a prompt; `flagship` reads text only."""
-    live = tables()
-    mini = live.pools["mini"]
-    sees = mini.model_copy(update={"deployed": mini.deployed.model_copy(update={"max_images_per_prompt": 4})})
-    install_tables(live.replaced(pools={**live.pools, "mini": sees}))
     worker = stand_in_worker("w", echo=True)
-    try:
-        with serve(worker) as url:
-            gateway = gateway_for({"flagship": [url], "mini": [url]}, environment="deployed", session_secret="s" * 32)
-            yield gateway, worker
-    finally:
-        install_tables(live)
+    with deployed_model_changed("mini", max_images_per_prompt=4), serve(worker) as url:
+        yield gateway_for({"flagship": [url], "mini": [url]}, environment="deployed", session_secret="s" * 32), worker
 
 
 def paste_image(page: Any, data: bytes, name: str) -> None:

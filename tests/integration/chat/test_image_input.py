@@ -20,8 +20,8 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse, Response
 from PIL import Image
 
-from shared.fleet.tables import install_tables, tables
 from tests.integration.conftest import Gateway, GatewayFactory
+from tests.support.pool_tables import deployed_model_changed
 from tests.support.servers import serve
 from tests.support.stand_ins.stand_in import stand_in_worker
 
@@ -51,14 +51,8 @@ def asking(*urls: str, text: str = "What is in this picture?") -> list[dict[str,
 @pytest.fixture
 def seeing_tables() -> Iterator[None]:
     """`mini` deployed with a model that takes two images a prompt; `flagship` as built in (text only)."""
-    live = tables()
-    mini = live.pools["mini"]
-    seeing = mini.model_copy(update={"deployed": mini.deployed.model_copy(update={"max_images_per_prompt": 2})})
-    install_tables(live.replaced(pools={**live.pools, "mini": seeing}))
-    try:
+    with deployed_model_changed("mini", max_images_per_prompt=2):
         yield
-    finally:
-        install_tables(live)
 
 
 @pytest.fixture

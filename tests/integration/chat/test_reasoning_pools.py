@@ -17,9 +17,9 @@ import openai
 import pytest
 from fastapi import FastAPI
 
-from shared.fleet.tables import install_tables, tables
 from tests.integration.conftest import Gateway, GatewayFactory
 from tests.support.openai_contract import RESPONSE_EVENT_SCHEMAS, openai_registry, violations
+from tests.support.pool_tables import deployed_model_changed
 from tests.support.servers import serve
 from tests.support.stand_ins.reasoning_worker import reasoning_worker
 
@@ -34,16 +34,8 @@ HARMFUL_REASONING = (
 @pytest.fixture
 def reasoning_tables() -> Iterator[None]:
     """`mini` deployed with vLLM's qwen3 reasoning parser; `flagship` as built in (no parser)."""
-    live = tables()
-    mini = live.pools["mini"]
-    reasoning_mini = mini.model_copy(
-        update={"deployed": mini.deployed.model_copy(update={"reasoning_parser": "qwen3"})}
-    )
-    install_tables(live.replaced(pools={**live.pools, "mini": reasoning_mini}))
-    try:
+    with deployed_model_changed("mini", reasoning_parser="qwen3"):
         yield
-    finally:
-        install_tables(live)
 
 
 def _deployed(gateway_for: GatewayFactory, worker_url: str) -> Gateway:
