@@ -30,7 +30,8 @@ def _stop_words() -> frozenset[str]:
 
 
 def _folded(word: str) -> str:
-    return unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower()
+    """Accents off ("München" reads "munchen"), lower case; letters of other scripts kept as they are."""
+    return "".join(c for c in unicodedata.normalize("NFKD", word) if not unicodedata.combining(c)).lower()
 
 
 def search_text(query: str) -> str:

@@ -55,8 +55,12 @@ class IndexedConversationStore:
     def _later(self, write: Callable[[], None]) -> None:
         if self._feed is None:
             self._write(write)
-        else:
+            return
+        try:
             self._feed.submit(self._write, write)
+        except RuntimeError:  # closed (the process is stopping): the repair pass indexes it later
+            self.failed_writes += 1
+            log.warning("a conversation search index write came after the store closed; the maintenance job repairs it")
 
     def _write(self, write: Callable[[], None]) -> None:
         try:

@@ -89,10 +89,7 @@ class LanceConversationSearch:
         through: int,
         from_id: int | None = None,
     ) -> None:
-        table = self._open(tenant_id)
-        if table is None and not messages:
-            return
-        table = table or self._create(tenant_id)
+        table = self._open(tenant_id) or self._create(tenant_id)
         if from_id is not None:
             where = f"conversation_id = {sql_literal(conversation_id)} AND message_id >= {int(from_id)}"
             table.delete(where)

@@ -3,7 +3,7 @@
  * data URIs, and a message's content with them as OpenAI `image_url` parts. The gateway checks every image again
  * (type from its bytes, size, pixels); this only spares a round trip for what it would refuse.
  */
-import type { StoredMessage } from "./types";
+import type { ContentPart, StoredMessage } from "./types";
 
 export const IMAGE_TYPES = ["image/png", "image/jpeg", "image/webp", "image/gif"] as const;
 /** The gateway's default `FLEETCHAT_IMAGES_MAX_BYTES`. */
@@ -18,8 +18,6 @@ export interface PendingImage {
   /** `data:image/...;base64,...` */
   url: string;
 }
-
-export type ContentPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
 
 export function isImage(file: File): boolean {
   return file.type.startsWith("image/");

@@ -1,6 +1,4 @@
 /** Wire shapes of the fleetchat API that the web chat uses. */
-import type { ContentPart } from "./images";
-
 
 export type Tier = "free" | "plus" | "enterprise" | string;
 
@@ -199,6 +197,9 @@ export interface ConversationExtension {
   /** The stored ids of this turn's new messages: the user message then the answer (a regenerate: the answer only). */
   message_ids?: number[];
 }
+
+/** A message's content part as OpenAI's chat API takes it: text, or an image (a URL or data URI). */
+export type ContentPart = { type: "text"; text: string } | { type: "image_url"; image_url: { url: string } };
 
 export interface ChatMessageParam {
   role: "user";

@@ -195,3 +195,14 @@ def test_a_lost_index_write_never_fails_the_turn_and_the_maintenance_job_repairs
     assert store.index.indexed_through("t1") == {missed: 2}
     again = maintain_from_settings(settings)
     assert (again.search_reindexed, again.search_removed) == (0, 0)  # nothing left to repair
+
+
+def test_a_turn_with_nothing_to_search_still_moves_the_watermark(
+    home: tuple[Settings, Any], store: IndexedConversationStore
+) -> None:
+    parts = [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]
+    conversation_id = start(store, "t1", msg("user", "", content_parts=parts))  # an image alone: no words
+    store.flush()
+    assert store.index.indexed_through("t1") == {conversation_id: 1}
+    assert found(store, "t1", "image") == []
+    assert maintain_from_settings(home[0]).search_reindexed == 0  # nothing missed, so nothing indexed again
