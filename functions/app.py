@@ -109,9 +109,11 @@ from shared.wire.worker_auth import FleetWorkerAuth
 
 
 def context_tokens(settings: Settings) -> dict[str, int]:
-    """Each pool's context length: the packaged model's locally, the deployed model's when deployed."""
+    """Each pool's context length: the packaged model's locally, the deployed model's when deployed (and for a pool
+    served deployed only)."""
+    local = settings.environment == "local"
     return {
-        name: pool.local.max_model_len if settings.environment == "local" else pool.deployed.max_model_len
+        name: pool.local.max_model_len if local and pool.local else pool.deployed.max_model_len
         for name, pool in tables().pools.items()
     } | {name: pool.max_model_len for name, pool in tables().external_pools.items()}
 

@@ -43,6 +43,8 @@ def model_source_for(pool_name: str, *, from_hub: bool = False) -> ModelSource:
         raise KeyError(f"unknown pool {pool_name!r}")
     if from_hub:
         return ModelSource(path_or_repo=pool.deployed.hf_repo, revision=pool.deployed.revision)
+    if pool.local is None:
+        raise KeyError(f"pool {pool_name!r} is served deployed only: it has no local model")
     return packaged_gguf_source(pool.local)
 
 
@@ -53,6 +55,8 @@ def engine_kind_for(pool_name: str, options: EngineOptions) -> EngineKind:
         raise KeyError(f"unknown pool {pool_name!r}")
     if options.from_hub:
         return "transformers"
+    if pool.local is None:
+        raise KeyError(f"pool {pool_name!r} is served deployed only: it has no local model")
     return options.engine or pool.local.engine
 
 

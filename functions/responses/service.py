@@ -125,7 +125,7 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str | None:
     for message in reversed(messages):
         if message["role"] == "user":
             content = message["content"]
-            return content if isinstance(content, str) else "".join(part["text"] for part in content)
+            return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
     return None
 
 

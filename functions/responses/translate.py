@@ -164,6 +164,12 @@ def chat_messages(items: str | list[InputItem], param: str = "input") -> list[di
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif isinstance(item, FunctionCallOutputItem):
             output = _text_of(item.output, f"{param}[{index}].output")
+            if not isinstance(output, str) and any(part["type"] != "text" for part in output):
+                raise InvalidRequestError(
+                    "A function call's output is text: images are taken in user messages.",
+                    param=f"{param}[{index}].output",
+                    code="unsupported_parameter",
+                )
             text = output if isinstance(output, str) else "".join(part["text"] for part in output)
             messages.append({"role": "tool", "tool_call_id": item.call_id, "content": text})
         elif isinstance(item, ReasoningItem):

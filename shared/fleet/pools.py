@@ -81,7 +81,9 @@ class TokenPrice(BaseModel):
 class ModelPool(BaseModel):
     name: str
     description: str
-    local: LocalModel = LocalModel()
+    # What `fleetchat up` serves the pool with; None: the pool is served deployed only (no packaged model can do what
+    # it is for: the `vision` pool's model sees, and no model that sees is packaged). Locally it is never started.
+    local: LocalModel | None = LocalModel()
     deployed: DeployedModel
     price: TokenPrice
     # What the customer pays (the operator's prices; unset: the API shows none). docs/configuration.md.
@@ -103,6 +105,6 @@ def sees(pool: ModelPool | None, *, deployed: bool) -> bool:
 def model_version(pool: ModelPool, *, deployed: bool) -> str:
     """What a pool serves, as one string: `package/file.gguf` locally, `hf_repo@revision` deployed. Eval runs are
     compared only against a baseline of the same versions (a model update starts a new baseline)."""
-    if deployed:
+    if deployed or pool.local is None:
         return f"{pool.deployed.hf_repo}@{pool.deployed.revision}"
     return f"{pool.local.package}/{pool.local.gguf_file}"

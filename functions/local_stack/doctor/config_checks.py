@@ -67,6 +67,12 @@ def check_pools(settings: Settings) -> list[CheckResult]:
     return results
 
 
+def _deployed_only(settings: Settings, name: str) -> bool:
+    """A pool with no local model (served deployed only) is not missed by a local stack."""
+    pool = tables().pools.get(name)
+    return settings.environment == "local" and pool is not None and pool.local is None
+
+
 def check_tiers(settings: Settings) -> list[CheckResult]:
     """Every tier's pools exist and are served: a tier whose default pool has no worker would answer 503s only."""
     served = set(settings.resolved_worker_urls()) | set(
@@ -84,7 +90,7 @@ def check_tiers(settings: Settings) -> list[CheckResult]:
         elif policy.default_pool not in served:
             hint = f"add {policy.default_pool} to FLEETCHAT_POOLS (local) or FLEETCHAT_WORKER_URLS (deployed)"
             results.append(fail("config", name, f"default pool {policy.default_pool} has no workers", hint))
-        elif missing := [pool for pool in policy.pools if pool not in served]:
+        elif missing := [pool for pool in policy.pools if pool not in served and not _deployed_only(settings, pool)]:
             hint = "serve them too, or overflow and brownout have nowhere to go"
             results.append(warn("config", name, f"pool(s) {missing} have no workers", hint))
         else:

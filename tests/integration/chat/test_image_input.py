@@ -227,3 +227,23 @@ def test_a_stored_image_is_kept_with_its_turn_and_sent_again_with_the_history(
     # The conversation now holds an image: a model that does not see cannot continue it.
     error = refused(api, [{"role": "user", "content": "Go on"}], model="flagship", conversation_id=conversation_id)
     assert error["code"] == "image_input_unsupported"
+
+
+def test_the_responses_api_takes_an_input_image_as_chat_does(
+    gateway_for: GatewayFactory, seeing_tables: None, worker: tuple[str, FastAPI]
+) -> None:
+    url, app = worker
+    api = client(seeing_gateway(gateway_for, url))
+    image = data_uri(png())
+    part = {"type": "input_image", "image_url": image, "detail": "low"}
+    answer = api.responses.create(
+        model="mini", input=[{"role": "user", "content": [{"type": "input_text", "text": "What is it?"}, part]}]
+    )  # type: ignore[list-item]
+    assert answer.status == "completed"
+    assert app.state.bodies[-1]["messages"][-1]["content"] == [
+        {"type": "text", "text": "What is it?"},
+        {"type": "image_url", "image_url": {"url": image, "detail": "low"}},
+    ]
+    with pytest.raises(openai.BadRequestError) as refused:  # flagship reads text only
+        api.responses.create(model="flagship", input=[{"role": "user", "content": [part]}])  # type: ignore[list-item]
+    assert refused.value.body["code"] == "image_input_unsupported"  # type: ignore[index]

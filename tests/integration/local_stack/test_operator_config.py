@@ -76,7 +76,8 @@ def config_text(free_rpm: int, hosted_url: str) -> str:
         "    list_price: {input_usd_per_mtok: 3.0, cached_input_usd_per_mtok: 1.5, output_usd_per_mtok: 12.0}\n"
     )
     text = text.replace("external_pools: {}\n", hosted)
-    plus = "    pools: [flagship, mini]\n    default_pool: flagship\n    retention_days: 90\n"
+    plus = "    pools: [flagship, mini, vision]\n    default_pool: flagship\n    retention_days: 90\n"
+    assert plus in text
     text = text.replace(plus, "    pools: [hosted, flagship, mini]\n    default_pool: hosted\n    retention_days: 90\n")
     for field in ("key_rpm", "tenant_rpm"):
         text = text.replace(f"{field}: 20\n", f"{field}: {free_rpm}\n", 1)

@@ -89,6 +89,14 @@ def test_an_input_image_becomes_chats_image_url_part() -> None:
             "input[0].content[0].type",
         ),
         ({"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}, "input[0].content[0].type"),
+        (
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_image", "image_url": "https://x/y.png"}],
+            },
+            "input[0].output",
+        ),
         ({"type": "item_reference", "id": "msg_1"}, "input[0].type"),
         ({"type": "web_search_call", "id": "ws_1", "status": "completed"}, "input[0].type"),
     ],
