@@ -1,11 +1,12 @@
 """Image input: every `image_url` part checked and made a data URI before anything is stored, screened or sent.
 
 A data URI is decoded and its bytes must be the type it declares (PNG, JPEG, WebP or GIF, read from the bytes' own
-signature, never trusted from the header) and open as an image within the size limits (Pillow reads the header only:
-a decompression bomb is refused before it is decoded). An `https://` (or `http://`) URL is fetched by the gateway,
-never by a worker: from public addresses only (every address the name resolves to must be public, each redirect is
-checked again), within the time and size limits, and becomes a data URI of what it held. So a worker, the stored
-conversation and every later turn see the same bytes, and a worker never makes a request a client chose.
+signature by the `filetype` library, never trusted from the header) and open as an image within the size limits
+(Pillow reads the header only: a decompression bomb is refused before it is decoded). An `https://` (or `http://`)
+URL is fetched by the gateway, never by a worker: from public addresses only (every address the name resolves to must
+be public, each redirect is checked again), within the time and size limits, and becomes a data URI of what it held.
+So a worker, the stored conversation and every later turn see the same bytes, and a worker never makes a request a
+client chose.
 
 Which pools see is the pool table's (shared/fleet/pools.py `sees`); a request with an image for a pool that does not is
 a 400 (`ChatService.check_images`).
@@ -23,6 +24,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
+import filetype
 import httpx
 
 from shared.errors import InvalidRequestError
@@ -54,16 +56,9 @@ def count_images(messages: list[ChatMessage]) -> int:
 
 
 def sniffed_type(data: bytes) -> str | None:
-    """The image type the bytes' own signature says, or None."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    return None
+    """The image type the bytes' own signature says (the `filetype` library, as uploaded files are read), or None."""
+    guess = filetype.guess(data)
+    return guess.mime if guess is not None and guess.mime in MEDIA_TYPES else None
 
 
 def check_image(data: bytes, declared: str | None, limits: ImageSettings, param: str) -> CheckedImage:
